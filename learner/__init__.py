@@ -1,0 +1,3 @@
+"""Learner, LearnerGroup and the built-in algorithms; filled in by issue #5."""
+
+__all__: list[str] = []

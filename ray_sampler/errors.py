@@ -1,0 +1,36 @@
+"""The exception hierarchy of ray-sampler: every error names the field, what is allowed and what came."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DataFormatError",
+    "EnvCreatorError",
+    "EpisodeError",
+    "RaySamplerError",
+    "SpaceError",
+]
+
+
+class RaySamplerError(Exception):
+    """Base of every error ray-sampler raises on purpose."""
+
+
+class ConfigError(RaySamplerError, ValueError):
+    """A config value is out of its allowed range; raised before any actor starts."""
+
+
+class EnvCreatorError(RaySamplerError, ValueError):
+    """An env creator is not callable, unknown, or returns something that is not a gymnasium.Env."""
+
+
+class SpaceError(RaySamplerError, ValueError):
+    """An observation or action space is unsupported, or data does not fit its space."""
+
+
+class EpisodeError(RaySamplerError, ValueError):
+    """An episode operation that its state does not allow (adding to a done episode, a bad concat, ...)."""
+
+
+class DataFormatError(RaySamplerError, ValueError):
+    """Columnar or Arrow data that is malformed, or holds values the format cannot represent."""

@@ -1,0 +1,270 @@
+"""LookbackBuffer: one episode field (observations, actions, ...) as lookback items then data items.
+
+Index rules (documented once here; every episode getter follows them):
+
+- An ``int`` returns one item; a ``list`` of ints or a ``slice`` returns a list in list form
+  and (nested) arrays with a leading axis in numpy form. ``None`` means all data items.
+- Index ``0`` is the first *data* item; the lookback items sit before it.
+- A negative index counts from the end of the data, running on into the lookback once the
+  data is used up; with ``neg_index_as_lookback=True`` it counts back from the first data
+  item instead, so ``-1`` is the last lookback item.
+- An index that lands outside lookback + data raises ``IndexError``, in list and numpy form
+  alike (slices included: they are not clipped), unless ``fill`` is given: then each such
+  position gets an item shaped like the stored ones with every leaf set to ``fill``.
+- Slices of numpy data are views; everything else is a fresh object.
+
+>>> buf = LookbackBuffer(["a", "b", "c"], lookback=1)
+>>> len(buf), buf.get(0), buf.get(-1), buf.get(-1, neg_index_as_lookback=True)
+(2, 'b', 'c', 'a')
+>>> buf.get(slice(-4, None), fill="-")
+['-', 'a', 'b', 'c']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ray_sampler import tree
+from ray_sampler.errors import SpaceError
+
+__all__ = ["LookbackBuffer", "Indices"]
+
+Indices = int | list[int] | slice | None
+
+
+class LookbackBuffer:
+    """Items of one episode field: ``lookback`` items followed by the data items.
+
+    ``data`` is a list of items (list form) or a structure of arrays whose leading axis runs
+    over lookback + data (numpy form).
+    """
+
+    __slots__ = ("data", "lookback", "space")
+
+    def __init__(self, data: Any = None, *, lookback: int = 0, space: gym.Space | None = None) -> None:
+        self.data = [] if data is None else data
+        self.lookback = lookback
+        self.space = space
+
+    @property
+    def is_numpy(self) -> bool:
+        return not isinstance(self.data, list)
+
+    def num_total(self) -> int:
+        """Number of items, lookback included."""
+        d = self.data
+        return len(d) if isinstance(d, list) else len(tree.first_leaf(d))
+
+    def __len__(self) -> int:
+        return self.num_total() - self.lookback
+
+    def __iter__(self) -> Iterator[Any]:
+        for pos in range(self.lookback, self.num_total()):
+            yield self._item(pos)
+
+    def __getitem__(self, indices: Indices) -> Any:
+        return self.get(indices)
+
+    def __repr__(self) -> str:
+        form = "numpy" if self.is_numpy else "list"
+        return f"LookbackBuffer({form}, lookback={self.lookback}, len={len(self)})"
+
+    # ---------------------------------------------------------------- reading
+    def get(
+        self,
+        indices: Indices = None,
+        *,
+        neg_index_as_lookback: bool = False,
+        fill: Any = None,
+        one_hot_discrete: bool = False,
+    ) -> Any:
+        """Items at ``indices`` (see the module docstring for the rules)."""
+        out = self._get(indices, neg_index_as_lookback, fill)
+        if one_hot_discrete:
+            single = not isinstance(indices, (slice, list, tuple, np.ndarray)) and indices is not None
+            out = self._one_hot(out, single)
+        return out
+
+    def _pos(self, i: int, total: int, neg_index_as_lookback: bool) -> int:
+        return self.lookback + i if i >= 0 or neg_index_as_lookback else total + i
+
+    def _get(self, indices: Indices, nal: bool, fill: Any) -> Any:
+        total = self.num_total()
+        if indices is None:
+            return self._range(self.lookback, total)
+        if isinstance(indices, slice):
+            step = 1 if indices.step is None else indices.step
+            if not isinstance(step, int) or step < 1:
+                raise ValueError(f"slice step must be an int >= 1 (got {indices.step!r})")
+            start = self.lookback if indices.start is None else self._pos(indices.start, total, nal)
+            stop = total if indices.stop is None else self._pos(indices.stop, total, nal)
+            stop = max(stop, start)
+            if step == 1 and 0 <= start and stop <= total:
+                return self._range(start, stop)
+            return self._gather(list(range(start, stop, step)), total, fill, indices)
+        if isinstance(indices, (list, tuple, np.ndarray)):
+            positions = [self._pos(int(i), total, nal) for i in indices]
+            return self._gather(positions, total, fill, indices)
+        if not isinstance(indices, (int, np.integer)):
+            raise TypeError(f"'indices' must be an int, a list of ints, a slice or None (got {indices!r})")
+        pos = self._pos(int(indices), total, nal)
+        if 0 <= pos < total:
+            return self._item(pos)
+        if fill is None:
+            raise self._index_error(indices)
+        return self._fill_item(fill)
+
+    def _index_error(self, indices: Any) -> IndexError:
+        return IndexError(
+            f"index {indices!r} reaches outside the {self.lookback} lookback and {len(self)} data "
+            "items; pass fill= to pad"
+        )
+
+    def _item(self, pos: int) -> Any:
+        if isinstance(self.data, list):
+            return self.data[pos]
+        return tree.map_structure(lambda a: a[pos], self.data)
+
+    def _range(self, start: int, stop: int) -> Any:
+        if isinstance(self.data, list):
+            return self.data[start:stop]
+        return tree.map_structure(lambda a: a[start:stop], self.data)
+
+    def _gather(self, positions: list[int], total: int, fill: Any, indices: Any) -> Any:
+        outside = [not 0 <= p < total for p in positions]
+        if any(outside) and fill is None:
+            raise self._index_error(indices)
+        if isinstance(self.data, list):
+            filler = self._fill_item(fill) if any(outside) else None
+            return [filler if out else self.data[p] for p, out in zip(positions, outside)]
+        if total == 0:
+            return tree.stack([self._fill_item(fill)] * len(positions)) if positions else self._range(0, 0)
+        idx = np.clip(np.asarray(positions, dtype=np.int64), 0, total - 1)
+        mask = np.asarray(outside, dtype=bool)
+
+        def gather_leaf(a: np.ndarray) -> np.ndarray:
+            out = a[idx]
+            if mask.any():
+                out[mask] = fill
+            return out
+
+        return tree.map_structure(gather_leaf, self.data)
+
+    def _fill_item(self, fill: Any) -> Any:
+        """One item shaped like the stored ones (or like ``space``) with every leaf ``fill``."""
+        if self.num_total():
+            return tree.map_structure(lambda leaf: _filled_like(leaf, fill), self._item(0))
+        if self.space is not None:
+            return _space_fill(self.space, fill)
+        return fill
+
+    def _one_hot(self, out: Any, single: bool) -> Any:
+        if self.space is None or not _has_discrete_leaf(self.space):
+            raise SpaceError(
+                f"one_hot_discrete=True needs a Discrete or MultiDiscrete space (got {self.space!r})"
+            )
+        if not single and isinstance(out, list):
+            return [_map_space(_one_hot_leaf, self.space, item) for item in out]
+        return _map_space(_one_hot_leaf, self.space, out)
+
+    # ---------------------------------------------------------------- writing
+    def append(self, item: Any) -> None:
+        """Appends one data item (cheap in list form, a concatenation in numpy form)."""
+        if isinstance(self.data, list):
+            self.data.append(item)
+        else:
+            self.data = tree.concat([self.data, tree.stack([item])])
+
+    def extend(self, items: Any) -> None:
+        """Appends data items given as a list (list form) or a structure of arrays."""
+        if isinstance(self.data, list):
+            self.data.extend(items if isinstance(items, list) else _unstack(items))
+        else:
+            self.data = tree.concat([self.data, items if not isinstance(items, list) else _stack(items, self.space)])
+
+    def copy_range(self, start: int, stop: int, *, lookback: int, as_list: bool = False) -> LookbackBuffer:
+        """A new buffer holding copies of positions ``[start, stop)``, the first ``lookback`` as lookback."""
+        part = self._range(start, stop)
+        if isinstance(part, list):
+            data = list(part)
+        elif as_list:
+            data = _unstack(part)
+        else:
+            data = tree.map_structure(np.copy, part)
+        return LookbackBuffer(data, lookback=lookback, space=self.space)
+
+    def to_numpy(self) -> None:
+        """Turns list storage into (nested) arrays with a leading axis, in place."""
+        if isinstance(self.data, list):
+            self.data = _stack(self.data, self.space)
+
+
+def _stack(items: list[Any], space: gym.Space | None) -> Any:
+    if items:
+        return tree.stack(items)
+    if space is not None:
+        return tree.map_structure(lambda leaf: np.zeros((0, *np.shape(leaf)), np.asarray(leaf).dtype),
+                                  _space_fill(space, 0))
+    return np.zeros((0,))
+
+
+def _unstack(struct: Any) -> list[Any]:
+    """Structure of arrays -> list of items; array rows are copied so no view pins the source."""
+    n = len(tree.first_leaf(struct))
+
+    def row(a: np.ndarray, i: int) -> Any:
+        r = a[i]
+        return r.copy() if isinstance(r, np.ndarray) else r
+
+    return [tree.map_structure(lambda a: row(a, i), struct) for i in range(n)]
+
+
+def _filled_like(leaf: Any, fill: Any) -> Any:
+    if isinstance(leaf, np.ndarray):
+        return np.full_like(leaf, fill)
+    if isinstance(leaf, np.generic):
+        return leaf.dtype.type(fill)
+    return fill
+
+
+def _space_fill(space: gym.Space, fill: Any) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _space_fill(s, fill) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_space_fill(s, fill) for s in space.spaces)
+    if space.shape == ():
+        return np.dtype(space.dtype).type(fill)
+    return np.full(space.shape, fill, dtype=space.dtype)
+
+
+def _map_space(fn: Any, space: gym.Space, value: Any) -> Any:
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _map_space(fn, s, value[k]) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_map_space(fn, s, v) for s, v in zip(space.spaces, value))
+    return fn(space, value)
+
+
+def _has_discrete_leaf(space: gym.Space) -> bool:
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        subs = space.spaces.values() if isinstance(space, gym.spaces.Dict) else space.spaces
+        return any(_has_discrete_leaf(s) for s in subs)
+    return isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+
+
+def _one_hot_leaf(space: gym.Space, value: Any) -> Any:
+    """One-hot float32 vectors (last axis) for Discrete; per-dimension ones concatenated for
+    MultiDiscrete. Values outside the space (e.g. a ``fill``) give all-zero vectors."""
+    v = np.asarray(value)
+    if isinstance(space, gym.spaces.Discrete):
+        return ((v - space.start)[..., None] == np.arange(space.n)).astype(np.float32)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec).reshape(-1)
+        flat = (v - np.asarray(space.start)).reshape(*v.shape[: v.ndim - np.ndim(space.nvec)], -1)
+        parts = [(flat[..., j, None] == np.arange(n)).astype(np.float32) for j, n in enumerate(nvec)]
+        return np.concatenate(parts, axis=-1)
+    return value

@@ -1,0 +1,112 @@
+"""Nested observation/action structures: dicts and tuples of leaves, mapped, stacked and flattened.
+
+A *structure* is a ``dict`` (any Mapping subclass gymnasium returns) or a ``tuple`` whose
+items are structures or leaves; anything else (an array, a number, a string) is a leaf.
+Dict keys keep the order of the first structure given. A *spec* is the JSON-able shape of
+a structure without its leaves: ``None`` for a leaf, ``{"dict": [[key, spec], ...]}`` or
+``{"tuple": [spec, ...]}``.
+
+>>> stack([{"a": 1, "b": (2.0, 3)}, {"a": 4, "b": (5.0, 6)}])["b"][0]
+array([2., 5.])
+>>> flatten({"a": 1, "b": (2, 3)})
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "concat",
+    "first_leaf",
+    "flatten",
+    "is_structure",
+    "map_structure",
+    "spec_of",
+    "stack",
+    "unflatten",
+]
+
+
+def is_structure(x: Any) -> bool:
+    """Whether ``x`` is a container (dict or tuple) rather than a leaf."""
+    return isinstance(x, (Mapping, tuple))
+
+
+def map_structure(fn: Callable[..., Any], *structs: Any) -> Any:
+    """Applies ``fn`` to the leaves of one or more structures of the same shape."""
+    first = structs[0]
+    if isinstance(first, Mapping):
+        return {k: map_structure(fn, *(s[k] for s in structs)) for k in first}
+    if isinstance(first, tuple):
+        return tuple(map_structure(fn, *parts) for parts in zip(*structs))
+    return fn(*structs)
+
+
+def flatten(struct: Any) -> list[Any]:
+    """The leaves of ``struct`` in canonical order (dict keys in order, then tuple items)."""
+    if isinstance(struct, Mapping):
+        return [leaf for v in struct.values() for leaf in flatten(v)]
+    if isinstance(struct, tuple):
+        return [leaf for v in struct for leaf in flatten(v)]
+    return [struct]
+
+
+def first_leaf(struct: Any) -> Any:
+    """The first leaf of ``struct`` (cheaper than ``flatten(struct)[0]``)."""
+    while is_structure(struct):
+        struct = next(iter(struct.values())) if isinstance(struct, Mapping) else struct[0]
+    return struct
+
+
+def spec_of(struct: Any) -> Any:
+    """The JSON-able spec of a structure (see the module docstring)."""
+    if isinstance(struct, Mapping):
+        return {"dict": [[k, spec_of(v)] for k, v in struct.items()]}
+    if isinstance(struct, tuple):
+        return {"tuple": [spec_of(v) for v in struct]}
+    return None
+
+
+def unflatten(spec: Any, leaves: list[Any]) -> Any:
+    """Rebuilds a structure from its spec and its leaves in canonical order."""
+    it = iter(leaves)
+    out = _unflatten(spec, it)
+    if next(it, _END) is not _END:
+        raise ValueError("more leaves than the spec has places for")
+    return out
+
+
+_END = object()
+
+
+def _unflatten(spec: Any, it: Any) -> Any:
+    if spec is None:
+        try:
+            return next(it)
+        except StopIteration:
+            raise ValueError("fewer leaves than the spec has places for") from None
+    if "dict" in spec:
+        return {k: _unflatten(s, it) for k, s in spec["dict"]}
+    return tuple(_unflatten(s, it) for s in spec["tuple"])
+
+
+def stack(items: list[Any]) -> Any:
+    """Stacks a list of same-shaped structures into one structure of arrays (new axis 0)."""
+    first = items[0]
+    if isinstance(first, Mapping):
+        return {k: stack([it[k] for it in items]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(stack(list(parts)) for parts in zip(*items))
+    return np.asarray(items)
+
+
+def concat(structs: list[Any]) -> Any:
+    """Concatenates structures of arrays along axis 0; zero-length pieces are skipped."""
+    kept = [s for s in structs if len(first_leaf(s))] or structs[:1]
+    if len(kept) == 1:
+        return kept[0]
+    return map_structure(lambda *leaves: np.concatenate(leaves), *kept)

@@ -1,0 +1,41 @@
+"""The ``ray-sampler demo`` command: what it prints, and its config errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ray_sampler.cli import DemoConfig, main
+from ray_sampler.errors import ConfigError
+
+
+def test_demo_prints_what_it_did(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["demo", "--num-env-steps", "300", "--cut-every", "40", "--lookback", "2", "--seed", "3"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "ray-sampler demo: CartPole-v1, 300 env steps, random actions, seed 3"
+    assert lines[1].startswith("collected ") and "(cut every 40 steps, lookback 2)" in lines[1]
+    assert "300 steps (no step lost or duplicated)" in lines[3]
+    assert lines[4].startswith("columnar: 300 steps + ")
+    assert lines[5].endswith("round trip equal: yes")
+
+
+def test_demo_runs_as_a_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ray_sampler", "demo", "--num-env-steps", "50", "--cut-every", "7"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    assert "50 steps (no step lost or duplicated)" in out and "round trip equal: yes" in out
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"num_env_steps": 0}, "'num_env_steps' must be an int >= 1 \\(got 0\\)"),
+     ({"cut_every": -2}, "'cut_every' must be an int >= 1"),
+     ({"lookback": -1}, "'lookback' must be an int >= 0")],
+    ids=["steps", "cut_every", "lookback"],
+)
+def test_demo_config_rejects_bad_values(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        DemoConfig(**kwargs)

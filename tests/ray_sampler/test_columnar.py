@@ -1,0 +1,129 @@
+"""ColumnarEpisodes: lossless packing of chunks (lookback kept apart), sparse infos, validation, size."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.errors import DataFormatError
+from tests.helpers import SPACES, assert_episodes_equal, episode_from_space
+
+
+def chunk_catalogue(space: gym.Space, *, seed: int = 0) -> list[SingleAgentEpisode]:
+    """Chunks of several kinds: plain, continuations with lookback (one of length 0),
+    a terminated one, and a numpy'd one."""
+    first = episode_from_space(space, space, 5, seed=seed)
+    second = first.cut(3)
+    for t in range(4):
+        second.add_env_step(space.sample(), space.sample(), float(t), {"k": [t, "x"]} if t == 2 else None,
+                            extra_model_outputs={"action_logp": np.float32(t), "vf_preds": np.float32(-t)})
+    third = second.cut(2)  # length 0, lookback 2
+    done = episode_from_space(space, space, 3, seed=seed + 7, terminated=True)
+    numpy_one = episode_from_space(space, space, 4, seed=seed + 9).to_numpy()
+    return [first, second, third, done, numpy_one]
+
+
+@pytest.mark.parametrize("name", list(SPACES), ids=list(SPACES))
+def test_pack_unpack_round_trip_over_spaces(name: str) -> None:
+    chunks = chunk_catalogue(SPACES[name])
+    col = episodes_to_columnar(chunks)
+    back = columnar_to_episodes(col)
+    assert len(back) == len(chunks)
+    for original, restored in zip(chunks, back):
+        assert restored.is_numpy
+        assert_episodes_equal(restored, original)
+
+
+def test_lookback_is_kept_apart_and_never_counted() -> None:
+    chunks = chunk_catalogue(SPACES["box_f32_3"])
+    col = episodes_to_columnar(chunks)
+    assert col.lens.tolist() == [5, 4, 0, 3, 4]
+    assert col.lookback_lens.tolist() == [0, 3, 2, 0, 0]
+    assert col.num_env_steps == 16
+    assert len(col.rewards) == 16 and len(col.lookback_rewards) == 5
+    assert len(col.observations) == 16 + 5 and len(col.lookback_observations) == 5
+    assert col.obs_offsets.tolist() == [0, 6, 11, 12, 16, 21]
+    assert col.step_offsets.tolist() == [0, 5, 9, 9, 12, 16]
+    assert col.lookback_offsets.tolist() == [0, 0, 3, 5, 5, 5]
+    # The continuation's lookback rows are the previous chunk's last steps.
+    np.testing.assert_array_equal(col.lookback_rewards[:3], col.rewards[2:5])
+    np.testing.assert_array_equal(col.lookback_observations[:3], col.observations[2:5])
+
+
+def test_infos_are_sparse() -> None:
+    chunks = chunk_catalogue(SPACES["discrete"])
+    col = episodes_to_columnar(chunks)
+    non_empty = [info for ep in chunks for info in ep.infos.data[ep.len_lookback_buffer:] if info]
+    assert col.info_values == non_empty
+    assert len(col.info_rows) == len(non_empty) < col.num_env_steps
+    lookback = [info for ep in chunks for info in ep.infos.data[:ep.len_lookback_buffer]]
+    assert col.lookback_info_values == [info for info in lookback if info] == [{"t": 3}, {"k": [2, "x"]}]
+    assert col.lookback_info_rows.tolist() == [i for i, info in enumerate(lookback) if info] == [2, 4]
+
+
+def test_chunks_with_ids_times_and_flags() -> None:
+    chunks = chunk_catalogue(SPACES["discrete"])
+    col = episodes_to_columnar(chunks)
+    assert col.ids == [ep.id_ for ep in chunks]
+    assert col.t_started.tolist() == [0, 5, 9, 0, 0]
+    assert col.terminated.tolist() == [False, False, False, True, False]
+    assert not col.truncated.any()
+
+
+def test_bytes_shipped_per_step_stay_close_to_raw() -> None:
+    # 20 CartPole-shaped episodes of 200 steps: obs float32[4], int64 action, float64 reward.
+    space = gym.spaces.Box(-1, 1, (4,), np.float32)
+    episodes = [episode_from_space(space, gym.spaces.Discrete(2), 200, seed=s, extra=False) for s in range(20)]
+    for ep in episodes:
+        ep.infos.data[:] = [{}] * len(ep.infos.data)
+    col = episodes_to_columnar(episodes)
+    assert col.raw_step_nbytes() == 16 + 8 + 8 + 2
+    assert col.serialized_nbytes() / col.num_env_steps <= 1.1 * col.raw_step_nbytes()
+
+
+def test_empty_list_raises() -> None:
+    with pytest.raises(DataFormatError, match="at least one episode"):
+        episodes_to_columnar([])
+
+
+def test_episode_without_observations_raises() -> None:
+    with pytest.raises(DataFormatError, match=r"'episodes\[1\]'.*no observations"):
+        episodes_to_columnar([episode_from_space(SPACES["discrete"], SPACES["discrete"], 2), SingleAgentEpisode()])
+
+
+def test_mismatched_extra_keys_raise() -> None:
+    a = episode_from_space(SPACES["discrete"], SPACES["discrete"], 2)
+    b = episode_from_space(SPACES["discrete"], SPACES["discrete"], 2, extra=False)
+    with pytest.raises(DataFormatError, match="extra_model_outputs keys"):
+        episodes_to_columnar([a, b])
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda c: {"actions": c.actions[:-1]}, "'actions' must hold"),
+        (lambda c: {"lens": c.lens[:-1]}, "'lens' must be an array of shape"),
+        (lambda c: {"lookback_observations": c.lookback_observations[1:]}, "'lookback_observations' must hold"),
+        (lambda c: {"info_rows": c.info_rows[::-1].copy()}, "'info_rows' must be increasing"),
+        (lambda c: {"info_values": c.info_values[:-1]}, "must be equally long"),
+        (lambda c: {"lookback_extra_model_outputs": {}}, "must have the same keys"),
+    ],
+    ids=["actions_rows", "lens_shape", "lookback_rows", "info_order", "info_len", "extra_keys"],
+)
+def test_validate_rejects_inconsistent_objects(change: object, match: str) -> None:
+    col = episodes_to_columnar(chunk_catalogue(SPACES["discrete"]))
+    bad = dataclasses.replace(col, **change(col))  # type: ignore[operator]
+    with pytest.raises(DataFormatError, match=match):
+        columnar_to_episodes(bad)
+
+
+def test_columnar_object_is_one_payload_of_arrays() -> None:
+    col = episodes_to_columnar(chunk_catalogue(SPACES["dict"]))
+    assert isinstance(col, ColumnarEpisodes)
+    assert isinstance(col.observations["pos"], np.ndarray) and col.observations["pos"].shape == (21, 2)
+    assert isinstance(col.rewards, np.ndarray) and col.rewards.dtype == np.float64

@@ -1,0 +1,155 @@
+"""LookbackBuffer index rules, in list and numpy form alike."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from ray_sampler.errors import SpaceError
+from ray_sampler.lookback import LookbackBuffer
+
+FORMS = ["list", "numpy"]
+
+
+def make(form: str, lookback: int = 2, n: int = 6, space: gym.Space | None = None) -> LookbackBuffer:
+    """Items 10, 11, ..., the first ``lookback`` of them lookback."""
+    buf = LookbackBuffer([10 + i for i in range(n)], lookback=lookback, space=space)
+    if form == "numpy":
+        buf.to_numpy()
+    return buf
+
+
+def as_list(x: object) -> object:
+    return x.tolist() if isinstance(x, np.ndarray) else x
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_int_index_counts_from_first_data_item(form: str) -> None:
+    buf = make(form)
+    assert len(buf) == 4
+    assert [buf.get(i) for i in range(4)] == [12, 13, 14, 15]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_negative_index_counts_from_end_into_lookback(form: str) -> None:
+    buf = make(form)
+    assert [buf.get(i) for i in (-1, -4, -5, -6)] == [15, 12, 11, 10]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_neg_index_as_lookback_counts_back_from_first_data_item(form: str) -> None:
+    buf = make(form)
+    assert buf.get(-1, neg_index_as_lookback=True) == 11
+    assert buf.get(-2, neg_index_as_lookback=True) == 10
+    assert as_list(buf.get(slice(-2, 1), neg_index_as_lookback=True)) == [10, 11, 12]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("index", [-7, 4, 100, -3])
+def test_index_outside_data_and_lookback_raises(form: str, index: int) -> None:
+    buf = make(form)
+    nal = index == -3  # -3 with neg_index_as_lookback is before the 2-item lookback
+    with pytest.raises(IndexError, match="outside the 2 lookback and 4 data items"):
+        buf.get(index, neg_index_as_lookback=nal)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_numpy_form_does_not_wrap_around(form: str) -> None:
+    # RLlib's numpy form reads index -7 of 6 items as the last one; we raise in both forms.
+    buf = make(form)
+    with pytest.raises(IndexError):
+        buf.get([-7, -1])
+    with pytest.raises(IndexError):
+        buf.get(slice(-8, None))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_slice_past_the_end_raises_instead_of_clipping(form: str) -> None:
+    buf = make(form)
+    with pytest.raises(IndexError):
+        buf.get(slice(2, 10))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fill_pads_before_lookback_and_after_end(form: str) -> None:
+    buf = make(form)
+    assert as_list(buf.get(slice(-8, None), fill=0)) == [0, 0, 10, 11, 12, 13, 14, 15]
+    assert as_list(buf.get([3, 4, 5], fill=-1)) == [15, -1, -1]
+    assert buf.get(-9, fill=7) == 7
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_list_and_slice_return_list_or_array(form: str) -> None:
+    buf = make(form)
+    got = buf.get([0, 2])
+    assert isinstance(got, list if form == "list" else np.ndarray)
+    assert as_list(got) == [12, 14]
+    assert as_list(buf.get(slice(1, 3))) == [13, 14]
+    assert as_list(buf.get()) == [12, 13, 14, 15]
+    assert as_list(buf.get(slice(0, 4, 2))) == [12, 14]
+
+
+def test_fill_takes_the_shape_of_stored_arrays() -> None:
+    buf = LookbackBuffer([np.array([1.0, 2.0], np.float32)], lookback=0)
+    filled = buf.get(-2, fill=0.5)
+    assert filled.dtype == np.float32 and filled.tolist() == [0.5, 0.5]
+    buf.to_numpy()
+    assert buf.get([-2, 0], fill=0.0).tolist() == [[0.0, 0.0], [1.0, 2.0]]
+
+
+def test_fill_on_empty_buffer_uses_the_space() -> None:
+    buf = LookbackBuffer([], space=gym.spaces.Box(0, 1, (3,), np.float32))
+    assert buf.get(-1, fill=0.0).tolist() == [0.0, 0.0, 0.0]
+    buf.to_numpy()
+    assert buf.get([0, 1], fill=1.0).shape == (2, 3)
+
+
+def test_nested_items_index_and_fill() -> None:
+    items = [{"a": np.array([i, i]), "b": (i, float(i))} for i in range(4)]
+    buf = LookbackBuffer(items, lookback=1)
+    assert buf.get(0)["b"] == (1, 1.0)
+    assert buf.get(-5, fill=9)["a"].tolist() == [9, 9]
+    buf.to_numpy()
+    got = buf.get([0, 1])
+    assert got["a"].tolist() == [[1, 1], [2, 2]] and got["b"][1].tolist() == [1.0, 2.0]
+    assert buf.get([-5, -4], fill=0)["a"].tolist() == [[0, 0], [0, 0]]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_one_hot_discrete(form: str) -> None:
+    buf = LookbackBuffer([0, 2, 1], space=gym.spaces.Discrete(3))
+    if form == "numpy":
+        buf.to_numpy()
+    assert buf.get(1, one_hot_discrete=True).tolist() == [0.0, 0.0, 1.0]
+    assert np.asarray(buf.get([0, 2], one_hot_discrete=True)).tolist() == [[1, 0, 0], [0, 1, 0]]
+    # A filled position (outside the space) is all zeros.
+    assert buf.get(-4, fill=-1, one_hot_discrete=True).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_one_hot_discrete_with_start_and_multi_discrete() -> None:
+    buf = LookbackBuffer([-1, 1], space=gym.spaces.Discrete(3, start=-1))
+    assert buf.get(0, one_hot_discrete=True).tolist() == [1.0, 0.0, 0.0]
+    md = LookbackBuffer([np.array([2, 0])], space=gym.spaces.MultiDiscrete([3, 2]))
+    assert md.get(0, one_hot_discrete=True).tolist() == [0.0, 0.0, 1.0, 1.0, 0.0]
+
+
+def test_one_hot_discrete_needs_a_discrete_space() -> None:
+    buf = LookbackBuffer([np.zeros(2)], space=gym.spaces.Box(0, 1, (2,)))
+    with pytest.raises(SpaceError, match="needs a Discrete or MultiDiscrete space"):
+        buf.get(0, one_hot_discrete=True)
+
+
+def test_bad_indices_and_step_raise() -> None:
+    buf = make("list")
+    with pytest.raises(TypeError, match="'indices' must be"):
+        buf.get("0")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="slice step must be an int >= 1"):
+        buf.get(slice(None, None, -1))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_iteration_and_len_skip_lookback(form: str) -> None:
+    buf = make(form)
+    assert [as_list(x) for x in buf] == [12, 13, 14, 15]
+    assert buf.num_total() == 6

@@ -1,0 +1,42 @@
+"""Nested structure helpers: map, flatten/unflatten through a spec, stack and concat."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ray_sampler import tree
+
+NESTED = {"a": (np.array([1, 2]), 3.0), "b": {"c": np.int64(4)}}
+
+
+def test_flatten_and_unflatten_through_spec() -> None:
+    leaves = tree.flatten(NESTED)
+    assert [np.asarray(x).tolist() for x in leaves] == [[1, 2], 3.0, 4]
+    spec = tree.spec_of(NESTED)
+    assert spec == {"dict": [["a", {"tuple": [None, None]}], ["b", {"dict": [["c", None]]}]]}
+    back = tree.unflatten(spec, leaves)
+    assert back["a"][1] == 3.0 and back["b"]["c"] == 4
+
+
+def test_unflatten_rejects_wrong_leaf_count() -> None:
+    with pytest.raises(ValueError, match="more leaves"):
+        tree.unflatten(None, [1, 2])
+    with pytest.raises(ValueError, match="fewer leaves"):
+        tree.unflatten({"tuple": [None, None]}, [1])
+
+
+def test_stack_and_concat_keep_nesting() -> None:
+    stacked = tree.stack([NESTED, NESTED])
+    assert stacked["a"][0].shape == (2, 2) and stacked["b"]["c"].tolist() == [4, 4]
+    joined = tree.concat([stacked, stacked])
+    assert joined["a"][0].shape == (4, 2)
+
+
+def test_concat_skips_empty_pieces() -> None:
+    assert tree.concat([np.zeros((0,)), np.ones((2, 3), np.float32)]).dtype == np.float32
+
+
+def test_map_structure_over_several_structures() -> None:
+    out = tree.map_structure(lambda x, y: np.asarray(x) + np.asarray(y), NESTED, NESTED)
+    assert out["a"][0].tolist() == [2, 4] and out["b"]["c"] == 8
