@@ -175,6 +175,8 @@ def _leaf_to_arrow(name: str, values: np.ndarray, valid: np.ndarray | None) -> t
         )
     mask = None if valid is None else pa.array(~valid)
     inner = values.shape[1:]
+    if 0 in inner:
+        raise DataFormatError(f"column {name!r} has rows of shape {inner}; the Arrow form holds no zero-size dims")
     if inner:
         flat = pa.array(np.ascontiguousarray(values).reshape(-1))
         arr = pa.FixedSizeListArray.from_arrays(flat, math.prod(inner), mask=mask)
@@ -194,7 +196,7 @@ def _infos_to_arrow(col: ColumnarEpisodes, rows: _Rows) -> pa.Array:
     ):
         for r, info in zip(positions.tolist(), values):
             _check_json(info, f"{where}[{r}]")
-            texts[int(row_map[r])] = json.dumps(info)
+            texts[int(row_map[r])] = json.dumps(info, allow_nan=False)
     return pa.array(texts, pa.string())
 
 
@@ -207,6 +209,8 @@ def _check_json(value: Any, where: str) -> None:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _check_json(v, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise DataFormatError(f"{where} is {value}; JSON has no NaN or infinity (pass drop_infos=True to leave infos out)")
     elif value is not None and not isinstance(value, (str, int, float)):
         raise DataFormatError(
             f"{where} is a {type(value).__module__}.{type(value).__qualname__}; the Arrow form holds "
@@ -284,9 +288,11 @@ def _spec_paths(spec: Any, prefix: str) -> list[str]:
     """Column names of the leaves of a structure spec."""
     if spec is None:
         return [prefix]
-    if isinstance(spec, dict) and isinstance(spec.get("dict"), list):
+    if isinstance(spec, dict) and isinstance(spec.get("dict"), list) and spec["dict"] and all(
+        isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in spec["dict"]
+    ):
         return [p for k, s in spec["dict"] for p in _spec_paths(s, f"{prefix}.{k}")]
-    if isinstance(spec, dict) and isinstance(spec.get("tuple"), list):
+    if isinstance(spec, dict) and isinstance(spec.get("tuple"), list) and spec["tuple"]:
         return [p for i, s in enumerate(spec["tuple"]) for p in _spec_paths(s, f"{prefix}.{i}")]
     raise DataFormatError(f"schema metadata 'ray_sampler.structure' has a malformed entry for {prefix!r}: {spec!r}")
 
@@ -307,7 +313,9 @@ def _read_metadata(schema: pa.Schema) -> dict[str, Any]:
         raise DataFormatError(f"'ray_sampler.schema_version' must be >= 1 (got {version})")
     try:
         structure = json.loads(meta.get(_STRUCTURE_KEY, b""))
-        _ = structure["obs"], structure["action"], dict(structure["extra_model_outputs"])
+        _ = structure["obs"], structure["action"]
+        if not isinstance(structure["extra_model_outputs"], dict):
+            raise TypeError("extra_model_outputs")
     except (ValueError, KeyError, TypeError):
         raise DataFormatError("schema metadata 'ray_sampler.structure' is missing or malformed") from None
     return structure
@@ -333,31 +341,41 @@ def _read_leaf(table: pa.Table, name: str, valid: np.ndarray | None) -> np.ndarr
     try:
         dtype = np.dtype(meta[b"dtype"].decode())
         shape = tuple(json.loads(meta[b"shape"]))
-    except (KeyError, ValueError, TypeError):
+        expected = pa.string() if dtype.kind == "U" else pa.from_numpy_dtype(dtype)
+    except (KeyError, ValueError, TypeError, pa.ArrowException):
         raise DataFormatError(f"column {name!r} lacks valid 'dtype'/'shape' field metadata") from None
-    if dtype.kind not in _LEAF_KINDS:
-        raise DataFormatError(f"column {name!r} has dtype {dtype}, which the format does not hold")
+    if dtype.kind not in _LEAF_KINDS or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise DataFormatError(f"column {name!r} has dtype {dtype} and shape {list(shape)}, which the format does not hold")
+    if name == "reward" and shape:
+        raise DataFormatError(f"column 'reward' must hold scalars (got shape {list(shape)})")
     arr = table.column(name).combine_chunks()
     is_valid = arr.is_valid().to_numpy(zero_copy_only=False)
     if valid is None and not is_valid.all() or valid is not None and not np.array_equal(is_valid, valid):
         raise DataFormatError(f"column {name!r} has nulls where values belong (or values where nulls belong)")
-    expected = pa.string() if dtype.kind == "U" else pa.from_numpy_dtype(dtype)
     if shape:
         size = math.prod(shape)
         if not pa.types.is_fixed_size_list(arr.type) or arr.type.list_size != size or arr.type.value_type != expected:
             raise DataFormatError(f"column {name!r} must be fixed_size_list<{expected}>[{size}] (got {arr.type})")
         values = arr.values.slice(arr.offset * size, len(arr) * size)
-        return _to_numpy(values, dtype).reshape(len(arr), *shape)
+        if values.null_count:
+            child_valid = values.is_valid().to_numpy(zero_copy_only=False).reshape(len(arr), size).all(axis=1)
+            if not child_valid[is_valid].all():
+                raise DataFormatError(f"column {name!r} has nulls inside list values")
+        return _to_numpy(values, dtype, name).reshape(len(arr), *shape)
     if arr.type != expected:
         raise DataFormatError(f"column {name!r} must be {expected} (got {arr.type})")
-    return _to_numpy(arr, dtype)
+    return _to_numpy(arr, dtype, name)
 
 
-def _to_numpy(arr: pa.Array, dtype: np.dtype) -> np.ndarray:
+def _to_numpy(arr: pa.Array, dtype: np.dtype, name: str) -> np.ndarray:
     if arr.null_count:
         zero = {"U": "", "b": False}.get(dtype.kind, 0)
         arr = arr.fill_null(pa.scalar(zero, arr.type))
     out = arr.to_numpy(zero_copy_only=False)
+    if dtype.kind == "U":
+        out = out.astype(str)
+        if out.dtype.itemsize > dtype.itemsize:
+            raise DataFormatError(f"column {name!r} holds strings longer than its dtype {dtype} allows")
     return out.astype(dtype, copy=False)
 
 

@@ -107,6 +107,10 @@ class ColumnarEpisodes:
                 raise DataFormatError(f"'{name}' must be an array of shape ({e},) (got {getattr(arr, 'shape', arr)!r})")
         if (self.lens < 0).any() or (self.lookback_lens < 0).any():
             raise DataFormatError("'lens' and 'lookback_lens' must be >= 0")
+        if (self.t_started < self.lookback_lens).any():
+            raise DataFormatError("'t_started' must be >= the chunk's lookback length (>= 0)")
+        if not isinstance(self.rewards, np.ndarray) or self.rewards.ndim != 1:
+            raise DataFormatError(f"'rewards' must be a 1-D array (got {getattr(self.rewards, 'shape', self.rewards)!r})")
         steps, lb = int(self.lens.sum()), int(self.lookback_lens.sum())
         _check_rows("observations", self.observations, steps + e)
         _check_rows("actions", self.actions, steps)
@@ -130,7 +134,10 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
 
 
 def _check_rows(name: str, struct: Any, rows: int) -> None:
-    for leaf in tree.flatten(struct):
+    leaves = tree.flatten(struct)
+    if not leaves:
+        raise DataFormatError(f"'{name}' must hold at least one array (got an empty structure)")
+    for leaf in leaves:
         if not isinstance(leaf, np.ndarray) or leaf.ndim == 0 or len(leaf) != rows:
             raise DataFormatError(f"'{name}' must hold {rows} rows (got {getattr(leaf, 'shape', type(leaf))!r})")
 
@@ -162,17 +169,19 @@ class _FieldPacker:
             self.pieces.append(tree.stack(self.pending))
             self.pending = []
 
-    def result(self) -> Any:
+    def result(self, other: _FieldPacker | None = None) -> Any:
+        """The packed field; with no rows it takes the structure and dtypes of ``other``'s rows
+        (the same field's lookback or data side), else those of the space."""
         self._flush()
-        if not self.pieces:
-            return _empty(self.space)
-        return tree.concat(self.pieces)
-
-
-def _empty(space: gym.Space | None) -> Any:
-    buf = LookbackBuffer([], space=space)
-    buf.to_numpy()
-    return buf.data
+        if self.pieces:
+            return tree.concat(self.pieces)
+        if other is not None:
+            other._flush()
+            if other.pieces:
+                return tree.map_structure(lambda a: a[:0].copy(), other.pieces[0])
+        buf = LookbackBuffer([], space=self.space)
+        buf.to_numpy()
+        return buf.data
 
 
 def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes:
@@ -180,7 +189,9 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
     if not episodes:
         raise DataFormatError("'episodes' must hold at least one episode (got none)")
     first = episodes[0]
-    keys = first.extra_model_outputs.keys()
+    # A chunk without any action (not even in its lookback) has no model outputs yet; any key set fits it.
+    keyed = next((ep for ep in episodes if ep.actions.num_total()), first)
+    keys = keyed.extra_model_outputs.keys()
     obs_space, act_space = first.observation_space, first.action_space
     fields = ("obs", "act", "rew")
     data = {f: _FieldPacker(s) for f, s in zip(fields, (obs_space, act_space, None))}
@@ -195,7 +206,7 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
     for i, ep in enumerate(episodes):
         if not ep.is_reset:
             raise DataFormatError(f"'episodes[{i}]' (id_ {ep.id_!r}) has no observations; call add_env_reset first")
-        if ep.extra_model_outputs.keys() != keys:
+        if ep.extra_model_outputs.keys() != keys and ep.actions.num_total():
             raise DataFormatError(
                 f"'episodes[{i}]' has extra_model_outputs keys {sorted(ep.extra_model_outputs)}, "
                 f"episodes[0] has {sorted(keys)}; all chunks must agree"
@@ -207,7 +218,7 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
             total = buf.num_total()
             look[f].add(buf._range(0, h))
             data[f].add(buf._range(h, total))
-        for k, buf in ep.extra_model_outputs.items():
+        for k, buf in ep.extra_model_outputs.items() if ep.actions.num_total() else ():
             look_emo[k].add(buf._range(0, h))
             data_emo[k].add(buf._range(h, buf.num_total()))
         inf = ep.infos.data
@@ -222,16 +233,16 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
         lookback_lens=lookback_lens,
         terminated=np.fromiter((ep.is_terminated for ep in episodes), bool, num),
         truncated=np.fromiter((ep.is_truncated for ep in episodes), bool, num),
-        observations=data["obs"].result(),
-        actions=data["act"].result(),
-        rewards=data["rew"].result(),
-        extra_model_outputs={k: p.result() for k, p in data_emo.items()},
+        observations=data["obs"].result(look["obs"]),
+        actions=data["act"].result(look["act"]),
+        rewards=data["rew"].result(look["rew"]),
+        extra_model_outputs={k: p.result(look_emo[k]) for k, p in data_emo.items()},
         info_rows=info_rows,
         info_values=[infos[r] for r in info_rows.tolist()],
-        lookback_observations=look["obs"].result(),
-        lookback_actions=look["act"].result(),
-        lookback_rewards=look["rew"].result(),
-        lookback_extra_model_outputs={k: p.result() for k, p in look_emo.items()},
+        lookback_observations=look["obs"].result(data["obs"]),
+        lookback_actions=look["act"].result(data["act"]),
+        lookback_rewards=look["rew"].result(data["rew"]),
+        lookback_extra_model_outputs={k: p.result(data_emo[k]) for k, p in look_emo.items()},
         lookback_info_rows=lookback_info_rows,
         lookback_info_values=[lookback_infos[r] for r in lookback_info_rows.tolist()],
         observation_space=obs_space,

@@ -356,6 +356,11 @@ class SingleAgentEpisode:
             )
         if not other.is_reset or not self.is_reset:
             raise EpisodeError("concat_episode: both chunks need observations (add_env_reset first)")
+        if other._emo.keys() != self._emo.keys() and not self._act.num_total():
+            self._emo = {k: LookbackBuffer() for k in other._emo}
+            if self.is_numpy:
+                for buf in self._emo.values():
+                    buf.to_numpy()
         if other._emo.keys() != self._emo.keys():
             raise EpisodeError(
                 f"concat_episode: 'extra_model_outputs' keys differ ({sorted(self._emo)} vs {sorted(other._emo)})"

@@ -10,7 +10,8 @@ Index rules (documented once here; every episode getter follows them):
   item instead, so ``-1`` is the last lookback item.
 - An index that lands outside lookback + data raises ``IndexError``, in list and numpy form
   alike (slices included: they are not clipped), unless ``fill`` is given: then each such
-  position gets an item shaped like the stored ones with every leaf set to ``fill``.
+  position gets an item shaped like the stored ones with every leaf set to ``fill`` (in numpy
+  form, and for numpy items, ``fill`` is cast to the leaf's dtype as any numpy assignment is).
 - Slices of numpy data are views; everything else is a fresh object.
 
 >>> buf = LookbackBuffer(["a", "b", "c"], lookback=1)
@@ -96,8 +97,12 @@ class LookbackBuffer:
         total = self.num_total()
         if indices is None:
             return self._range(self.lookback, total)
+        if isinstance(indices, np.ndarray) and indices.ndim == 0:
+            indices = int(indices)
         if isinstance(indices, slice):
             step = 1 if indices.step is None else indices.step
+            if isinstance(step, np.integer):
+                step = int(step)
             if not isinstance(step, int) or step < 1:
                 raise ValueError(f"slice step must be an int >= 1 (got {indices.step!r})")
             start = self.lookback if indices.start is None else self._pos(indices.start, total, nal)
@@ -236,6 +241,8 @@ def _space_fill(space: gym.Space, fill: Any) -> Any:
         return {k: _space_fill(s, fill) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(_space_fill(s, fill) for s in space.spaces)
+    if space.shape is None or space.dtype is None:  # e.g. Text: no fixed shape or dtype
+        return np.asarray(fill)[()]
     if space.shape == ():
         return np.dtype(space.dtype).type(fill)
     return np.full(space.shape, fill, dtype=space.dtype)

@@ -257,3 +257,78 @@ def test_long_episode_round_trip_keeps_values_exact() -> None:
     back = arrow_to_columnar(columnar_to_arrow(col))
     np.testing.assert_array_equal(back.observations, col.observations)
     np.testing.assert_array_equal(back.lookback_actions, col.lookback_actions)
+
+
+# ------------------------------------------------------------------ regressions from review: metadata lies, silent loss
+def _with_field_meta(table: pa.Table, name: str, meta: dict) -> pa.Table:
+    i = table.column_names.index(name)
+    return table.set_column(i, table.schema.field(name).with_metadata(meta), table.column(name))
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [{b"dtype": b"<f4", b"shape": b'["a", "b"]'}, {b"dtype": b"<f4", b"shape": b"[1, 2.0]"},
+     {b"dtype": b"<f16", b"shape": b"[3]"}, {b"dtype": b"not-a-dtype", b"shape": b"[3]"}],
+    ids=["str_shape", "float_shape", "f16", "garbage_dtype"],
+)
+def test_bad_leaf_metadata_raises_data_format_error(good_table: pa.Table, meta: dict) -> None:
+    with pytest.raises(DataFormatError, match="column 'obs'"):
+        arrow_to_columnar(_with_field_meta(good_table, "obs", meta))
+
+
+@pytest.mark.parametrize(
+    "structure",
+    [{"obs": {"dict": [["a"]]}, "action": None, "extra_model_outputs": {}},
+     {"obs": {"dict": [5]}, "action": None, "extra_model_outputs": {}},
+     {"obs": {"dict": []}, "action": None, "extra_model_outputs": {}},
+     {"obs": {"tuple": []}, "action": None, "extra_model_outputs": {}},
+     {"obs": None, "action": None, "extra_model_outputs": [["lp", None]]}],
+    ids=["short_pair", "int_entry", "empty_dict", "empty_tuple", "extra_list"],
+)
+def test_malformed_structure_entries_raise(good_table: pa.Table, structure: dict) -> None:
+    with pytest.raises(DataFormatError, match="structure"):
+        arrow_to_columnar(_with_meta(good_table, ray_sampler__structure=json.dumps(structure).encode()))
+
+
+def test_strings_longer_than_their_dtype_raise() -> None:
+    ep = SingleAgentEpisode(observations=["aaaa", "bbbbbb"], actions=[0], rewards=[0.0])
+    table = table_of([ep])
+    with pytest.raises(DataFormatError, match="longer than its dtype"):
+        arrow_to_columnar(_with_field_meta(table, "obs", {b"dtype": b"<U2", b"shape": b"[]"}))
+
+
+def test_null_inside_list_values_raises(good_table: pa.Table) -> None:
+    obs = good_table.column("obs").combine_chunks()
+    flat = obs.values.to_pylist()
+    flat[4] = None
+    bad = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), 3)
+    with pytest.raises(DataFormatError, match="nulls inside list values"):
+        arrow_to_columnar(_with_column(good_table, "obs", bad))
+
+
+def test_shaped_reward_column_raises(good_table: pa.Table) -> None:
+    rewards = good_table.column("reward").to_pylist()
+    values = pa.array([x for r in rewards for x in (r or 0.0, r or 0.0)], pa.float64())
+    mask = pa.array([r is None for r in rewards])
+    bad = _with_column(good_table, "reward", pa.FixedSizeListArray.from_arrays(values, 2, mask=mask))
+    bad = _with_field_meta(bad, "reward", {b"dtype": b"<f8", b"shape": b"[2]"})
+    with pytest.raises(DataFormatError, match="'reward' must hold scalars"):
+        arrow_to_columnar(bad)
+
+
+def test_negative_t_started_raises(good_table: pa.Table) -> None:
+    t = good_table.column("t").to_numpy() - 100
+    with pytest.raises(DataFormatError, match="'t_started' must be >="):
+        arrow_to_columnar(_with_column(good_table, "t", pa.array(t)))
+
+
+def test_nan_in_infos_raises() -> None:
+    ep = SingleAgentEpisode(observations=[0, 1], actions=[0], rewards=[0.0], infos=[{}, {"x": float("nan")}])
+    with pytest.raises(DataFormatError, match="JSON has no NaN or infinity"):
+        table_of([ep])
+
+
+def test_zero_size_leaf_raises() -> None:
+    ep = SingleAgentEpisode(observations=[np.zeros((3, 0)), np.zeros((3, 0))], actions=[0], rewards=[0.0])
+    with pytest.raises(DataFormatError, match="no zero-size dims"):
+        table_of([ep])

@@ -127,3 +127,45 @@ def test_columnar_object_is_one_payload_of_arrays() -> None:
     assert isinstance(col, ColumnarEpisodes)
     assert isinstance(col.observations["pos"], np.ndarray) and col.observations["pos"].shape == (21, 2)
     assert isinstance(col.rewards, np.ndarray) and col.rewards.dtype == np.float64
+
+
+# ------------------------------------------------------------------ regressions from review (dtypes, empty sides, keys)
+def _float32_episode(obs_space: gym.Space | None = None, action_space: gym.Space | None = None) -> SingleAgentEpisode:
+    ep = SingleAgentEpisode(observation_space=obs_space, action_space=action_space)
+    ep.add_env_reset(np.zeros(2, np.uint8))
+    for i in range(3):
+        ep.add_env_step(np.full(2, i, np.uint8), np.array([i, -i], np.int32), np.float32(1.5),
+                        extra_model_outputs={"logp": np.float32(-0.5), "state": {"h": np.ones(3, np.float16)}})
+    return ep
+
+
+@pytest.mark.parametrize("with_spaces", [False, True], ids=["no_spaces", "spaces"])
+@pytest.mark.parametrize("kind", ["no_lookback", "only_continuations"])
+def test_unpack_keeps_dtypes_and_shapes_when_one_side_is_empty(with_spaces: bool, kind: str) -> None:
+    spaces = (gym.spaces.Box(0, 9, (2,), np.uint8), gym.spaces.Box(-9, 9, (2,), np.int32)) if with_spaces else (None, None)
+    ep = _float32_episode(*spaces)
+    chunks = [ep.to_numpy()] if kind == "no_lookback" else [ep.cut(2)]
+    (back,) = columnar_to_episodes(episodes_to_columnar(chunks))
+    assert_episodes_equal(back, chunks[0])
+    assert back.rewards.data.dtype == np.float32
+
+
+def test_chunk_without_actions_packs_with_keyed_chunks() -> None:
+    fresh = SingleAgentEpisode()
+    fresh.add_env_reset(0)
+    keyed = SingleAgentEpisode()
+    keyed.add_env_reset(0)
+    keyed.add_env_step(1, 0, 1.0, extra_model_outputs={"action_logp": -0.1})
+    col = episodes_to_columnar([keyed, fresh])
+    assert col.lens.tolist() == [1, 0] and list(col.extra_model_outputs) == ["action_logp"]
+    back = columnar_to_episodes(col)
+    assert back[1].get_observations().tolist() == [0]
+
+
+def test_text_space_chunks_pack() -> None:
+    space = gym.spaces.Text(5)
+    ep = SingleAgentEpisode(observations=["ab", "cd"], actions=[0], rewards=[1.0], observation_space=space)
+    (back,) = columnar_to_episodes(episodes_to_columnar([ep]))
+    assert back.get_observations().tolist() == ["ab", "cd"]
+    empty = SingleAgentEpisode(observation_space=space)
+    assert empty.get_observations(0, fill="x") == "x"

@@ -367,3 +367,13 @@ def test_return_excludes_lookback() -> None:
 def test_repr_names_the_key_facts() -> None:
     text = repr(counting_episode(2))
     assert "len=2" in text and "lookback=0" in text and "numpy=False" in text
+
+
+def test_concat_onto_a_chunk_without_actions_adopts_model_output_keys() -> None:
+    # A sub-env reset just before sample() returned: its chunk has no steps and no model outputs yet.
+    a = SingleAgentEpisode()
+    a.add_env_reset(0)
+    c = a.cut()
+    c.add_env_step(1, 0, 1.0, extra_model_outputs={"action_logp": -0.1})
+    a.concat_episode(c)
+    assert len(a) == 1 and a.get_extra_model_outputs("action_logp") == [-0.1]

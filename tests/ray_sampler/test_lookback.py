@@ -153,3 +153,9 @@ def test_iteration_and_len_skip_lookback(form: str) -> None:
     buf = make(form)
     assert [as_list(x) for x in buf] == [12, 13, 14, 15]
     assert buf.num_total() == 6
+
+
+def test_numpy_integer_step_and_zero_d_index() -> None:
+    buf = make("numpy")
+    assert buf.get(slice(0, None, np.int64(2))).tolist() == [12, 14]
+    assert buf.get(np.array(1)) == 13
