@@ -1,3 +1,26 @@
-"""ConnectorV2 pieces and pipelines (env-to-module, module-to-env, learner); filled in by issue #3 and #5."""
+"""ConnectorV2 pieces and pipelines: env-to-module, module-to-env (and learner pieces, issue #5)."""
 
-__all__: list[str] = []
+# ray_sampler's package imports these modules (its EnvRunner builds pipelines) and they import
+# ray_sampler's helpers: loading ray_sampler first keeps one import order whichever comes first.
+import ray_sampler  # noqa: F401  isort: skip
+from connectors.connector_v2 import ConnectorV2
+from connectors.env_to_module import (
+    AddObservationsFromEpisodesToBatch,
+    FlattenObservations,
+    default_env_to_module,
+    flatten_batch,
+)
+from connectors.module_to_env import GetActions, NormalizeAndClipActions, default_module_to_env
+from connectors.pipeline import ConnectorPipelineV2
+
+__all__ = [
+    "AddObservationsFromEpisodesToBatch",
+    "ConnectorPipelineV2",
+    "ConnectorV2",
+    "FlattenObservations",
+    "GetActions",
+    "NormalizeAndClipActions",
+    "default_env_to_module",
+    "default_module_to_env",
+    "flatten_batch",
+]

@@ -10,7 +10,17 @@ import numpy as np
 from ray_sampler import tree
 from ray_sampler.episode import SingleAgentEpisode
 
-__all__ = ["SPACES", "CountingEnv", "assert_episodes_equal", "episode_from_space", "full_state"]
+__all__ = [
+    "SPACES",
+    "STAMP_ID",
+    "CountingEnv",
+    "StampEnv",
+    "assert_episodes_equal",
+    "episode_from_space",
+    "full_state",
+    "stamp_creator",
+    "stamp_length",
+]
 
 
 class CountingEnv(gym.Env):
@@ -30,6 +40,60 @@ class CountingEnv(gym.Env):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         self.t += 1
         return np.array([self.t]), float(self.t), self.t >= self.episode_len, False, {"t": self.t}
+
+
+def stamp_length(vector: int, episode: int) -> int:
+    """Length of episode ``episode`` of sub-env ``vector`` in StampEnv: 2..8, varying."""
+    return 2 + (3 * episode + vector) % 7
+
+
+class StampEnv(gym.Env):
+    """obs = [worker, vector, episode, t]; reward = t; episode k of sub-env v lasts stamp_length(v, k).
+
+    Every step is identifiable, so tests can check that each appears exactly once.
+    """
+
+    def __init__(self, worker: int = 0, vector: int = 0, sleep_s: float = 0.0) -> None:
+        self.worker, self.vector, self.sleep_s = worker, vector, sleep_s
+        self.observation_space = gym.spaces.Box(0, 10**9, shape=(4,), dtype=np.int64)
+        self.action_space = gym.spaces.Discrete(2)
+        self.episode, self.t = -1, 0
+        self.actions_seen: list[Any] = []
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.worker, self.vector, self.episode, self.t])
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.episode += 1
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self.sleep_s:
+            import time
+
+            time.sleep(self.sleep_s)
+        self.actions_seen.append(action)
+        self.t += 1
+        return self._obs(), float(self.t), self.t >= stamp_length(self.vector, self.episode), False, {}
+
+
+def stamp_creator(ctx: Any) -> StampEnv:
+    """Creator: a StampEnv stamped with the sub-env's indices; ``ctx["slow_worker"]`` sleeps."""
+    sleep = ctx.get("sleep_s", 0.0) if ctx.get("slow_worker") == ctx["worker_index"] else 0.0
+    return StampEnv(ctx["worker_index"], ctx["vector_index"], sleep)
+
+
+def stamp_vector_env(num_envs: int = 1, autoreset_mode: str = "NextStep", **kwargs: Any) -> gym.vector.VectorEnv:
+    """A 'native' vector StampEnv reporting the given autoreset mode."""
+    return gym.vector.SyncVectorEnv([lambda v=v: StampEnv(0, v) for v in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode(autoreset_mode))
+
+
+STAMP_ID = "RaySamplerStamp-v0"
+if STAMP_ID not in gym.registry:
+    gym.register(STAMP_ID, entry_point="tests.helpers:StampEnv", vector_entry_point="tests.helpers:stamp_vector_env")
 
 
 SPACES: dict[str, gym.Space] = {

@@ -1,0 +1,157 @@
+"""Frozen, validated configs: EnvRunnerConfig (one runner) and EnvRunnerGroupConfig (the fleet).
+
+Every field is checked in ``__post_init__``; a bad value raises ConfigError naming the field,
+what is allowed and what came, before any actor starts.
+
+>>> EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=0)
+Traceback (most recent call last):
+...
+ray_sampler.errors.ConfigError: 'rollout_fragment_length' must be an int >= 1 (got 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Any
+
+from ray_sampler.errors import ConfigError
+
+__all__ = [
+    "BatchMode",
+    "CountStepsBy",
+    "EnvRunnerConfig",
+    "EnvRunnerGroupConfig",
+    "VectorizationMode",
+]
+
+
+class BatchMode(str, enum.Enum):
+    """How ``EnvRunner.sample()`` cuts what it returns."""
+
+    TRUNCATE_EPISODES = "truncate_episodes"
+    COMPLETE_EPISODES = "complete_episodes"
+
+
+class CountStepsBy(str, enum.Enum):
+    """What ``rollout_fragment_length`` counts (equal for one agent)."""
+
+    ENV_STEPS = "env_steps"
+    AGENT_STEPS = "agent_steps"
+
+
+class VectorizationMode(str, enum.Enum):
+    """How sub-envs are vectorized: our SyncVectorEnv of single envs, or the env's own vector class."""
+
+    SYNC = "sync"
+    VECTOR_ENTRY_POINT = "vector_entry_point"
+
+
+def _enum(cls: type[enum.Enum], name: str, value: Any) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in cls)  # type: ignore[attr-defined]
+        raise ConfigError(f"'{name}' must be one of {allowed} (got {value!r})") from None
+
+
+def _int(name: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(f"'{name}' must be an int >= {minimum} (got {value!r})")
+
+
+def _positive_number(name: str, value: Any) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise ConfigError(f"'{name}' must be a number > 0 (got {value!r})")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvRunnerConfig:
+    """What one EnvRunner steps and how it samples."""
+
+    env: str | Callable[..., Any]
+    """A gymnasium id, a name given to ``register_env``, or a callable ``creator(env_config) -> gymnasium.Env``."""
+    env_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Passed to the creator (with ``worker_index``, ``vector_index``, ``num_workers`` added), or as
+    keyword arguments to ``gymnasium.make`` for a gymnasium id."""
+    num_envs_per_env_runner: int = 1
+    """Sub-envs each runner steps as one vector env."""
+    vectorization_mode: VectorizationMode | str = VectorizationMode.SYNC
+    """``"sync"``: a SyncVectorEnv of single envs; ``"vector_entry_point"``: the env's native vector class."""
+    rollout_fragment_length: int = 200
+    """Steps per sub-env that one ``sample()`` collects by default."""
+    batch_mode: BatchMode | str = BatchMode.TRUNCATE_EPISODES
+    """``"truncate_episodes"``: exactly ``rollout_fragment_length x num_envs`` steps, cut with lookback;
+    ``"complete_episodes"``: at least that many, finished episodes only."""
+    count_steps_by: CountStepsBy | str = CountStepsBy.ENV_STEPS
+    """``"env_steps"`` or ``"agent_steps"`` (the same for single-agent envs)."""
+    episode_lookback_horizon: int = 1
+    """Steps of lookback each continuation chunk keeps (truncate mode)."""
+    max_episode_steps: int | None = None
+    """Horizon: an episode reaching it ends with ``truncated=True``; None keeps the env's own."""
+    seed: int | None = 0
+    """Base seed; sub-env ``(worker_index, vector_index)`` and the policy get distinct streams from it.
+    None: unseeded."""
+    module_class: type | None = None
+    """RLModule class built as ``module_class(observation_space, action_space, **module_config)``;
+    None: the built-in numpy MLP."""
+    module_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword arguments of the module class."""
+    env_to_module_connectors: tuple[Any, ...] = ()
+    """User ConnectorV2 pieces that run before the default env-to-module pieces."""
+    module_to_env_connectors: tuple[Any, ...] = ()
+    """User ConnectorV2 pieces that run before the default module-to-env pieces."""
+    normalize_actions: bool = False
+    """Box actions: True treats module actions as in [-1, 1] and unsquashes them to the space's bounds;
+    False clips them to the bounds. The episode keeps what the module produced either way."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.env, str) and self.env) and not callable(self.env):
+            raise ConfigError(
+                f"'env' must be a gymnasium id, a registered env name or a callable creator (got {self.env!r})"
+            )
+        if not isinstance(self.env_config, dict):
+            raise ConfigError(f"'env_config' must be a dict (got {type(self.env_config).__name__})")
+        _int("num_envs_per_env_runner", self.num_envs_per_env_runner, 1)
+        _int("rollout_fragment_length", self.rollout_fragment_length, 1)
+        _int("episode_lookback_horizon", self.episode_lookback_horizon, 0)
+        if self.max_episode_steps is not None:
+            _int("max_episode_steps", self.max_episode_steps, 1)
+        if self.seed is not None:
+            _int("seed", self.seed, 0)
+        object.__setattr__(self, "vectorization_mode",
+                           _enum(VectorizationMode, "vectorization_mode", self.vectorization_mode))
+        object.__setattr__(self, "batch_mode", _enum(BatchMode, "batch_mode", self.batch_mode))
+        object.__setattr__(self, "count_steps_by", _enum(CountStepsBy, "count_steps_by", self.count_steps_by))
+        if self.module_class is not None and not callable(self.module_class):
+            raise ConfigError(f"'module_class' must be a class or callable (got {self.module_class!r})")
+        if not isinstance(self.module_config, dict):
+            raise ConfigError(f"'module_config' must be a dict (got {type(self.module_config).__name__})")
+        for name in ("env_to_module_connectors", "module_to_env_connectors"):
+            pieces = getattr(self, name)
+            if not isinstance(pieces, (tuple, list)) or not all(callable(p) for p in pieces):
+                raise ConfigError(f"'{name}' must be a tuple of ConnectorV2 pieces (got {pieces!r})")
+            object.__setattr__(self, name, tuple(pieces))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvRunnerGroupConfig:
+    """The fleet of runner actors."""
+
+    num_env_runners: int = 2
+    """Remote runner actors to start."""
+    num_cpus_per_env_runner: float = 1.0
+    """CPUs each runner actor reserves."""
+    sample_timeout_s: float = 60.0
+    """Deadline of one ``EnvRunnerGroup.sample()`` (and of weight syncs)."""
+    actor_start_timeout_s: float = 120.0
+    """Deadline for new runner actors to come up."""
+    validate_env_locally: bool = True
+    """Create the sub-envs once in the driver before any actor starts, to catch bad creators early."""
+
+    def __post_init__(self) -> None:
+        _int("num_env_runners", self.num_env_runners, 0)
+        _positive_number("num_cpus_per_env_runner", self.num_cpus_per_env_runner)
+        _positive_number("sample_timeout_s", self.sample_timeout_s)
+        _positive_number("actor_start_timeout_s", self.actor_start_timeout_s)

@@ -1,0 +1,133 @@
+"""Env creators: ``register_env``, the EnvContext every creator sees, and the vector env a runner steps.
+
+A creator is a gymnasium id, a name registered with ``register_env(name, creator)``, or a
+callable ``creator(env_config) -> gymnasium.Env``. Each sub-env's creator call gets an
+``EnvContext``: the user's ``env_config`` plus ``worker_index``, ``vector_index`` and
+``num_workers`` (as keys and attributes), so every sub-env can be configured and seeded on its
+own. Names are resolved in the driver, so a name registered there works in every actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ray_sampler.config import EnvRunnerConfig, VectorizationMode
+from ray_sampler.errors import EnvCreatorError
+
+__all__ = ["EnvContext", "make_vector_env", "register_env", "resolve_creator", "sub_env_seeds"]
+
+_REGISTRY: dict[str, Callable[[EnvContext], gym.Env]] = {}
+
+
+def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
+    """Registers ``creator`` under ``name`` for use as ``EnvRunnerConfig(env=name)``."""
+    if not isinstance(name, str) or not name:
+        raise EnvCreatorError(f"register_env: 'name' must be a non-empty str (got {name!r})")
+    if not callable(creator):
+        raise EnvCreatorError(f"register_env: 'creator' for {name!r} must be callable (got {creator!r})")
+    _REGISTRY[name] = creator
+
+
+class EnvContext(dict):
+    """The ``env_config`` a creator receives: the user's keys plus the sub-env's indices."""
+
+    @property
+    def worker_index(self) -> int:
+        return self["worker_index"]
+
+    @property
+    def vector_index(self) -> int:
+        return self["vector_index"]
+
+    @property
+    def num_workers(self) -> int:
+        return self["num_workers"]
+
+
+class _GymMake:
+    """Creator for a gymnasium id: ``gym.make(id, **env_config)`` without our index keys."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, ctx: EnvContext) -> gym.Env:
+        kwargs = {k: v for k, v in ctx.items() if k not in ("worker_index", "vector_index", "num_workers")}
+        return gym.make(self.env_id, **kwargs)
+
+
+def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], gym.Env]:
+    """The creator callable for a config's ``env`` (registered name first, then gymnasium id)."""
+    if callable(env):
+        return env
+    if env in _REGISTRY:
+        return _REGISTRY[env]
+    if env in gym.registry:
+        return _GymMake(env)
+    raise EnvCreatorError(
+        f"'env' {env!r} is neither a name given to register_env nor a gymnasium id "
+        f"(registered: {sorted(_REGISTRY) or 'none'})"
+    )
+
+
+def sub_env_seeds(seed: int | None, worker_index: int, num_envs: int) -> list[int] | None:
+    """One seed per sub-env, derived from (seed, worker_index, vector_index); None if unseeded."""
+    if seed is None:
+        return None
+    return [int(np.random.SeedSequence([seed, worker_index, v]).generate_state(1)[0]) for v in range(num_envs)]
+
+
+def _context(config: EnvRunnerConfig, worker_index: int, vector_index: int, num_workers: int) -> EnvContext:
+    return EnvContext(config.env_config, worker_index=worker_index, vector_index=vector_index, num_workers=num_workers)
+
+
+def _checked_env(creator: Callable[[EnvContext], gym.Env], ctx: EnvContext, max_episode_steps: int | None) -> gym.Env:
+    try:
+        env = creator(ctx)
+    except Exception as e:  # the user's creator failed: say which sub-env, keep the cause
+        raise EnvCreatorError(
+            f"env creator failed for worker_index={ctx.worker_index}, vector_index={ctx.vector_index}: {e!r}"
+        ) from e
+    if not isinstance(env, gym.Env):
+        raise EnvCreatorError(
+            f"env creator must return a gymnasium.Env (got {type(env).__module__}.{type(env).__qualname__} "
+            f"for worker_index={ctx.worker_index}, vector_index={ctx.vector_index})"
+        )
+    if max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
+    return env
+
+
+def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: int) -> gym.vector.VectorEnv:
+    """The vector env of one runner; spaces are checked to agree across sub-envs."""
+    n = config.num_envs_per_env_runner
+    if config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
+        if not isinstance(config.env, str) or config.env not in gym.registry:
+            raise EnvCreatorError(
+                f"vectorization_mode='vector_entry_point' needs a gymnasium id as 'env' (got {config.env!r})"
+            )
+        kwargs = dict(config.env_config)
+        if config.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = config.max_episode_steps
+        try:
+            return gym.make_vec(config.env, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
+        except Exception as e:
+            raise EnvCreatorError(f"gymnasium.make_vec({config.env!r}, vectorization_mode='vector_entry_point') "
+                                  f"failed: {e!r}") from e
+    creator = resolve_creator(config.env)
+    envs = [_checked_env(creator, _context(config, worker_index, v, num_workers), config.max_episode_steps)
+            for v in range(n)]
+    first = envs[0]
+    for v, env in enumerate(envs[1:], start=1):
+        for name in ("observation_space", "action_space"):
+            if getattr(env, name) != getattr(first, name):
+                for e in envs:
+                    e.close()
+                raise EnvCreatorError(
+                    f"sub-envs must share their {name}: vector_index 0 has {getattr(first, name)}, "
+                    f"vector_index {v} has {getattr(env, name)} (worker_index={worker_index})"
+                )
+    return gym.vector.SyncVectorEnv([(lambda e=e: e) for e in envs], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)

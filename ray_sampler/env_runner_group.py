@@ -1,0 +1,226 @@
+"""EnvRunnerGroup: the fleet of remote EnvRunner actors, sampled with deadlines and scaled at run time.
+
+- ``sample()`` sends one request to every runner that has none in flight and takes results as
+  they come (``ray.wait``); at the deadline it returns what is ready and keeps the slow
+  runners' requests in flight, so their results come with a later call: a slow runner never
+  blocks the others, and no result is lost or returned twice.
+- Each runner ships one ``sample()`` as one columnar object (its method's return value).
+- ``sync_weights(state)`` puts the weights once (one ``ray.put``) and sends the reference to
+  every runner; each result reports the weights version it was sampled with.
+- ``scale(n)`` adds runners (they get the current weights) or stops the highest-indexed ones
+  after collecting their in-flight results and draining their unfinished episodes, which come
+  with the next ``sample()``: no env step is lost or duplicated.
+
+The group never calls ``ray.init``; start Ray first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+import gymnasium as gym
+import ray
+
+from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.env_creator import make_vector_env, resolve_creator
+from ray_sampler.env_runner import EnvRunner
+from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.errors import RaySamplerError
+
+__all__ = ["EnvRunnerGroup", "SampleTimeoutError"]
+
+
+class SampleTimeoutError(RaySamplerError, TimeoutError):
+    """No runner (or not every runner, where all are needed) answered before the deadline."""
+
+
+class EnvRunnerGroup:
+    """N remote EnvRunner actors (worker indices 1..N) sampling one config."""
+
+    def __init__(self, config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig | None = None) -> None:
+        self.group_config = group_config or EnvRunnerGroupConfig()
+        if isinstance(config.env, str) and config.env not in gym.registry:
+            # A registered name lives in this process only: ship the creator itself.
+            config = dataclasses.replace(config, env=resolve_creator(config.env))
+        if self.group_config.validate_env_locally:
+            make_vector_env(config, worker_index=0, num_workers=self.group_config.num_env_runners).close()
+        if not ray.is_initialized():
+            raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
+        self.config = config
+        self._remote = ray.remote(EnvRunner)
+        self._name_prefix = f"ray-sampler-{uuid.uuid4().hex[:8]}"
+        self._actors: dict[int, Any] = {}
+        self._inflight: dict[int, ray.ObjectRef] = {}
+        self._ready: list[tuple[int, Any]] = []
+        self._drained: list[SingleAgentEpisode] = []
+        self._next_index = 1
+        self._weights_ref: ray.ObjectRef | None = None
+        self.weights_version = 0
+        self.metrics: dict[str, Any] = {}
+        self.scale(self.group_config.num_env_runners)
+
+    @property
+    def num_env_runners(self) -> int:
+        return len(self._actors)
+
+    @property
+    def worker_indices(self) -> list[int]:
+        return sorted(self._actors)
+
+    def actor(self, worker_index: int) -> Any:
+        """The actor handle of runner ``worker_index``."""
+        return self._actors[worker_index]
+
+    # ---------------------------------------------------------------- sampling
+    def sample(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        *,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[SingleAgentEpisode]:
+        """Episodes from every runner that answered by the deadline (see the module docstring);
+        the arguments are those of ``EnvRunner.sample`` per runner."""
+        results = self.sample_columnar(num_timesteps, num_episodes, explore=explore, random_actions=random_actions,
+                                       force_reset=force_reset, timeout_s=timeout_s)
+        return [ep for col, _ in results if col is not None for ep in columnar_to_episodes(col)]
+
+    def sample_columnar(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        *,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
+        """Like ``sample`` but gives each runner's (columnar object, metrics) as shipped, plus one
+        entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``."""
+        if not self._actors:
+            raise RaySamplerError("the group has no env runners (scale it up first)")
+        kwargs = {"num_timesteps": num_timesteps, "num_episodes": num_episodes, "explore": explore,
+                  "random_actions": random_actions, "force_reset": force_reset}
+        for index, actor in self._actors.items():
+            if index not in self._inflight:
+                self._inflight[index] = actor.sample_columnar.remote(**kwargs)
+        deadline = time.monotonic() + (timeout_s or self.group_config.sample_timeout_s)
+        self._collect(deadline)
+        if not self._ready:
+            late = sorted(self._inflight)
+            raise SampleTimeoutError(f"no env runner answered within the deadline (runners {late} still sampling)")
+        ready, self._ready = self._ready, []
+        if self._drained:
+            drained, self._drained = self._drained, []
+            steps = sum(len(ep) for ep in drained)
+            ready.append((None, (episodes_to_columnar(drained), {
+                "worker_index": None, "num_env_steps": steps, "episode_returns": [], "episode_lengths": [],
+                "weights_version": self.weights_version, "num_env_steps_per_s": 0.0})))
+        self._record_metrics(ready)
+        return [result for _, result in ready]
+
+    def _collect(self, deadline: float) -> None:
+        """Moves finished in-flight results into ``_ready`` until all are in or the deadline passes."""
+        by_ref = {ref: index for index, ref in self._inflight.items()}
+        pending = list(by_ref)
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            done, pending = ray.wait(pending, num_returns=1, timeout=remaining)
+            for ref in done:
+                index = by_ref[ref]
+                del self._inflight[index]
+                self._ready.append((index, self._get(ref, index)))
+
+    def _get(self, ref: ray.ObjectRef, index: int) -> Any:
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayError as e:
+            raise RaySamplerError(f"env runner {index} failed: {e}") from e
+
+    def _record_metrics(self, ready: list[tuple[int, Any]]) -> None:
+        per_runner = [metrics for _, (_, metrics) in ready]
+        returns = [r for m in per_runner for r in m["episode_returns"]]
+        self.metrics = {
+            "num_env_steps": sum(m["num_env_steps"] for m in per_runner),
+            "num_episodes": len(returns),
+            "episode_return_mean": sum(returns) / len(returns) if returns else None,
+            "episode_returns": returns,
+            "episode_lengths": [n for m in per_runner for n in m["episode_lengths"]],
+            "num_runners_answered": len(ready),
+            "late_runners": sorted(self._inflight),
+            "weights_versions": {index: m["weights_version"] for index, (_, m) in ready if index is not None},
+            "max_policy_lag": max((self.weights_version - m["weights_version"] for m in per_runner), default=0),
+            "runner_env_steps_per_s": {index: m["num_env_steps_per_s"] for index, (_, m) in ready if index is not None},
+        }
+
+    # ---------------------------------------------------------------- weights
+    def sync_weights(self, module_state: dict[str, Any], *, timeout_s: float | None = None) -> int:
+        """Sends ``module_state`` to every runner (one ``ray.put``); returns the new weights version."""
+        self.weights_version += 1
+        self._weights_ref = ray.put({"module": module_state, "weights_version": self.weights_version})
+        refs = {actor.set_state.remote(self._weights_ref): index for index, actor in self._actors.items()}
+        self._wait_all(refs, timeout_s or self.group_config.sample_timeout_s, "take the new weights")
+        return self.weights_version
+
+    def _wait_all(self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str) -> list[Any]:
+        done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+        if pending:
+            late = sorted(refs[r] for r in pending)
+            raise SampleTimeoutError(f"env runners {late} did not {what} within {timeout_s} s")
+        return [self._get(ref, refs[ref]) for ref in done]
+
+    # ---------------------------------------------------------------- scaling and lifecycle
+    def scale(self, num_env_runners: int) -> None:
+        """Adds or stops runners until there are ``num_env_runners`` (see the module docstring)."""
+        if not isinstance(num_env_runners, int) or isinstance(num_env_runners, bool) or num_env_runners < 0:
+            raise RaySamplerError(f"'num_env_runners' must be an int >= 0 (got {num_env_runners!r})")
+        while len(self._actors) > num_env_runners:
+            self._stop_runner(max(self._actors))
+        new = {}
+        while len(self._actors) + len(new) < num_env_runners:
+            index = self._next_index
+            self._next_index += 1
+            new[index] = self._remote.options(
+                name=f"{self._name_prefix}-env-runner-{index}",
+                num_cpus=self.group_config.num_cpus_per_env_runner,
+            ).remote(self.config, worker_index=index, num_workers=num_env_runners)
+        if new:
+            calls = {a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
+                     for i, a in new.items()}
+            try:
+                self._wait_all(calls, self.group_config.actor_start_timeout_s, "start")
+            except RaySamplerError:
+                for a in new.values():
+                    ray.kill(a)
+                raise
+            self._actors.update(new)
+
+    def _stop_runner(self, index: int) -> None:
+        actor = self._actors.pop(index)
+        if index in self._inflight:
+            ref = self._inflight.pop(index)
+            self._ready.append((index, self._get(ref, index)))
+        self._drained += self._wait_all({actor.drain.remote(): index}, self.group_config.sample_timeout_s, "drain")[0]
+        ray.kill(actor)
+
+    def stop(self) -> None:
+        """Kills every runner actor (unreturned results are discarded)."""
+        for actor in self._actors.values():
+            ray.kill(actor)
+        self._actors.clear()
+        self._inflight.clear()
+
+    def __enter__(self) -> EnvRunnerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,151 @@
+"""RLModules for action computing: the protocol, a random module and a numpy MLP policy + value head.
+
+A module maps a forward batch (``{"obs": array[N, ...]}``, built by the env-to-module pipeline)
+to outputs for the module-to-env pipeline: ``action_dist_inputs`` (and ``vf_preds``), or
+``actions`` directly. Weights travel as ``get_state()`` dicts of numpy arrays, so a module of
+another framework fits as long as its state does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from ray_sampler.columns import Columns
+from ray_sampler.distributions import dist_input_size
+from ray_sampler.errors import ConfigError
+
+__all__ = ["MLPModule", "RLModule", "RandomModule"]
+
+
+@runtime_checkable
+class RLModule(Protocol):
+    """What an EnvRunner needs of a module."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Outputs for acting greedily."""
+
+    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Outputs for acting while exploring (and for training: value predictions)."""
+
+    def get_state(self) -> dict[str, Any]:
+        """The weights (numpy arrays, copies)."""
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Loads weights from ``get_state()`` output."""
+
+
+class RandomModule:
+    """Uniformly random actions from the action space, batched; holds no weights."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, seed: int | None = None) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.action_space.seed(seed)
+        self._rng = np.random.default_rng(seed)
+
+    def _actions(self, n: int) -> Any:
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return self._rng.integers(space.start, space.start + space.n, n)
+        return np.stack([space.sample() for _ in range(n)]) if n else np.zeros((0, *space.shape))
+
+    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {Columns.ACTIONS: self._actions(len(batch[Columns.OBS]))}
+
+    forward_exploration = forward_inference
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"RandomModule holds no weights (got keys {sorted(state)})")
+
+
+def _init_layer(rng: np.random.Generator, n_in: int, n_out: int, gain: float) -> tuple[np.ndarray, np.ndarray]:
+    """Orthogonal weights scaled by ``gain`` (the PPO default), zero bias; float32."""
+    a = rng.standard_normal((max(n_in, n_out), min(n_in, n_out)))
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))
+    w = q if n_in >= n_out else q.T
+    return (gain * w[:n_in, :n_out]).astype(np.float32), np.zeros(n_out, np.float32)
+
+
+class MLPModule:
+    """A tanh MLP policy (logits, or mean and a state-free log-std) and a separate MLP value head.
+
+    Observations must be flat float vectors (the default env-to-module pipeline flattens
+    nested and Discrete observations); the input width is ``gymnasium.spaces.flatdim``.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        seed: int | None = 0,
+        initial_log_std: float = 0.0,
+    ) -> None:
+        if not hidden_sizes or not all(isinstance(h, int) and h >= 1 for h in hidden_sizes):
+            raise ConfigError(f"'hidden_sizes' must be a non-empty tuple of ints >= 1 (got {hidden_sizes!r})")
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.hidden_sizes = tuple(hidden_sizes)
+        n_in = gym.spaces.flatdim(observation_space)
+        n_dist = dist_input_size(action_space)
+        self.is_gaussian = isinstance(action_space, gym.spaces.Box)
+        rng = np.random.default_rng(seed)
+        self.params: dict[str, np.ndarray] = {}
+        for head, n_out, out_gain in (("pi", n_dist // 2 if self.is_gaussian else n_dist, 0.01), ("vf", 1, 1.0)):
+            sizes = (n_in, *self.hidden_sizes, n_out)
+            for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+                gain = out_gain if layer == len(sizes) - 2 else float(np.sqrt(2))
+                self.params[f"{head}.{layer}.w"], self.params[f"{head}.{layer}.b"] = _init_layer(rng, a, b, gain)
+        if self.is_gaussian:
+            self.params["pi.log_std"] = np.full(n_dist // 2, initial_log_std, np.float32)
+        self._num_layers = len(self.hidden_sizes) + 1
+
+    def _mlp(self, head: str, x: np.ndarray) -> np.ndarray:
+        p = self.params
+        for layer in range(self._num_layers - 1):
+            x = np.tanh(x @ p[f"{head}.{layer}.w"] + p[f"{head}.{layer}.b"])
+        last = self._num_layers - 1
+        return x @ p[f"{head}.{last}.w"] + p[f"{head}.{last}.b"]
+
+    def _dist_inputs(self, obs: np.ndarray) -> np.ndarray:
+        out = self._mlp("pi", obs)
+        if self.is_gaussian:
+            out = np.concatenate([out, np.broadcast_to(self.params["pi.log_std"], out.shape)], axis=-1)
+        return out
+
+    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
+        obs = np.asarray(batch[Columns.OBS], np.float32).reshape(len(batch[Columns.OBS]), -1)
+        return {Columns.ACTION_DIST_INPUTS: self._dist_inputs(obs), Columns.VF_PREDS: self._mlp("vf", obs)[:, 0]}
+
+    # The same outputs either way (greedy acting happens in the module-to-env pipeline), so an
+    # episode sampled partly with explore=False records the same extra model outputs.
+    forward_inference = forward_exploration
+
+    def compute_values(self, obs: np.ndarray) -> np.ndarray:
+        """Value predictions for flat observations ``obs[N, D]``."""
+        return self._mlp("vf", np.asarray(obs, np.float32).reshape(len(obs), -1))[:, 0]
+
+    def get_state(self) -> dict[str, Any]:
+        return {k: v.copy() for k, v in self.params.items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state.keys() != self.params.keys():
+            missing, extra = sorted(self.params.keys() - state.keys()), sorted(state.keys() - self.params.keys())
+            raise ValueError(f"MLPModule.set_state: keys differ (missing {missing}, unexpected {extra})")
+        for k, v in state.items():
+            v = np.asarray(v, np.float32)
+            if v.shape != self.params[k].shape:
+                raise ValueError(f"MLPModule.set_state: {k!r} must have shape {self.params[k].shape} (got {v.shape})")
+            self.params[k] = v.copy()

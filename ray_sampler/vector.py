@@ -1,0 +1,126 @@
+"""VectorStepper: one view of a gymnasium vector env whatever autoreset mode it reports.
+
+Gymnasium vector envs reset finished sub-envs in one of three ways (``metadata["autoreset_mode"]``):
+
+- ``SAME_STEP``: the step that ends an episode returns the *reset* observation; the real last
+  observation and info sit in ``infos["final_obs"]`` / ``infos["final_info"]``.
+- ``NEXT_STEP``: the step after the end is a reset: its action is ignored, it returns the reset
+  observation with reward 0 and no flags. It is not a transition and must not be recorded.
+- ``DISABLED``: the caller resets finished sub-envs itself (``reset(options={"reset_mask": ...})``).
+
+``step()`` turns each into the same :class:`VectorStep`: the transitions that really happened
+(``valid`` marks which sub-envs made one) and the sub-envs that began a new episode, with their
+reset observations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ray_sampler import tree
+
+__all__ = ["VectorStep", "VectorStepper"]
+
+_FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
+
+
+@dataclasses.dataclass
+class VectorStep:
+    """What one vector step did, per sub-env (index ``i`` of every field)."""
+
+    next_obs: list[Any]
+    """Observation each transition led to (the real last one for a finished episode)."""
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    infos: list[dict]
+    """Info of each transition."""
+    valid: np.ndarray
+    """Whether sub-env ``i`` made a transition (False on a NEXT_STEP reset step)."""
+    resets: dict[int, tuple[Any, dict]]
+    """Sub-envs that began a new episode in this step: index -> (reset observation, reset info)."""
+    current_obs: Any
+    """Batched observation the policy acts on next (reset observations where a sub-env restarted)."""
+
+
+def _rows(batch: Any, n: int) -> list[Any]:
+    """Per-sub-env items of a batched (possibly nested) observation."""
+    if isinstance(batch, np.ndarray):
+        return list(batch)
+    return [tree.map_structure(lambda a, i=i: a[i], batch) for i in range(n)]
+
+
+def _python(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def split_infos(infos: dict, n: int) -> list[dict]:
+    """Gymnasium's vector infos (dict of arrays with ``_key`` masks; nested dicts in the same
+    form) -> one dict per sub-env. ``final_obs``/``final_info`` are left out."""
+    out: list[dict] = [{} for _ in range(n)]
+    if not infos:
+        return out
+    for key, values in infos.items():
+        if key.startswith("_") or key in _FINAL_KEYS:
+            continue
+        mask = infos.get("_" + key)
+        per_env = split_infos(values, n) if isinstance(values, dict) else None
+        for i in range(n):
+            if mask is None or mask[i]:
+                out[i][key] = per_env[i] if per_env is not None else _python(values[i])
+    return out
+
+
+class VectorStepper:
+    """Steps a vector env and reports real transitions only (see the module docstring)."""
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        self.env = env
+        self.num_envs = env.num_envs
+        self.mode = gym.vector.AutoresetMode(env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP))
+        self._needs_reset = np.zeros(self.num_envs, dtype=bool)
+        self._all_valid = np.ones(self.num_envs, dtype=bool)
+
+    def reset(self, seeds: list[int] | None = None) -> tuple[list[Any], list[dict], Any]:
+        """Resets every sub-env: (observations, infos, batched observation)."""
+        obs, infos = self.env.reset(seed=seeds)
+        self._needs_reset[:] = False
+        return _rows(obs, self.num_envs), split_infos(infos, self.num_envs), obs
+
+    def step(self, actions: Any) -> VectorStep:
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        n = self.num_envs
+        done = terminated | truncated
+        if self.mode is gym.vector.AutoresetMode.SAME_STEP:
+            next_obs = _rows(obs, n)
+            step_infos = split_infos(infos, n)
+            resets: dict[int, tuple[Any, dict]] = {}
+            if done.any():
+                final_obs, final_infos = infos["final_obs"], split_infos(infos.get("final_info", {}), n)
+                for i in np.flatnonzero(done).tolist():
+                    resets[i] = (next_obs[i], step_infos[i])
+                    next_obs[i] = final_obs[i]
+                    step_infos[i] = final_infos[i]
+            return VectorStep(next_obs, rewards, terminated, truncated, step_infos, self._all_valid, resets, obs)
+        if self.mode is gym.vector.AutoresetMode.NEXT_STEP:
+            next_obs = _rows(obs, n)
+            step_infos = split_infos(infos, n)
+            valid = ~self._needs_reset
+            resets = {i: (next_obs[i], step_infos[i]) for i in np.flatnonzero(self._needs_reset).tolist()}
+            self._needs_reset = done & valid
+            return VectorStep(next_obs, rewards, terminated, truncated, step_infos, valid, resets, obs)
+        # DISABLED: reset the finished sub-envs ourselves.
+        next_obs = _rows(obs, n)
+        step_infos = split_infos(infos, n)
+        resets = {}
+        current = obs
+        if done.any():
+            reset_obs, reset_infos = self.env.reset(options={"reset_mask": done})
+            rows, reset_dicts = _rows(reset_obs, n), split_infos(reset_infos, n)
+            resets = {i: (rows[i], reset_dicts[i]) for i in np.flatnonzero(done).tolist()}
+            current = reset_obs
+        return VectorStep(next_obs, rewards, terminated, truncated, step_infos, self._all_valid, resets, current)

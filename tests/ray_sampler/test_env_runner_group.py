@@ -1,0 +1,152 @@
+"""EnvRunner as an actor and the EnvRunnerGroup: remote == local, deadlines, weights, scaling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes
+from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.env_runner import EnvRunner
+from ray_sampler.env_runner_group import EnvRunnerGroup, SampleTimeoutError
+from ray_sampler.errors import EnvCreatorError, RaySamplerError
+from ray_sampler.module import MLPModule
+from tests.helpers import assert_episodes_equal, stamp_creator
+from tests.ray_sampler.test_env_runner import assert_steps_once_and_continuous, stamps
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+GROUP = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, sample_timeout_s=60)
+
+
+def stamp_group(num_env_runners: int = 2, **kwargs: Any) -> EnvRunnerGroup:
+    config = EnvRunnerConfig(**{"env": stamp_creator, "num_envs_per_env_runner": 2, "rollout_fragment_length": 4,
+                                **kwargs})
+    return EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=num_env_runners, num_cpus_per_env_runner=0.5,
+                                                       sample_timeout_s=60))
+
+
+def test_remote_runner_equals_local_runner() -> None:
+    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=20, seed=3)
+    actor = ray.remote(EnvRunner).options(num_cpus=0.5).remote(config, worker_index=1)
+    local = EnvRunner(config, worker_index=1)
+    try:
+        for _ in range(3):
+            col, metrics = ray.get(actor.sample_columnar.remote(), timeout=60)
+            assert isinstance(col, ColumnarEpisodes) and metrics["num_env_steps"] == 40
+            for remote_ep, local_ep in zip(columnar_to_episodes(col), local.sample(), strict=True):
+                assert_episodes_equal(remote_ep, local_ep)
+    finally:
+        ray.kill(actor)
+
+
+def test_group_samples_every_runner_and_steps_stay_continuous_across_scaling() -> None:
+    with stamp_group(2) as group:
+        chunks = group.sample()
+        assert sum(len(c) for c in chunks) == 2 * 8
+        group.scale(3)
+        assert group.worker_indices == [1, 2, 3]
+        chunks += group.sample()
+        group.scale(1)
+        assert group.worker_indices == [1]
+        chunks += group.sample()
+        group.scale(2)
+        assert group.worker_indices == [1, 4]
+        chunks += group.sample() + group.sample()
+        workers = {stamps(c)[0][0] for c in chunks}
+        assert workers == {1, 2, 3, 4}
+        assert_steps_once_and_continuous(chunks)
+
+
+def test_scale_down_in_complete_mode_delivers_unfinished_episodes_next_call() -> None:
+    with stamp_group(2, batch_mode="complete_episodes") as group:
+        returned = group.sample()
+        group.scale(1)
+        after = group.sample()
+        partial = [ep for ep in after if not ep.is_done]
+        assert partial and {stamps(ep)[0][0] for ep in partial} == {2}
+        assert_steps_once_and_continuous(returned + after)
+
+
+def test_sync_weights_reaches_every_runner_with_one_version() -> None:
+    with stamp_group(2) as group:
+        other = MLPModule(group_obs_space(), group_act_space(), seed=99).get_state()
+        version = group.sync_weights(other)
+        group.scale(3)  # a new runner gets the current weights too
+        states = ray.get([group.actor(i).get_state.remote() for i in group.worker_indices], timeout=60)
+        for state in states:
+            assert state["weights_version"] == version
+            for k, v in other.items():
+                np.testing.assert_array_equal(state["module"][k], v)
+        group.sample()
+        assert set(group.metrics["weights_versions"].values()) == {version}
+        assert group.metrics["max_policy_lag"] == 0
+
+
+def group_obs_space() -> Any:
+    return stamp_creator({"worker_index": 0, "vector_index": 0}).observation_space
+
+
+def group_act_space() -> Any:
+    return stamp_creator({"worker_index": 0, "vector_index": 0}).action_space
+
+
+def test_slow_runner_does_not_block_the_others_and_its_result_comes_later() -> None:
+    with stamp_group(2, env_config={"slow_worker": 2, "sleep_s": 0.1}, rollout_fragment_length=10) as group:
+        first = group.sample(timeout_s=1.0)  # runner 2 needs >= 2 s (20 steps x 0.1 s)
+        assert {stamps(c)[0][0] for c in first} == {1}
+        assert group.metrics["late_runners"] == [2]
+        second = group.sample(timeout_s=60)
+        assert 2 in {stamps(c)[0][0] for c in second}
+        assert_steps_once_and_continuous(first + second)
+        assert sum(len(c) for c in first + second) == 3 * 20  # runner 1 twice, runner 2 once
+
+
+def test_deadline_with_no_answer_raises_and_keeps_requests() -> None:
+    with stamp_group(1, env_config={"slow_worker": 1, "sleep_s": 0.05}, rollout_fragment_length=10) as group:
+        with pytest.raises(SampleTimeoutError, match=r"no env runner answered within the deadline \(runners \[1\]"):
+            group.sample(timeout_s=0.2)
+        chunks = group.sample(timeout_s=60)  # the earlier request's result, not a new one
+        assert sum(len(c) for c in chunks) == 20
+
+
+def test_bad_creator_fails_before_any_actor_starts() -> None:
+    before = len(ray.util.list_named_actors())
+    with pytest.raises(EnvCreatorError, match="must return a gymnasium.Env"):
+        EnvRunnerGroup(EnvRunnerConfig(env=lambda ctx: None), GROUP)
+    assert len(ray.util.list_named_actors()) == before
+
+
+def test_registered_name_works_in_actors() -> None:
+    from ray_sampler.env_creator import register_env
+
+    register_env("stamp-in-actors", stamp_creator)
+    with EnvRunnerGroup(EnvRunnerConfig(env="stamp-in-actors", rollout_fragment_length=3), GROUP) as group:
+        assert {stamps(c)[0][0] for c in group.sample()} == {1, 2}
+
+
+def test_runners_are_named_actors_and_stop_kills_them() -> None:
+    group = stamp_group(2)
+    names = [n["name"] if isinstance(n, dict) else n for n in ray.util.list_named_actors()]
+    assert sum(name.endswith(("-env-runner-1", "-env-runner-2")) and name.startswith(group._name_prefix)
+               for name in names) == 2
+    group.stop()
+    assert group.num_env_runners == 0
+    with pytest.raises(RaySamplerError, match="has no env runners"):
+        group.sample()
+
+
+def test_runner_failure_names_the_runner() -> None:
+    def creator(ctx: Any) -> Any:
+        env = stamp_creator(ctx)
+        if ctx["worker_index"] == 2:
+            env.step = lambda action: 1 / 0  # type: ignore[method-assign]
+        return env
+
+    with EnvRunnerGroup(EnvRunnerConfig(env=creator), EnvRunnerGroupConfig(
+            num_env_runners=2, num_cpus_per_env_runner=0.5, validate_env_locally=False)) as group:
+        with pytest.raises(RaySamplerError, match="env runner 2 failed"):
+            group.sample()

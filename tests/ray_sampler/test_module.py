@@ -1,0 +1,56 @@
+"""Built-in modules: MLP shapes, state handling, and the random module."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.module import MLPModule, RandomModule, RLModule
+
+
+def test_mlp_outputs_for_discrete_and_box() -> None:
+    obs = np.zeros((5, 4), np.float32)
+    d = MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(3))
+    out = d.forward_exploration({"obs": obs})
+    assert out["action_dist_inputs"].shape == (5, 3) and out["vf_preds"].shape == (5,)
+    b = MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Box(-1, 1, (2,)), initial_log_std=-1.0)
+    out = b.forward_inference({"obs": obs})
+    assert out["action_dist_inputs"].shape == (5, 4)
+    np.testing.assert_allclose(out["action_dist_inputs"][:, 2:], -1.0)
+    assert isinstance(d, RLModule) and isinstance(RandomModule(d.observation_space, d.action_space), RLModule)
+
+
+def test_mlp_same_seed_same_weights_and_state_round_trip() -> None:
+    spaces = (gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
+    a, b, c = MLPModule(*spaces, seed=1), MLPModule(*spaces, seed=1), MLPModule(*spaces, seed=2)
+    assert all(np.array_equal(v, b.get_state()[k]) for k, v in a.get_state().items())
+    assert not np.array_equal(a.get_state()["pi.0.w"], c.get_state()["pi.0.w"])
+    c.set_state(a.get_state())
+    obs = {"obs": np.ones((2, 4), np.float32)}
+    np.testing.assert_array_equal(c.forward_exploration(obs)["vf_preds"], a.forward_exploration(obs)["vf_preds"])
+
+
+def test_mlp_set_state_checks_keys_and_shapes() -> None:
+    m = MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
+    state = m.get_state()
+    with pytest.raises(ValueError, match="keys differ"):
+        m.set_state({k: v for k, v in state.items() if k != "vf.0.b"})
+    state["pi.0.w"] = np.zeros((3, 3))
+    with pytest.raises(ValueError, match="'pi.0.w' must have shape"):
+        m.set_state(state)
+
+
+def test_mlp_rejects_unsupported_action_spaces_and_sizes() -> None:
+    with pytest.raises(SpaceError, match="supports Discrete and 1-D Box action spaces"):
+        MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.MultiDiscrete([2, 2]))
+    with pytest.raises(ConfigError, match="'hidden_sizes'"):
+        MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), hidden_sizes=())
+
+
+def test_random_module_is_seeded() -> None:
+    space = gym.spaces.Discrete(4, start=2)
+    a = RandomModule(space, space, seed=3).forward_inference({"obs": np.zeros(50)})["actions"]
+    b = RandomModule(space, space, seed=3).forward_inference({"obs": np.zeros(50)})["actions"]
+    assert a.tolist() == b.tolist() and set(a.tolist()) <= {2, 3, 4, 5}
