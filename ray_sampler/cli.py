@@ -1,20 +1,89 @@
-"""The ``ray-sampler`` command line: ``ray-sampler demo`` builds, cuts, joins and packs real episodes."""
+"""The ``ray-sampler`` command line.
+
+``ray-sampler sample`` (the main job) starts a local Ray cluster in-process and samples with a
+group of remote env runners, printing a line per iteration; ``ray-sampler demo`` builds, cuts,
+joins and packs real episodes without Ray.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
+import time
 
 import gymnasium as gym
 import numpy as np
 
 from ray_sampler.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.columnar import columnar_to_episodes, episodes_to_columnar
+from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 
-__all__ = ["DemoConfig", "main", "run_demo"]
+__all__ = ["DemoConfig", "SampleJobConfig", "main", "run_demo", "run_sample_job"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SampleJobConfig:
+    """Knobs of ``ray-sampler sample``."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium id (or a name given to register_env) every runner steps."""
+    num_env_runners: int = 2
+    """Remote EnvRunner actors."""
+    num_envs_per_env_runner: int = 8
+    """Sub-envs per runner."""
+    rollout_fragment_length: int = 128
+    """Steps per sub-env per iteration."""
+    batch_mode: str = "truncate_episodes"
+    """``truncate_episodes`` or ``complete_episodes``."""
+    iterations: int = 5
+    """Sampling iterations to run."""
+    seed: int = 0
+    """Base seed."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_env_runners", "iterations"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
+
+
+def run_sample_job(cfg: SampleJobConfig) -> None:
+    """Samples ``cfg.iterations`` times with a group of runners on an in-process Ray cluster."""
+    runner_config = EnvRunnerConfig(env=cfg.env, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+                                    rollout_fragment_length=cfg.rollout_fragment_length,
+                                    batch_mode=cfg.batch_mode, seed=cfg.seed)
+    import ray
+
+    from ray_sampler.env_runner_group import EnvRunnerGroup
+
+    ray.init(num_cpus=max(os.cpu_count() or 1, cfg.num_env_runners), include_dashboard=False,
+             log_to_driver=False, configure_logging=False)
+    try:
+        print(f"ray-sampler sample: {cfg.env}, {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} "
+              f"sub-envs, {cfg.batch_mode}, {cfg.iterations} iterations (local Ray cluster)")
+        group = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners,
+                                                                   num_cpus_per_env_runner=0.5))
+        total_steps, start = 0, time.perf_counter()
+        with group:
+            for it in range(1, cfg.iterations + 1):
+                t0 = time.perf_counter()
+                episodes = group.sample()
+                steps = sum(len(ep) for ep in episodes)
+                total_steps += steps
+                m = group.metrics
+                mean = f"{m['episode_return_mean']:.1f}" if m["episode_return_mean"] is not None else "-"
+                per_runner = ", ".join(f"{i}: {v / 1e3:.1f}k/s" for i, v in sorted(m["runner_env_steps_per_s"].items()))
+                print(f"iter {it}: {steps} env steps, {m['num_episodes']} episodes done, mean return {mean}, "
+                      f"{steps / (time.perf_counter() - t0) / 1e3:.1f}k steps/s (runners {per_runner}), "
+                      f"weights v{group.weights_version}")
+        elapsed = time.perf_counter() - start
+        print(f"total: {total_steps} env steps in {elapsed:.1f} s ({total_steps / elapsed / 1e3:.1f}k steps/s)")
+    finally:
+        ray.shutdown()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -105,12 +174,17 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ray-sampler`` command."""
     parser = argparse.ArgumentParser(prog="ray-sampler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build, cut, join and pack episodes from a real gymnasium env")
-    for field in dataclasses.fields(DemoConfig):
-        demo.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    jobs = {
+        "sample": (SampleJobConfig, run_sample_job, "sample with a group of env runners on a local Ray cluster"),
+        "demo": (DemoConfig, run_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
+    }
+    for name, (config_class, _, help_text) in jobs.items():
+        job = sub.add_parser(name, help=help_text)
+        for field in dataclasses.fields(config_class):
+            job.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
     args = parser.parse_args(argv)
-    cfg = DemoConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DemoConfig)})
-    run_demo(cfg)
+    config_class, run, _ = jobs[args.command]
+    run(config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)}))
 
 
 if __name__ == "__main__":

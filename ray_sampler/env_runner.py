@@ -109,21 +109,21 @@ class EnvRunner:
         env_actions = out.pop(Columns.ACTIONS_FOR_ENV, actions)
         step = self._stepper.step(env_actions)
         finished = []
-        valid = step.valid
-        for i, ep in enumerate(episodes):
-            if valid[i]:
-                ep.add_env_step(
-                    step.next_obs[i], actions[i], step.rewards[i], step.infos[i],
-                    terminated=bool(step.terminated[i]), truncated=bool(step.truncated[i]),
-                    extra_model_outputs={k: v[i] for k, v in out.items()} if out else None,
-                )
-                if ep.is_done:
+        # Per-sub-env values are pulled out once per step (C-level list/zip), not per access.
+        extras = [dict(zip(out, values)) for values in zip(*(list(v) for v in out.values()))] if out else None
+        rows = zip(episodes, step.next_obs, list(actions), step.rewards.tolist(), step.infos,
+                   step.terminated.tolist(), step.truncated.tolist(), step.valid.tolist())
+        for i, (ep, obs, action, reward, infos, terminated, truncated, valid) in enumerate(rows):
+            if valid:
+                ep.add_env_step(obs, action, reward, infos, terminated=terminated, truncated=truncated,
+                                extra_model_outputs=extras[i] if extras else None)
+                if terminated or truncated:
                     finished.append(ep)
         for i, (obs, infos) in step.resets.items():
             episodes[i] = self._new_episode(obs, infos)
         self._vector_obs = step.current_obs
-        self._last_valid = valid
-        return finished, int(valid.sum()) if valid is not self._stepper._all_valid else self.num_envs
+        self._last_valid = step.valid
+        return finished, int(step.valid.sum())
 
     # ---------------------------------------------------------------- sampling
     def sample(

@@ -39,3 +39,18 @@ def test_demo_runs_as_a_module() -> None:
 def test_demo_config_rejects_bad_values(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DemoConfig(**kwargs)
+
+
+def test_sample_job_prints_a_line_per_iteration() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ray_sampler", "sample", "--iterations", "2", "--num-env-runners", "2",
+         "--num-envs-per-env-runner", "2", "--rollout-fragment-length", "16"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == ("ray-sampler sample: CartPole-v1, 2 env runners x 2 sub-envs, truncate_episodes, "
+                        "2 iterations (local Ray cluster)")
+    assert lines[1].startswith("iter 1: 64 env steps, ") and "runners 1: " in lines[1] and ", 2: " in lines[1]
+    assert lines[2].startswith("iter 2: 64 env steps, ")
+    assert lines[3].startswith("total: 128 env steps in ")

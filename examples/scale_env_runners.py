@@ -1,0 +1,63 @@
+"""Scale the number of env runners up and down while sampling, without losing an env step.
+
+    python examples/scale_env_runners.py --schedule 1,3,2,4
+
+Each iteration first scales the group to the next size in ``--schedule``, then samples once.
+In ``truncate_episodes`` mode every runner returns exactly ``rollout_fragment_length x
+num_envs_per_env_runner`` steps per call, so an iteration yields that many steps per runner;
+runners that are stopped hand their unfinished episodes to the next ``sample()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import ray
+
+from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Args:
+    """Knobs of this example."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium id to step."""
+    schedule: str = "1,3,2,4"
+    """Group size for each iteration, comma-separated."""
+    num_envs_per_env_runner: int = 4
+    """Sub-envs per runner."""
+    rollout_fragment_length: int = 64
+    """Steps per sub-env per iteration."""
+
+
+def main(args: Args) -> None:
+    sizes = [int(s) for s in args.schedule.split(",")]
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    config = EnvRunnerConfig(env=args.env, num_envs_per_env_runner=args.num_envs_per_env_runner,
+                             rollout_fragment_length=args.rollout_fragment_length, seed=0)
+    per_runner = args.rollout_fragment_length * args.num_envs_per_env_runner
+    group = EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=sizes[0], num_cpus_per_env_runner=0.25))
+    total = 0
+    with group:
+        for it, size in enumerate(sizes, start=1):
+            t0 = time.perf_counter()
+            group.scale(size)
+            scaled_s = time.perf_counter() - t0
+            episodes = group.sample()
+            steps = sum(len(ep) for ep in episodes)
+            total += steps
+            status = "ok" if steps == size * per_runner else f"expected {size * per_runner}"
+            print(f"iter {it}: {size} runners {group.worker_indices}, scale took {scaled_s:.2f} s, "
+                  f"{steps} env steps ({status}), {group.metrics['num_episodes']} episodes done")
+    print(f"total: {total} env steps over {len(sizes)} iterations; expected {sum(sizes) * per_runner}")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for field in dataclasses.fields(Args):
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    main(Args(**vars(parser.parse_args())))

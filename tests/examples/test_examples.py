@@ -1,0 +1,35 @@
+"""Each example runs with a tiny budget; what it prints is checked, not only its exit code."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(script: str, *args: str) -> list[str]:
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], capture_output=True,
+                          text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.splitlines()
+
+
+def test_custom_env_creator_example() -> None:
+    lines = run("custom_env_creator.py", "--num-env-runners", "2", "--num-envs-per-env-runner", "2",
+                "--iterations", "1", "--rollout-fragment-length", "30")
+    assert re.fullmatch(r"iter 1: \d+ finished episodes, \d+ env steps", lines[0])
+    assert any(line.startswith("pole half-length 0.50: ") for line in lines)
+    assert lines[-1] == ("episodes came from 4 distinct (worker_index, vector_index) pairs: "
+                         "[(1, 0), (1, 1), (2, 0), (2, 1)]")
+
+
+def test_scale_env_runners_example() -> None:
+    lines = run("scale_env_runners.py", "--schedule", "1,2,1", "--num-envs-per-env-runner", "2",
+                "--rollout-fragment-length", "10")
+    pattern = r"iter (\d): (\d) runners (\[[\d, ]+\]), scale took [\d.]+ s, (\d+) env steps \(ok\), \d+ episodes done"
+    parsed = [re.fullmatch(pattern, line).groups() for line in lines[:3]]  # type: ignore[union-attr]
+    assert parsed == [("1", "1", "[1]", "20"), ("2", "2", "[1, 2]", "40"), ("3", "1", "[1]", "20")]
+    assert lines[-1] == "total: 80 env steps over 3 iterations; expected 80"
