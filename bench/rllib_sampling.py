@@ -114,6 +114,12 @@ def _actor_rss_bytes(runner) -> int:
     return -1
 
 
+def _actor_torch_threads(runner) -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def bench_remote(n: int, args) -> dict:
     import ray
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
@@ -131,6 +137,7 @@ def bench_remote(n: int, args) -> dict:
         for _ in range(2):
             ray.get([a.sample.remote(explore=True) for a in actors])
         rss = ray.get(actors[0].apply.remote(_actor_rss_bytes))
+        actor_threads = ray.get(actors[0].apply.remote(_actor_torch_threads))
         steps = 0
         rounds = 0
         per_round = []
@@ -158,6 +165,7 @@ def bench_remote(n: int, args) -> dict:
         "rounds": rounds,
         "steps_per_round": steps / rounds,
         "rss_mib": rss / 2**20 if rss > 0 else None,
+        "torch_num_threads_actor": actor_threads,
     }
 
 
@@ -237,6 +245,9 @@ def main() -> None:
             return None
 
     t_start = time.perf_counter()
+    # Other load on the machine skews everything (torch's 2 intra-op threads in the local
+    # runner suffer most); record it so a noisy run can be recognised.
+    out["loadavg_1m_start"] = os.getloadavg()[0]
 
     raw = part("raw", lambda: bench_raw(args))
     if raw:
@@ -272,12 +283,14 @@ def main() -> None:
                     }
                     if out["runner_rss_mib"] is None and res["rss_mib"] is not None:
                         out["runner_rss_mib"] = res["rss_mib"]
+                        out["torch_num_threads_actor"] = res["torch_num_threads_actor"]
             out["remote_details"] = details
             try:
                 ray.shutdown()
             except Exception as e:  # noqa: BLE001
                 out["errors"].append(f"ray.shutdown: {type(e).__name__}: {e}")
 
+    out["loadavg_1m_end"] = os.getloadavg()[0]
     out["total_wall_s"] = time.perf_counter() - t_start
     sys.stdout.flush()
     print(json.dumps(out), flush=True)

@@ -37,7 +37,7 @@ from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import DataFormatError
 from ray_sampler.lookback import LookbackBuffer
 
-__all__ = ["ColumnarEpisodes", "columnar_to_episodes", "episodes_to_columnar"]
+__all__ = ["ColumnarEpisodes", "columnar_to_episodes", "concat_columnar", "episodes_to_columnar"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -287,3 +287,50 @@ def _dense_infos(rows: np.ndarray, values: list[dict], num_rows: int) -> list[di
     for r, v in zip(rows.tolist(), values):
         dense[r] = v
     return dense
+
+
+def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
+    """One ColumnarEpisodes holding the chunks of ``parts`` in order."""
+    if len(parts) == 1:
+        return parts[0]
+    keyed = [p for p in parts if p.num_env_steps or int(p.lookback_lens.sum())]
+    keys = (keyed or parts)[0].extra_model_outputs.keys()
+    if any(p.extra_model_outputs.keys() != keys for p in keyed):
+        raise DataFormatError("concat_columnar: parts hold different extra_model_outputs keys")
+
+    def cat(get: Any) -> Any:
+        return tree.concat([get(p) for p in parts])
+
+    def shifted(rows: str, values: str, sizes: Any) -> tuple[np.ndarray, list]:
+        base = np.cumsum([0] + [int(sizes(p)) for p in parts[:-1]])
+        return (np.concatenate([getattr(p, rows) + b for p, b in zip(parts, base)]),
+                [v for p in parts for v in getattr(p, values)])
+
+    info_rows, info_values = shifted("info_rows", "info_values", lambda p: p.num_env_steps + p.num_episodes)
+    lb_info_rows, lb_info_values = shifted("lookback_info_rows", "lookback_info_values",
+                                           lambda p: p.lookback_lens.sum())
+    return ColumnarEpisodes(
+        ids=[i for p in parts for i in p.ids],
+        t_started=cat(lambda p: p.t_started),
+        lens=cat(lambda p: p.lens),
+        lookback_lens=cat(lambda p: p.lookback_lens),
+        terminated=cat(lambda p: p.terminated),
+        truncated=cat(lambda p: p.truncated),
+        observations=cat(lambda p: p.observations),
+        actions=cat(lambda p: p.actions),
+        rewards=cat(lambda p: p.rewards),
+        extra_model_outputs={k: tree.concat([p.extra_model_outputs[k] for p in parts if k in p.extra_model_outputs])
+                             for k in keys},
+        info_rows=info_rows,
+        info_values=info_values,
+        lookback_observations=cat(lambda p: p.lookback_observations),
+        lookback_actions=cat(lambda p: p.lookback_actions),
+        lookback_rewards=cat(lambda p: p.lookback_rewards),
+        lookback_extra_model_outputs={
+            k: tree.concat([p.lookback_extra_model_outputs[k] for p in parts if k in p.lookback_extra_model_outputs])
+            for k in keys},
+        lookback_info_rows=lb_info_rows,
+        lookback_info_values=lb_info_values,
+        observation_space=parts[0].observation_space,
+        action_space=parts[0].action_space,
+    )

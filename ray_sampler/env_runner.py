@@ -14,6 +14,7 @@ A plain class (the actor is ``ray.remote(EnvRunner)``). ``sample()`` follows the
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -22,13 +23,14 @@ import numpy as np
 
 from connectors.env_to_module import default_env_to_module
 from connectors.module_to_env import default_module_to_env
-from ray_sampler.columnar import ColumnarEpisodes, episodes_to_columnar
+from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, concat_columnar, episodes_to_columnar
 from ray_sampler.columns import Columns
 from ray_sampler.config import BatchMode, EnvRunnerConfig, VectorizationMode
 from ray_sampler.env_creator import make_vector_env, sub_env_seeds
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 from ray_sampler.module import MLPModule, RandomModule
+from ray_sampler.rollout import StepRecord, harvest
 from ray_sampler.vector import VectorStepper
 
 __all__ = ["EnvRunner"]
@@ -56,11 +58,18 @@ class EnvRunner:
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
         self.module_to_env = default_module_to_env(self.action_space, config.module_to_env_connectors,
                                                    seed=policy_seed, normalize_actions=config.normalize_actions)
-        self._id_rng = np.random.default_rng(id_seed) if config.seed is not None else None
+        # Episode ids: a per-runner random prefix (seeded, so reruns repeat it) and a counter.
+        prefix = np.random.default_rng(id_seed).bytes(8).hex() if config.seed is not None else uuid.uuid4().hex[:16]
+        self._id_prefix = f"{prefix}{worker_index:04x}"
+        self._id_counter = 0
         self._episodes: list[SingleAgentEpisode] = []
         self._pending: list[SingleAgentEpisode] = []
         self._vector_obs: Any = None
         self._last_valid = np.ones(self.num_envs, dtype=bool)
+        self._carry: StepRecord | None = None
+        self._last_stepped: list[SingleAgentEpisode | None] = [None] * self.num_envs
+        self._columnar = (config.columnar_sampling and config.batch_mode is BatchMode.TRUNCATE_EPISODES
+                          and not config.env_to_module_connectors and not config.module_to_env_connectors)
         self._partial: dict[str, tuple[float, int]] = {}
         self._is_seeded = False
         self.weights_version = 0
@@ -68,7 +77,8 @@ class EnvRunner:
 
     # ---------------------------------------------------------------- episodes
     def _new_id(self) -> str:
-        return self._id_rng.bytes(16).hex() if self._id_rng is not None else uuid.uuid4().hex
+        self._id_counter += 1
+        return f"{self._id_prefix}{self._id_counter:012x}"
 
     def _new_episode(self, obs: Any, infos: dict) -> SingleAgentEpisode:
         ep = SingleAgentEpisode(self._new_id(), observation_space=self.observation_space, action_space=self.action_space)
@@ -77,6 +87,7 @@ class EnvRunner:
 
     def _reset(self) -> int:
         """Resets every sub-env; returns how many unfinished episodes with steps were dropped."""
+        self._replay_carry()
         dropped = sum(1 for ep in self._episodes if len(ep) and not ep.is_done)
         if self.config.batch_mode is BatchMode.TRUNCATE_EPISODES:
             # Their steps go out as chunks with the next result, so none is lost.
@@ -93,8 +104,8 @@ class EnvRunner:
         self._last_valid = np.ones(self.num_envs, dtype=bool)
         return dropped
 
-    def _step(self, explore: bool, random_actions: bool) -> tuple[list[SingleAgentEpisode], int]:
-        """One vector step through the pipelines; returns (episodes it finished, transitions made)."""
+    def _forward(self, explore: bool, random_actions: bool) -> tuple[Any, Any, dict[str, Any]]:
+        """Connectors and module for the current observations: (actions, env actions, other outputs)."""
         episodes = self._episodes
         module = self.module
         shared: dict[str, Any] = {"vector_obs": self._vector_obs}
@@ -106,24 +117,43 @@ class EnvRunner:
             out[Columns.ACTIONS] = self._random_module.forward_inference(batch)[Columns.ACTIONS]
         out = self.module_to_env(rl_module=module, batch=out, episodes=episodes, explore=explore, shared_data=shared)
         actions = out.pop(Columns.ACTIONS)
-        env_actions = out.pop(Columns.ACTIONS_FOR_ENV, actions)
+        return actions, out.pop(Columns.ACTIONS_FOR_ENV, actions), out
+
+    def _record(self, explore: bool, random_actions: bool) -> StepRecord:
+        """One vector step for the columnar path: no per-sub-env Python work."""
+        actions, env_actions, extras = self._forward(explore, random_actions)
         step = self._stepper.step(env_actions)
+        self._vector_obs = step.current_obs
+        return StepRecord(step, actions, extras, step.valid)
+
+    def _step(self, explore: bool, random_actions: bool) -> tuple[list[SingleAgentEpisode], int]:
+        """One vector step for the episode path; returns (episodes it finished, transitions made)."""
+        actions, env_actions, out = self._forward(explore, random_actions)
+        return self._apply(self._stepper.step(env_actions), actions, out, None)
+
+    def _apply(self, step: Any, actions: Any, out: dict[str, Any], only: np.ndarray | None,
+               ) -> tuple[list[SingleAgentEpisode], int]:
+        """Adds a vector step's transitions (those in ``only``, default all valid) to the episodes."""
+        episodes = self._episodes
+        valid = step.valid if only is None else only
         finished = []
         # Per-sub-env values are pulled out once per step (C-level list/zip), not per access.
         extras = [dict(zip(out, values)) for values in zip(*(list(v) for v in out.values()))] if out else None
-        rows = zip(episodes, step.next_obs, list(actions), step.rewards.tolist(), step.infos,
-                   step.terminated.tolist(), step.truncated.tolist(), step.valid.tolist())
-        for i, (ep, obs, action, reward, infos, terminated, truncated, valid) in enumerate(rows):
-            if valid:
+        rows = zip(episodes, step.next_obs_rows(), list(actions), step.rewards.tolist(), step.info_rows(),
+                   step.terminated.tolist(), step.truncated.tolist(), valid.tolist())
+        for i, (ep, obs, action, reward, infos, terminated, truncated, made_step) in enumerate(rows):
+            if made_step:
+                self._last_stepped[i] = ep
                 ep.add_env_step(obs, action, reward, infos, terminated=terminated, truncated=truncated,
                                 extra_model_outputs=extras[i] if extras else None)
                 if terminated or truncated:
                     finished.append(ep)
         for i, (obs, infos) in step.resets.items():
             episodes[i] = self._new_episode(obs, infos)
-        self._vector_obs = step.current_obs
-        self._last_valid = step.valid
-        return finished, int(step.valid.sum())
+        if only is None:
+            self._vector_obs = step.current_obs
+            self._last_valid = step.valid
+        return finished, int(valid.sum())
 
     # ---------------------------------------------------------------- sampling
     def sample(
@@ -135,6 +165,27 @@ class EnvRunner:
         force_reset: bool = False,
     ) -> list[SingleAgentEpisode]:
         """Episodes (chunks) collected in this call, per the batch mode (see the module docstring)."""
+        result = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
+        if isinstance(result, list):
+            return result
+        return columnar_to_episodes(result) if result is not None else []
+
+    def sample_columnar(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> tuple[ColumnarEpisodes | None, dict[str, Any]]:
+        """``sample()`` as one columnar object (what a remote runner ships), with the call's metrics."""
+        result = self._sample(num_timesteps, num_episodes, explore, random_actions, force_reset)
+        if isinstance(result, list):
+            result = episodes_to_columnar(result) if result else None
+        return result, self.metrics
+
+    def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool, random_actions: bool,
+                force_reset: bool) -> list[SingleAgentEpisode] | ColumnarEpisodes | None:
         if num_timesteps is not None and num_episodes is not None:
             raise ConfigError("pass 'num_timesteps' or 'num_episodes', not both")
         for name, value in (("num_timesteps", num_timesteps), ("num_episodes", num_episodes)):
@@ -142,17 +193,66 @@ class EnvRunner:
                 raise ConfigError(f"'{name}' must be an int >= 1 or None (got {value!r})")
         t0 = time.perf_counter()
         dropped = self._reset() if force_reset or not self._episodes else 0
-        if num_episodes is not None:
-            out = self._sample_episodes(num_episodes, explore, random_actions)
+        per_env = self.config.rollout_fragment_length if num_timesteps is None else -(-num_timesteps // self.num_envs)
+        target = per_env * self.num_envs
+        result: list[SingleAgentEpisode] | ColumnarEpisodes | None
+        if num_episodes is None and self._columnar:
+            result = self._sample_columnar(target, explore, random_actions)
         else:
-            per_env = self.config.rollout_fragment_length if num_timesteps is None else -(-num_timesteps // self.num_envs)
-            target = per_env * self.num_envs
-            if self.config.batch_mode is BatchMode.TRUNCATE_EPISODES:
-                out = self._sample_truncate(target, explore, random_actions)
+            self._replay_carry()
+            if num_episodes is not None:
+                result = self._sample_episodes(num_episodes, explore, random_actions)
+            elif self.config.batch_mode is BatchMode.TRUNCATE_EPISODES:
+                result = self._sample_truncate(target, explore, random_actions)
             else:
-                out = self._sample_complete(target, explore, random_actions)
-        self._record_metrics(out, time.perf_counter() - t0, dropped)
-        return out
+                result = self._sample_complete(target, explore, random_actions)
+        self._record_metrics(result, time.perf_counter() - t0, dropped)
+        return result
+
+    def _sample_columnar(self, target: int, explore: bool, random_actions: bool) -> ColumnarEpisodes | None:
+        """Truncate mode, recording whole vector steps (see ray_sampler.rollout)."""
+        h = self.config.episode_lookback_horizon
+        flushed, self._pending = self._pending, []
+        for i, ep in enumerate(self._episodes):
+            if len(ep) and not ep.is_done:  # steps the episode path made but did not return yet
+                flushed.append(ep)
+                self._episodes[i] = ep.cut(len_lookback_buffer=h)
+        steps = sum(len(ep) for ep in flushed)
+        records = [self._carry] if self._carry is not None else []
+        self._carry = None
+        steps += sum(int(r.valid.sum()) for r in records)
+        while steps < target:
+            records.append(self._record(explore, random_actions))
+            steps += int(records[-1].valid.sum())
+        excess = steps - target
+        if excess:
+            # A NEXT_STEP vector env made more steps than asked: the last step of `excess`
+            # sub-envs waits for the next call (as a record of its own), never dropped.
+            # A reset in the same step as a carried episode end belongs after it, so it goes along.
+            last = records[-1]
+            carried = set(np.flatnonzero(last.valid)[::-1][:excess].tolist())
+            keep, carry = last.valid.copy(), np.zeros_like(last.valid)
+            keep[list(carried)], carry[list(carried)] = False, True
+            resets = last.step.resets
+            records[-1] = StepRecord(
+                dataclasses.replace(last.step, resets={i: r for i, r in resets.items() if i not in carried}),
+                last.actions, last.extras, keep)
+            self._carry = StepRecord(
+                dataclasses.replace(last.step, resets={i: r for i, r in resets.items() if i in carried}),
+                last.actions, last.extras, carry)
+        parts = [episodes_to_columnar(flushed)] if flushed else []
+        if records:
+            col = harvest(records, self._episodes, lookback=h, new_id=self._new_id, new_episode=self._new_episode)
+            if col is not None:
+                parts.append(col)
+        return concat_columnar(parts) if parts else None
+
+    def _replay_carry(self) -> None:
+        """Adds steps held back by the columnar path to the episodes, before the episode path runs."""
+        if self._carry is not None:
+            record, self._carry = self._carry, None
+            finished, _ = self._apply(record.step, record.actions, record.extras, record.valid)
+            self._pending += finished
 
     def _sample_truncate(self, target: int, explore: bool, random_actions: bool) -> list[SingleAgentEpisode]:
         out, self._pending = self._pending, []
@@ -168,18 +268,18 @@ class EnvRunner:
         h = self.config.episode_lookback_horizon
         for i, ep in enumerate(self._episodes):
             if i in carry:
-                if ep.is_done:
-                    out.remove(ep)
-                    self._pending.append(ep.slice(slice(len(ep) - 1, None), len_lookback_buffer=h))
-                    head = ep.slice(slice(0, len(ep) - 1))
-                    cont = None
+                # The episode that took sub-env i's last step (under SAME_STEP autoreset a fresh
+                # one may already hold its slot) gives that step to the next call.
+                stepped = self._last_stepped[i]
+                head = stepped.slice(slice(0, len(stepped) - 1))
+                tail = stepped.slice(slice(len(stepped) - 1, None), len_lookback_buffer=h)
+                if stepped.is_done:
+                    out.remove(stepped)
+                    self._pending.append(tail)
                 else:
-                    head = ep.slice(slice(0, len(ep) - 1))
-                    cont = ep.slice(slice(len(ep) - 1, None), len_lookback_buffer=h)
+                    self._episodes[i] = tail
                 if len(head):
                     out.append(head)
-                if cont is not None:
-                    self._episodes[i] = cont
             elif not ep.is_done:
                 if len(ep):
                     out.append(ep)
@@ -204,23 +304,26 @@ class EnvRunner:
         self._pending += out[num_episodes:]
         return out[:num_episodes]
 
-    def sample_columnar(self, **kwargs: Any) -> tuple[ColumnarEpisodes | None, dict[str, Any]]:
-        """``sample()`` packed as one columnar object (what a remote runner ships), with the metrics."""
-        episodes = self.sample(**kwargs)
-        return (episodes_to_columnar(episodes) if episodes else None), self.metrics
-
     # ---------------------------------------------------------------- metrics and state
-    def _record_metrics(self, out: list[SingleAgentEpisode], duration_s: float, dropped: int) -> None:
-        returns, lengths = [], []
-        for ep in out:
-            prev_return, prev_len = self._partial.pop(ep.id_, (0.0, 0))
-            total_return, total_len = prev_return + ep.get_return(), prev_len + len(ep)
-            if ep.is_done:
+    def _record_metrics(self, result: list[SingleAgentEpisode] | ColumnarEpisodes | None, duration_s: float,
+                        dropped: int) -> None:
+        if isinstance(result, ColumnarEpisodes):
+            sums = np.concatenate([[0.0], np.cumsum(result.rewards, dtype=np.float64)])
+            offsets = result.step_offsets
+            chunks = zip(result.ids, (sums[offsets[1:]] - sums[offsets[:-1]]).tolist(), result.lens.tolist(),
+                         (result.terminated | result.truncated).tolist())
+        else:
+            chunks = ((ep.id_, ep.get_return(), len(ep), ep.is_done) for ep in result or [])
+        returns, lengths, steps = [], [], 0
+        for id_, chunk_return, chunk_len, is_done in chunks:
+            steps += chunk_len
+            prev_return, prev_len = self._partial.pop(id_, (0.0, 0))
+            total_return, total_len = prev_return + chunk_return, prev_len + chunk_len
+            if is_done:
                 returns.append(total_return)
                 lengths.append(total_len)
             else:
-                self._partial[ep.id_] = (total_return, total_len)
-        steps = sum(len(ep) for ep in out)
+                self._partial[id_] = (total_return, total_len)
         self.metrics = {
             "worker_index": self.worker_index,
             "num_env_steps": steps,
@@ -260,10 +363,11 @@ class EnvRunner:
         return self.weights_version
 
     def drain(self) -> list[SingleAgentEpisode]:
-        """Unfinished episodes and held-back steps that no ``sample()`` returned yet (for scale-down).
+        """Episodes and held-back steps that no ``sample()`` returned yet (for scale-down).
 
-        Chunks with steps only; each is not done. The runner starts fresh afterwards.
+        Chunks with steps only. The runner starts fresh afterwards.
         """
+        self._replay_carry()
         out = [ep for ep in self._pending if len(ep)]
         out += [ep for ep in self._episodes if len(ep) and not ep.is_done]
         self._pending, self._episodes = [], []

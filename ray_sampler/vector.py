@@ -30,21 +30,34 @@ _FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
 
 @dataclasses.dataclass
 class VectorStep:
-    """What one vector step did, per sub-env (index ``i`` of every field)."""
+    """What one vector step did, batched over sub-envs (index ``i`` is sub-env ``i``)."""
 
-    next_obs: list[Any]
-    """Observation each transition led to (the real last one for a finished episode)."""
+    obs: Any
+    """Batched observation each transition led to, except where ``final_obs`` overrides it."""
+    final_obs: dict[int, Any]
+    """Real last observation of sub-envs whose batched ``obs`` row already holds a reset one."""
     rewards: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
-    infos: list[dict]
-    """Info of each transition."""
+    infos: dict[int, dict]
+    """Non-empty infos of transitions, by sub-env (absent: ``{}``)."""
     valid: np.ndarray
     """Whether sub-env ``i`` made a transition (False on a NEXT_STEP reset step)."""
     resets: dict[int, tuple[Any, dict]]
     """Sub-envs that began a new episode in this step: index -> (reset observation, reset info)."""
     current_obs: Any
     """Batched observation the policy acts on next (reset observations where a sub-env restarted)."""
+
+    def next_obs_rows(self) -> list[Any]:
+        """Per-sub-env observation each transition led to."""
+        rows = _rows(self.obs, len(self.valid))
+        for i, obs in self.final_obs.items():
+            rows[i] = obs
+        return rows
+
+    def info_rows(self) -> list[dict]:
+        """Per-sub-env transition infos (fresh dicts)."""
+        return [self.infos.get(i) or {} for i in range(len(self.valid))]
 
 
 def _rows(batch: Any, n: int) -> list[Any]:
@@ -94,33 +107,36 @@ class VectorStepper:
     def step(self, actions: Any) -> VectorStep:
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         n = self.num_envs
-        done = terminated | truncated
+        dense = split_infos(infos, n) if infos else None
+        sparse = {i: d for i, d in enumerate(dense) if d} if dense else {}
         if self.mode is gym.vector.AutoresetMode.SAME_STEP:
-            next_obs = _rows(obs, n)
-            step_infos = split_infos(infos, n)
+            final_obs: dict[int, Any] = {}
             resets: dict[int, tuple[Any, dict]] = {}
-            if done.any():
-                final_obs, final_infos = infos["final_obs"], split_infos(infos.get("final_info", {}), n)
-                for i in np.flatnonzero(done).tolist():
-                    resets[i] = (next_obs[i], step_infos[i])
-                    next_obs[i] = final_obs[i]
-                    step_infos[i] = final_infos[i]
-            return VectorStep(next_obs, rewards, terminated, truncated, step_infos, self._all_valid, resets, obs)
+            done = np.flatnonzero(terminated | truncated).tolist()
+            if done:
+                final_infos = split_infos(infos.get("final_info", {}), n)
+                for i in done:
+                    final_obs[i] = infos["final_obs"][i]
+                    resets[i] = (_row(obs, i), sparse.pop(i, {}))
+                    if final_infos[i]:
+                        sparse[i] = final_infos[i]
+            return VectorStep(obs, final_obs, rewards, terminated, truncated, sparse, self._all_valid, resets, obs)
         if self.mode is gym.vector.AutoresetMode.NEXT_STEP:
-            next_obs = _rows(obs, n)
-            step_infos = split_infos(infos, n)
             valid = ~self._needs_reset
-            resets = {i: (next_obs[i], step_infos[i]) for i in np.flatnonzero(self._needs_reset).tolist()}
-            self._needs_reset = done & valid
-            return VectorStep(next_obs, rewards, terminated, truncated, step_infos, valid, resets, obs)
+            resets = {i: (_row(obs, i), sparse.pop(i, {})) for i in np.flatnonzero(self._needs_reset).tolist()}
+            self._needs_reset = (terminated | truncated) & valid
+            return VectorStep(obs, {}, rewards, terminated, truncated, sparse, valid, resets, obs)
         # DISABLED: reset the finished sub-envs ourselves.
-        next_obs = _rows(obs, n)
-        step_infos = split_infos(infos, n)
-        resets = {}
-        current = obs
-        if done.any():
-            reset_obs, reset_infos = self.env.reset(options={"reset_mask": done})
-            rows, reset_dicts = _rows(reset_obs, n), split_infos(reset_infos, n)
-            resets = {i: (rows[i], reset_dicts[i]) for i in np.flatnonzero(done).tolist()}
+        done_mask = terminated | truncated
+        resets, current = {}, obs
+        if done_mask.any():
+            reset_obs, reset_infos = self.env.reset(options={"reset_mask": done_mask})
+            reset_dicts = split_infos(reset_infos, n)
+            resets = {i: (_row(reset_obs, i), reset_dicts[i]) for i in np.flatnonzero(done_mask).tolist()}
             current = reset_obs
-        return VectorStep(next_obs, rewards, terminated, truncated, step_infos, self._all_valid, resets, current)
+        return VectorStep(obs, {}, rewards, terminated, truncated, sparse, self._all_valid, resets, current)
+
+
+def _row(batch: Any, i: int) -> Any:
+    """Sub-env ``i``'s item of a batched (possibly nested) observation, copied."""
+    return tree.map_structure(lambda a: np.array(a[i]), batch)

@@ -50,7 +50,8 @@ def stamp_length(vector: int, episode: int) -> int:
 class StampEnv(gym.Env):
     """obs = [worker, vector, episode, t]; reward = t; episode k of sub-env v lasts stamp_length(v, k).
 
-    Every step is identifiable, so tests can check that each appears exactly once.
+    Infos: ``{"episode": k}`` at reset, ``{"t": t}`` after each step. Every step is identifiable,
+    so tests can check that each appears exactly once and carries its own info.
     """
 
     def __init__(self, worker: int = 0, vector: int = 0, sleep_s: float = 0.0) -> None:
@@ -67,7 +68,7 @@ class StampEnv(gym.Env):
         super().reset(seed=seed)
         self.episode += 1
         self.t = 0
-        return self._obs(), {}
+        return self._obs(), {"episode": self.episode}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self.sleep_s:
@@ -76,7 +77,7 @@ class StampEnv(gym.Env):
             time.sleep(self.sleep_s)
         self.actions_seen.append(action)
         self.t += 1
-        return self._obs(), float(self.t), self.t >= stamp_length(self.vector, self.episode), False, {}
+        return self._obs(), float(self.t), self.t >= stamp_length(self.vector, self.episode), False, {"t": self.t}
 
 
 def stamp_creator(ctx: Any) -> StampEnv:

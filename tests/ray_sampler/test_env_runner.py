@@ -48,6 +48,11 @@ def assert_steps_once_and_continuous(chunks: list[SingleAgentEpisode]) -> None:
     """Every env step appears in exactly one chunk, and chunks join into gap-free episodes."""
     step_keys = [s for c in chunks for s in stamps(c)[1:]]
     assert len(step_keys) == len(set(step_keys)), "an env step was returned twice"
+    for c in chunks:
+        # Each observation carries its own info: the reset's or the step's that led to it.
+        infos = c.get_infos(slice(-c.len_lookback_buffer - len(c) - 1, None))
+        for (_, _, e, t), info in zip(stamps(c, slice(-c.len_lookback_buffer - len(c) - 1, None)), infos):
+            assert info == ({"episode": e} if t == 0 else {"t": t})
     for ep in join(chunks).values():
         obs = stamps(ep)
         w, v, e, t0 = obs[0]
@@ -85,8 +90,8 @@ def test_continuation_lookback_equals_previous_chunk_tail(mode: str) -> None:
                 prev, lb = previous[chunk.id_], chunk.len_lookback_buffer
                 assert lb == min(2, prev.len_lookback_buffer + len(prev))
                 assert stamps(chunk, slice(-lb, 1), neg_index_as_lookback=True) == stamps(prev, slice(-lb - 1, None))
-                assert chunk.get_actions(slice(-lb, 0), neg_index_as_lookback=True) == list(
-                    prev.get_actions(slice(len(prev) - lb, len(prev))))
+                assert np.asarray(chunk.get_actions(slice(-lb, 0), neg_index_as_lookback=True)).tolist() == \
+                    np.asarray(prev.get_actions(slice(len(prev) - lb, len(prev)))).tolist()
             previous[chunk.id_] = chunk
 
 
@@ -322,3 +327,71 @@ def test_drain_returns_unfinished_steps_only() -> None:
     drained = runner.drain()
     assert all(not ep.is_done and len(ep) for ep in drained)
     assert_steps_once_and_continuous(returned + drained)
+
+
+# ------------------------------------------------------------------ differential: columnar path == episode path
+def _by_first_step(chunks: list[SingleAgentEpisode]) -> dict[tuple, dict]:
+    """Chunks keyed by their first data observation's stamp, compared on everything but the id."""
+    from tests.helpers import full_state
+
+    out = {}
+    for c in chunks:
+        state = full_state(c)
+        del state["id_"]
+        out[stamps(c)[0]] = state
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("num_envs", [1, 3])
+@pytest.mark.parametrize("h", [0, 2])
+def test_columnar_path_equals_episode_path(mode: str, num_envs: int, h: int) -> None:
+    runners = [EnvRunner(stamp_config(mode, num_envs_per_env_runner=num_envs, episode_lookback_horizon=h,
+                                      columnar_sampling=columnar)) for columnar in (True, False)]
+    assert runners[0]._columnar and not runners[1]._columnar
+    calls: list[dict] = [{}, {}, {"num_timesteps": 7}, {}, {"force_reset": True}, {}, {"random_actions": True}, {}]
+    for kwargs in calls:
+        fast, slow = (r.sample(**kwargs) for r in runners)
+        assert sum(len(c) for c in fast) == sum(len(c) for c in slow)
+        a, b = _by_first_step(fast), _by_first_step(slow)
+        assert a.keys() == b.keys()
+        for key in a:
+            for field in a[key]:
+                if field in ("observations", "actions", "rewards"):
+                    np.testing.assert_array_equal(a[key][field], b[key][field], err_msg=f"{key} {field}")
+                elif field == "extra_model_outputs":
+                    for k in a[key][field]:
+                        np.testing.assert_array_equal(a[key][field][k], b[key][field][k], err_msg=f"{key} {k}")
+                else:
+                    assert a[key][field] == b[key][field], (key, field)
+        assert sorted(runners[0].metrics["episode_lengths"]) == sorted(runners[1].metrics["episode_lengths"])
+        assert sorted(runners[0].metrics["episode_returns"]) == sorted(runners[1].metrics["episode_returns"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "episodes"])
+def test_num_episodes_calls_between_truncate_calls_keep_every_step_once(mode: str, columnar: bool) -> None:
+    # num_episodes takes the episode path; plain calls the columnar one (unless switched off). The
+    # steps num_episodes leaves in running episodes make the next call overshoot in every mode.
+    runner = EnvRunner(stamp_config(mode, episode_lookback_horizon=2, columnar_sampling=columnar))
+    chunks = []
+    for kwargs in ({}, {"num_episodes": 2}, {}, {"num_timesteps": 4}, {"num_episodes": 1}, {}, {}):
+        out = runner.sample(**kwargs)
+        if "num_episodes" not in kwargs:
+            assert sum(len(c) for c in out) == (6 if "num_timesteps" in kwargs else 15)
+        chunks += out
+    chunks += runner.drain()
+    assert_steps_once_and_continuous(chunks)
+
+
+def test_columnar_path_on_cartpole_equals_episode_path() -> None:
+    configs = [EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=4, rollout_fragment_length=30, seed=5,
+                               columnar_sampling=c) for c in (True, False)]
+    fast_runner, slow_runner = EnvRunner(configs[0]), EnvRunner(configs[1])
+    for _ in range(3):
+        fast, slow = fast_runner.sample(), slow_runner.sample()
+        assert len(fast) == len(slow)
+        key = lambda ep: (float(np.asarray(ep.get_observations(0))[0]), ep.t_started)  # noqa: E731
+        for x, y in zip(sorted(fast, key=key), sorted(slow, key=key)):
+            y.id_ = x.id_
+            assert_episodes_equal(x, y)

@@ -20,9 +20,10 @@ def test_no_fake_transition_across_a_reset(mode: str) -> None:
     transitions: list[tuple[tuple, tuple]] = []
     for _ in range(30):
         step = stepper.step(np.zeros(2, np.int64))
+        next_obs = step.next_obs_rows()
         for i in range(2):
             if step.valid[i]:
-                nxt = tuple(step.next_obs[i])
+                nxt = tuple(next_obs[i])
                 transitions.append((current[i], nxt))
                 current[i] = nxt
             if i in step.resets:
@@ -41,7 +42,7 @@ def test_same_step_uses_the_final_observation() -> None:
     stepper.reset()
     step = stepper.step(np.zeros(1, np.int64))
     step = stepper.step(np.zeros(1, np.int64))  # episode 0 of sub-env 0 lasts 2 steps
-    assert step.terminated[0] and tuple(step.next_obs[0]) == (0, 0, 0, 2)
+    assert step.terminated[0] and tuple(step.next_obs_rows()[0]) == (0, 0, 0, 2)
     assert tuple(step.resets[0][0]) == (0, 0, 1, 0) and tuple(step.current_obs[0]) == (0, 0, 1, 0)
 
 
