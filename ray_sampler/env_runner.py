@@ -30,7 +30,7 @@ from ray_sampler.env_creator import make_vector_env, sub_env_seeds
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 from ray_sampler.module import MLPModule, RandomModule
-from ray_sampler.rollout import StepRecord, harvest
+from ray_sampler.rollout import CursorBatch, StepRecord, harvest
 from ray_sampler.vector import VectorStepper
 
 __all__ = ["EnvRunner"]
@@ -62,7 +62,11 @@ class EnvRunner:
         prefix = np.random.default_rng(id_seed).bytes(8).hex() if config.seed is not None else uuid.uuid4().hex[:16]
         self._id_prefix = f"{prefix}{worker_index:04x}"
         self._id_counter = 0
+        # Each sub-env's ongoing episode: as SingleAgentEpisodes (episode path) or, after a columnar
+        # call, as one CursorBatch; whichever path runs next converts them (rarely: on a switch).
         self._episodes: list[SingleAgentEpisode] = []
+        self._cursors: CursorBatch | None = None
+        self._is_started = False
         self._pending: list[SingleAgentEpisode] = []
         self._vector_obs: Any = None
         self._last_valid = np.ones(self.num_envs, dtype=bool)
@@ -85,6 +89,11 @@ class EnvRunner:
         ep.add_env_reset(obs, infos)
         return ep
 
+    def _episode_cursors(self) -> None:
+        """Makes the SingleAgentEpisode cursors current (after columnar calls)."""
+        if self._cursors is not None:
+            self._episodes, self._cursors = self._cursors.to_episodes(), None
+
     def _reset(self) -> int:
         """Resets every sub-env; returns how many unfinished episodes with steps were dropped."""
         self._replay_carry()
@@ -102,6 +111,7 @@ class EnvRunner:
         obs_rows, infos, self._vector_obs = self._stepper.reset(seeds)
         self._episodes = [self._new_episode(o, i) for o, i in zip(obs_rows, infos)]
         self._last_valid = np.ones(self.num_envs, dtype=bool)
+        self._is_started = True
         return dropped
 
     def _forward(self, explore: bool, random_actions: bool) -> tuple[Any, Any, dict[str, Any]]:
@@ -192,7 +202,7 @@ class EnvRunner:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ConfigError(f"'{name}' must be an int >= 1 or None (got {value!r})")
         t0 = time.perf_counter()
-        dropped = self._reset() if force_reset or not self._episodes else 0
+        dropped = self._reset() if force_reset or not self._is_started else 0
         per_env = self.config.rollout_fragment_length if num_timesteps is None else -(-num_timesteps // self.num_envs)
         target = per_env * self.num_envs
         result: list[SingleAgentEpisode] | ColumnarEpisodes | None
@@ -213,10 +223,12 @@ class EnvRunner:
         """Truncate mode, recording whole vector steps (see ray_sampler.rollout)."""
         h = self.config.episode_lookback_horizon
         flushed, self._pending = self._pending, []
-        for i, ep in enumerate(self._episodes):
-            if len(ep) and not ep.is_done:  # steps the episode path made but did not return yet
-                flushed.append(ep)
-                self._episodes[i] = ep.cut(len_lookback_buffer=h)
+        if self._cursors is None:
+            for i, ep in enumerate(self._episodes):
+                if len(ep) and not ep.is_done:  # steps the episode path made but did not return yet
+                    flushed.append(ep)
+                    self._episodes[i] = ep.cut(len_lookback_buffer=h)
+            self._cursors, self._episodes = CursorBatch.from_episodes(self._episodes), []
         steps = sum(len(ep) for ep in flushed)
         records = [self._carry] if self._carry is not None else []
         self._carry = None
@@ -242,13 +254,14 @@ class EnvRunner:
                 last.actions, last.extras, carry)
         parts = [episodes_to_columnar(flushed)] if flushed else []
         if records:
-            col = harvest(records, self._episodes, lookback=h, new_id=self._new_id, new_episode=self._new_episode)
+            col, self._cursors = harvest(records, self._cursors, lookback=h, new_id=self._new_id)
             if col is not None:
                 parts.append(col)
         return concat_columnar(parts) if parts else None
 
     def _replay_carry(self) -> None:
         """Adds steps held back by the columnar path to the episodes, before the episode path runs."""
+        self._episode_cursors()
         if self._carry is not None:
             record, self._carry = self._carry, None
             finished, _ = self._apply(record.step, record.actions, record.extras, record.valid)
@@ -370,7 +383,7 @@ class EnvRunner:
         self._replay_carry()
         out = [ep for ep in self._pending if len(ep)]
         out += [ep for ep in self._episodes if len(ep) and not ep.is_done]
-        self._pending, self._episodes = [], []
+        self._pending, self._episodes, self._is_started = [], [], False
         return out
 
     def ping(self) -> int:

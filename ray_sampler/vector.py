@@ -139,4 +139,6 @@ class VectorStepper:
 
 def _row(batch: Any, i: int) -> Any:
     """Sub-env ``i``'s item of a batched (possibly nested) observation, copied."""
+    if isinstance(batch, np.ndarray):
+        return batch[i].copy()
     return tree.map_structure(lambda a: np.array(a[i]), batch)
