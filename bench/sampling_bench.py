@@ -4,14 +4,16 @@
 
 Figures, each beside a baseline measured in the same run:
 
-1. One local EnvRunner, CartPole-v1 x 8 sub-envs, MLP 2x64, truncate mode: env steps/s vs a
-   bare loop of the same SyncVectorEnv stepping with the same MLP forward and action sampling.
+1. One local EnvRunner, CartPole-v1 x 8 sub-envs, MLP 2x64, truncate mode, ``sample_columnar()``
+   (what a remote runner ships): env steps/s vs a bare loop of the same SyncVectorEnv stepping
+   with the same MLP forward and action sampling.
 2. The same with gymnasium's native vector CartPole x 1024 sub-envs.
    (1 and 2 run in ``--processes`` fresh processes, taking turns; best of each: see
    bench/RESULTS.md on this VM's per-process variance.)
 3. EnvRunnerGroup of N remote runners (8 sub-envs each) sampling and shipping columnar
-   objects to the driver: aggregate env steps/s vs a raw fleet of N actors that only step a
-   SyncVectorEnv of 8 CartPoles with random actions, in the same Ray session.
+   objects to the driver (one request per call, and with ``keep_sampling``): aggregate env
+   steps/s vs a raw fleet of N actors that only step a SyncVectorEnv of 8 CartPoles with random
+   actions, in the same Ray session.
 4. RSS of one runner actor vs one raw stepping actor; bytes shipped per step vs raw bytes.
 5. RLlib 2.60 (own venv, bench/rllib_sampling.py): local runner x 8, remote runners, RSS.
 """
@@ -54,20 +56,21 @@ def _bare_loop(num_envs: int, steps: int, mode: str) -> float:
 
 
 def _runner_loop(num_envs: int, steps: int, mode: str) -> float:
+    """Steps/s of one EnvRunner's ``sample_columnar()`` (what a remote runner ships)."""
     from ray_sampler import EnvRunner, EnvRunnerConfig
 
     runner = EnvRunner(EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=num_envs,
                                        rollout_fragment_length=steps, vectorization_mode=mode))
-    runner.sample()  # warm-up
+    runner.sample_columnar()  # warm-up
     t0 = time.perf_counter()
-    n = sum(len(ep) for ep in runner.sample())
-    return n / (time.perf_counter() - t0)
+    col, _ = runner.sample_columnar()
+    return col.num_env_steps / (time.perf_counter() - t0)
 
 
 def measure_local() -> dict[str, float]:
     """Part 1 and 2 in this process: best of 3 alternating rounds each."""
     out: dict[str, float] = {}
-    for key, num_envs, steps, mode in (("x8", 8, 1000, "sync"), ("x1024", 1024, 60, "vector_entry_point")):
+    for key, num_envs, steps, mode in (("x8", 8, 1000, "sync"), ("x1024", 1024, 128, "vector_entry_point")):
         bare, ours = [], []
         for _ in range(3):
             bare.append(_bare_loop(num_envs, steps, mode))
@@ -107,7 +110,7 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
     from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
 
     ray.init(num_cpus=max(runner_counts) + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    out: dict[str, Any] = {"group": {}, "raw_fleet": {}}
+    out: dict[str, Any] = {"raw_fleet": {}}
     config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=256)
     for n in runner_counts:
         raw = [ray.remote(RawStepper).options(num_cpus=1).remote(8) for _ in range(n)]
@@ -120,23 +123,25 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
             out["raw_actor_rss_mib"] = ray.get(raw[0].rss_mib.remote())
         for a in raw:
             ray.kill(a)
-        with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=n, num_cpus_per_env_runner=1)) as group:
-            group.sample_columnar()
-            t0, steps, shipped, raw_bytes, all_bytes = time.perf_counter(), 0, 0, 0, 0
-            while time.perf_counter() - t0 < seconds:
-                for col, metrics in group.sample_columnar():
-                    steps += metrics["num_env_steps"]
-                    if col is not None:
-                        shipped += col.serialized_nbytes()
-                        raw_bytes += col.raw_step_nbytes() * col.num_env_steps
-                        extra = sum(v.nbytes for v in col.extra_model_outputs.values())
-                        all_bytes += col.raw_step_nbytes() * col.num_env_steps + extra
-            out["group"][n] = steps / (time.perf_counter() - t0)
-            out["shipped_over_raw"] = shipped / raw_bytes
-            out["shipped_over_raw_with_model_outputs"] = shipped / all_bytes
-            if n == runner_counts[0]:
-                out["runner_rss_mib"] = ray.get(group.actor(group.worker_indices[0]).__ray_call__.remote(
-                    lambda runner: _rss_mib()))
+        for keep_sampling in (False, True):
+            group_config = EnvRunnerGroupConfig(num_env_runners=n, num_cpus_per_env_runner=1,
+                                                keep_sampling=keep_sampling)
+            with EnvRunnerGroup(config, group_config) as group:
+                group.sample_columnar()
+                t0, steps, sample = time.perf_counter(), 0, None
+                while time.perf_counter() - t0 < seconds:
+                    for col, metrics in group.sample_columnar():
+                        steps += metrics["num_env_steps"]
+                        sample = col if col is not None else sample
+                key = "group_keep_sampling" if keep_sampling else "group"
+                out.setdefault(key, {})[n] = steps / (time.perf_counter() - t0)
+                if n == runner_counts[0] and not keep_sampling:
+                    extra = sum(v.nbytes for v in sample.extra_model_outputs.values())
+                    raw_bytes = sample.raw_step_nbytes() * sample.num_env_steps
+                    out["shipped_over_raw"] = sample.serialized_nbytes() / raw_bytes
+                    out["shipped_over_raw_with_model_outputs"] = sample.serialized_nbytes() / (raw_bytes + extra)
+                    out["runner_rss_mib"] = ray.get(group.actor(group.worker_indices[0]).__ray_call__.remote(
+                        lambda runner: _rss_mib()))
     ray.shutdown()
     return out
 
@@ -194,6 +199,7 @@ def main() -> None:
             theirs = (rl.get("remote_steps_per_s") or {}).get(str(n))
             row(f"group of {n} runner(s) x8, shipped to driver (baseline: raw fleet)", groups["group"][str(n)],
                 groups["raw_fleet"][str(n)], theirs)
+            row(f"  ... keep_sampling=True", groups["group_keep_sampling"][str(n)], groups["raw_fleet"][str(n)], theirs)
         row("RSS of one runner actor (baseline: raw stepping actor)", groups["runner_rss_mib"],
             groups["raw_actor_rss_mib"], rl.get("runner_rss_mib"), unit="MiB")
         print(f"bytes shipped per step / raw (obs+action+reward+2 flags): {groups['shipped_over_raw']:.3f}; "

@@ -152,6 +152,9 @@ class EnvRunnerGroupConfig:
     """Deadline for new runner actors to come up."""
     validate_env_locally: bool = True
     """Create the sub-envs once in the driver before any actor starts, to catch bad creators early."""
+    keep_sampling: bool = False
+    """Send a runner its next ``sample()`` as soon as its result is collected, so it samples while the
+    driver works; a result may then be one weights version behind (see ``max_policy_lag``)."""
 
     def __post_init__(self) -> None:
         _int("num_env_runners", self.num_env_runners, 0)

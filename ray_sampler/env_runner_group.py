@@ -7,6 +7,8 @@
 - Each runner ships one ``sample()`` as one columnar object (its method's return value).
 - ``sync_weights(state)`` puts the weights once (one ``ray.put``) and sends the reference to
   every runner; each result reports the weights version it was sampled with.
+- With ``keep_sampling``, a runner gets its next request as soon as its result is collected, so
+  it samples while the driver works (results may lag one weights version; see the metrics).
 - ``scale(n)`` adds runners (they get the current weights) or stops the highest-indexed ones
   after collecting their in-flight results and draining their unfinished episodes, which come
   with the next ``sample()``: no env step is lost or duplicated.
@@ -59,6 +61,7 @@ class EnvRunnerGroup:
         self._drained: list[SingleAgentEpisode] = []
         self._next_index = 1
         self._weights_ref: ray.ObjectRef | None = None
+        self._last_kwargs: dict[str, Any] | None = None
         self.weights_version = 0
         self.metrics: dict[str, Any] = {}
         self.scale(self.group_config.num_env_runners)
@@ -108,6 +111,7 @@ class EnvRunnerGroup:
             raise RaySamplerError("the group has no env runners (scale it up first)")
         kwargs = {"num_timesteps": num_timesteps, "num_episodes": num_episodes, "explore": explore,
                   "random_actions": random_actions, "force_reset": force_reset}
+        self._last_kwargs = kwargs
         for index, actor in self._actors.items():
             if index not in self._inflight:
                 self._inflight[index] = actor.sample_columnar.remote(**kwargs)
@@ -138,6 +142,8 @@ class EnvRunnerGroup:
             for ref in done:
                 index = by_ref[ref]
                 del self._inflight[index]
+                if self.group_config.keep_sampling and self._last_kwargs is not None:
+                    self._inflight[index] = self._actors[index].sample_columnar.remote(**self._last_kwargs)
                 self._ready.append((index, self._get(ref, index)))
 
     def _get(self, ref: ray.ObjectRef, index: int) -> Any:

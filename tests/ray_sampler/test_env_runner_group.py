@@ -150,3 +150,19 @@ def test_runner_failure_names_the_runner() -> None:
             num_env_runners=2, num_cpus_per_env_runner=0.5, validate_env_locally=False)) as group:
         with pytest.raises(RaySamplerError, match="env runner 2 failed"):
             group.sample()
+
+
+def test_keep_sampling_keeps_a_request_in_flight_and_every_step_once() -> None:
+    config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
+    group_config = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, keep_sampling=True)
+    with EnvRunnerGroup(config, group_config) as group:
+        chunks = []
+        for _ in range(4):
+            out = group.sample()
+            assert sum(len(c) for c in out) == 16
+            assert sorted(group._inflight) == [1, 2]  # each runner already samples its next batch
+            chunks += out
+        group.sync_weights(MLPModule(group_obs_space(), group_act_space(), seed=5).get_state())
+        chunks += group.sample() + group.sample()
+        assert group.metrics["max_policy_lag"] <= 1
+        assert_steps_once_and_continuous(chunks)
