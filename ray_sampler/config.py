@@ -62,8 +62,15 @@ def _int(name: str, value: Any, minimum: int) -> None:
 
 
 def _positive_number(name: str, value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-        raise ConfigError(f"'{name}' must be a number > 0 (got {value!r})")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
+        raise ConfigError(f"'{name}' must be a finite number > 0 (got {value!r})")
+
+
+def _bool(obj: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, bool):
+            raise ConfigError(f"'{name}' must be True or False (got {value!r})")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -131,6 +138,7 @@ class EnvRunnerConfig:
             raise ConfigError(f"'module_class' must be a class or callable (got {self.module_class!r})")
         if not isinstance(self.module_config, dict):
             raise ConfigError(f"'module_config' must be a dict (got {type(self.module_config).__name__})")
+        _bool(self, "normalize_actions", "columnar_sampling")
         for name in ("env_to_module_connectors", "module_to_env_connectors"):
             pieces = getattr(self, name)
             if not isinstance(pieces, (tuple, list)) or not all(callable(p) for p in pieces):
@@ -154,10 +162,13 @@ class EnvRunnerGroupConfig:
     """Create the sub-envs once in the driver before any actor starts, to catch bad creators early."""
     keep_sampling: bool = False
     """Send a runner its next ``sample()`` as soon as its result is collected, so it samples while the
-    driver works; a result may then be one weights version behind (see ``max_policy_lag``)."""
+    driver works. Runners are then one request ahead: a call's arguments apply from the next call
+    on (each result's metrics carry the ``sample_kwargs`` it used; ``force_reset`` is never
+    repeated), and a result may be one weights version behind (see ``max_policy_lag``)."""
 
     def __post_init__(self) -> None:
         _int("num_env_runners", self.num_env_runners, 0)
         _positive_number("num_cpus_per_env_runner", self.num_cpus_per_env_runner)
         _positive_number("sample_timeout_s", self.sample_timeout_s)
         _positive_number("actor_start_timeout_s", self.actor_start_timeout_s)
+        _bool(self, "validate_env_locally", "keep_sampling")

@@ -33,7 +33,27 @@ from ray_sampler.module import MLPModule, RandomModule
 from ray_sampler.rollout import CursorBatch, StepRecord, harvest
 from ray_sampler.vector import VectorStepper
 
-__all__ = ["EnvRunner"]
+__all__ = ["EnvRunner", "build_module"]
+
+
+def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: Any) -> Any:
+    """The runner's module: ``module_class(observation_space, action_space, **module_config)``."""
+    module_class = config.module_class or MLPModule
+    kwargs = dict(config.module_config)
+    if module_class is MLPModule:
+        kwargs.setdefault("seed", config.seed)
+    try:
+        module = module_class(observation_space, action_space, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(
+            f"'module_class' {getattr(module_class, '__name__', module_class)!r} with 'module_config' "
+            f"{config.module_config!r} could not be built for {observation_space} / {action_space}: {e}"
+        ) from e
+    missing = [m for m in ("forward_inference", "forward_exploration", "get_state", "set_state")
+               if not callable(getattr(module, m, None))]
+    if missing:
+        raise ConfigError(f"'module_class' must build an RLModule; {type(module).__name__} lacks {missing}")
+    return module
 
 
 class EnvRunner:
@@ -49,11 +69,7 @@ class EnvRunner:
         self.action_space = self.env.single_action_space
         seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else np.random.SeedSequence()
         policy_seed, random_seed, id_seed = (int(s.generate_state(1)[0]) for s in seq.spawn(3))
-        module_class = config.module_class or MLPModule
-        module_kwargs = dict(config.module_config)
-        if module_class is MLPModule:
-            module_kwargs.setdefault("seed", config.seed)
-        self.module = module_class(self.observation_space, self.action_space, **module_kwargs)
+        self.module = build_module(config, self.observation_space, self.action_space)
         self._random_module = RandomModule(self.observation_space, self.action_space, seed=random_seed)
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
         self.module_to_env = default_module_to_env(self.action_space, config.module_to_env_connectors,
@@ -75,6 +91,7 @@ class EnvRunner:
         self._columnar = (config.columnar_sampling and config.batch_mode is BatchMode.TRUNCATE_EPISODES
                           and not config.env_to_module_connectors and not config.module_to_env_connectors)
         self._partial: dict[str, tuple[float, int]] = {}
+        self._abandoned: set[str] = set()
         self._is_seeded = False
         self.weights_version = 0
         self.metrics: dict[str, Any] = {}
@@ -98,8 +115,10 @@ class EnvRunner:
         """Resets every sub-env; returns how many unfinished episodes with steps were dropped."""
         self._replay_carry()
         dropped = sum(1 for ep in self._episodes if len(ep) and not ep.is_done)
+        # These episodes never continue: their metric accumulators go after this call's results.
+        self._abandoned = {ep.id_ for ep in self._episodes if not ep.is_done}
         if self.config.batch_mode is BatchMode.TRUNCATE_EPISODES:
-            # Their steps go out as chunks with the next result, so none is lost.
+            # Their steps go out as chunks with this call's result, so none is lost.
             self._pending += [ep for ep in self._episodes if len(ep) and not ep.is_done]
             dropped = 0
         seeds: Any = None
@@ -222,14 +241,14 @@ class EnvRunner:
     def _sample_columnar(self, target: int, explore: bool, random_actions: bool) -> ColumnarEpisodes | None:
         """Truncate mode, recording whole vector steps (see ray_sampler.rollout)."""
         h = self.config.episode_lookback_horizon
-        flushed, self._pending = self._pending, []
-        if self._cursors is None:
-            for i, ep in enumerate(self._episodes):
-                if len(ep) and not ep.is_done:  # steps the episode path made but did not return yet
-                    flushed.append(ep)
-                    self._episodes[i] = ep.cut(len_lookback_buffer=h)
-            self._cursors, self._episodes = CursorBatch.from_episodes(self._episodes), []
-        steps = sum(len(ep) for ep in flushed)
+        flushed: list[SingleAgentEpisode] = []
+        steps = 0
+        if self._cursors is None or self._pending:  # the episode path (or an early return) left steps
+            flushed, steps = self._take(self._leftovers(), target)
+            if self._cursors is None:
+                self._cursors, self._episodes = CursorBatch.from_episodes(self._episodes), []
+            if steps == target:
+                return episodes_to_columnar(flushed) if flushed else None
         records = [self._carry] if self._carry is not None else []
         self._carry = None
         steps += sum(int(r.valid.sum()) for r in records)
@@ -267,16 +286,50 @@ class EnvRunner:
             finished, _ = self._apply(record.step, record.actions, record.extras, record.valid)
             self._pending += finished
 
-    def _sample_truncate(self, target: int, explore: bool, random_actions: bool) -> list[SingleAgentEpisode]:
+    def _leftovers(self) -> list[SingleAgentEpisode]:
+        """Steps made but not returned yet, as chunks in order; running episodes become zero-step
+        continuations (episode form only: after a columnar call none holds steps)."""
         out, self._pending = self._pending, []
-        steps = sum(len(ep) for ep in out) + sum(len(ep) for ep in self._episodes if not ep.is_done)
+        if self._cursors is None:
+            for i, ep in enumerate(self._episodes):
+                if len(ep) and not ep.is_done:
+                    out.append(ep)
+                    self._episodes[i] = ep.cut(len_lookback_buffer=self.config.episode_lookback_horizon)
+        return out
+
+    def _take(self, chunks: list[SingleAgentEpisode], target: int) -> tuple[list[SingleAgentEpisode], int]:
+        """At most ``target`` steps of ``chunks`` in order, a chunk split at any step if needed; the
+        rest waits for the next call."""
+        out, steps = [], 0
+        for k, ep in enumerate(chunks):
+            if steps + len(ep) <= target:
+                out.append(ep)
+                steps += len(ep)
+                continue
+            keep = target - steps
+            if keep:
+                out.append(ep.slice(slice(0, keep)))
+                steps += keep
+                ep = ep.slice(slice(keep, None), len_lookback_buffer=self.config.episode_lookback_horizon)
+            self._pending = [ep, *chunks[k + 1:], *self._pending]
+            break
+        return out, steps
+
+    def _sample_truncate(self, target: int, explore: bool, random_actions: bool) -> list[SingleAgentEpisode]:
+        running = sum(len(ep) for ep in self._episodes if not ep.is_done)
+        if sum(len(ep) for ep in self._pending) + running >= target:
+            # Earlier calls left at least this call's worth (num_episodes calls can): no env step.
+            return self._take(self._leftovers(), target)[0]
+        out, self._pending = self._pending, []
+        steps = sum(len(ep) for ep in out) + running
         while steps < target:
             finished, made = self._step(explore, random_actions)
             out += finished
             steps += made
         excess = steps - target
-        # Only a NEXT_STEP vector env can overshoot (some sub-envs spent the step on a reset):
-        # the last step of `excess` sub-envs moves to the next call.
+        # The last vector step can make more steps than asked (a NEXT_STEP env spent some on
+        # resets, or the leftovers were no multiple of num_envs): the last step of `excess`
+        # sub-envs moves to the next call.
         carry = set(np.flatnonzero(self._last_valid)[::-1][:excess].tolist()) if excess else set()
         h = self.config.episode_lookback_horizon
         for i, ep in enumerate(self._episodes):
@@ -290,6 +343,7 @@ class EnvRunner:
                     out.remove(stepped)
                     self._pending.append(tail)
                 else:
+                    assert stepped is ep, "a running episode that stepped holds its sub-env's slot"
                     self._episodes[i] = tail
                 if len(head):
                     out.append(head)
@@ -309,11 +363,17 @@ class EnvRunner:
         return out
 
     def _sample_episodes(self, num_episodes: int, explore: bool, random_actions: bool) -> list[SingleAgentEpisode]:
-        out = [ep for ep in self._pending if ep.is_done and ep.t_started == 0 and not ep.len_lookback_buffer]
-        self._pending = [ep for ep in self._pending if ep not in out]
+        """Exactly ``num_episodes`` whole episodes (reset to end). In truncate mode an episode whose
+        first steps earlier calls returned finishes as a chunk: it goes out with the next call."""
+        def is_whole(ep: SingleAgentEpisode) -> bool:
+            return ep.is_done and ep.t_started == 0 and not ep.len_lookback_buffer
+
+        out = [ep for ep in self._pending if is_whole(ep)]
+        self._pending = [ep for ep in self._pending if not is_whole(ep)]
         while len(out) < num_episodes:
             finished, _ = self._step(explore, random_actions)
-            out += finished
+            for ep in finished:
+                (out if is_whole(ep) else self._pending).append(ep)
         self._pending += out[num_episodes:]
         return out[:num_episodes]
 
@@ -337,6 +397,9 @@ class EnvRunner:
                 lengths.append(total_len)
             else:
                 self._partial[id_] = (total_return, total_len)
+        for id_ in self._abandoned:
+            self._partial.pop(id_, None)
+        self._abandoned = set()
         self.metrics = {
             "worker_index": self.worker_index,
             "num_env_steps": steps,
@@ -375,16 +438,24 @@ class EnvRunner:
             self.weights_version = int(state["weights_version"])
         return self.weights_version
 
-    def drain(self) -> list[SingleAgentEpisode]:
-        """Episodes and held-back steps that no ``sample()`` returned yet (for scale-down).
+    def drain(self) -> tuple[list[SingleAgentEpisode], int]:
+        """What no ``sample()`` returned yet, for scale-down: (chunks to ship, episodes dropped).
 
-        Chunks with steps only. The runner starts fresh afterwards.
+        Truncate mode ships every step made (running episodes as unfinished chunks). Complete
+        mode ships only whole finished episodes; running ones are dropped and counted, as that
+        mode never returns part of an episode. The runner starts fresh afterwards.
         """
         self._replay_carry()
         out = [ep for ep in self._pending if len(ep)]
-        out += [ep for ep in self._episodes if len(ep) and not ep.is_done]
+        running = [ep for ep in self._episodes if len(ep) and not ep.is_done]
+        dropped = 0
+        if self.config.batch_mode is BatchMode.TRUNCATE_EPISODES:
+            out += running
+        else:
+            dropped = len(running)
         self._pending, self._episodes, self._is_started = [], [], False
-        return out
+        self._partial.clear()
+        return out, dropped
 
     def ping(self) -> int:
         """Cheap liveness check; returns the worker index."""

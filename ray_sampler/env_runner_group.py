@@ -10,8 +10,9 @@
 - With ``keep_sampling``, a runner gets its next request as soon as its result is collected, so
   it samples while the driver works (results may lag one weights version; see the metrics).
 - ``scale(n)`` adds runners (they get the current weights) or stops the highest-indexed ones
-  after collecting their in-flight results and draining their unfinished episodes, which come
-  with the next ``sample()``: no env step is lost or duplicated.
+  after collecting their in-flight results and draining what they hold, which comes with the
+  next ``sample()``: in truncate mode no env step is lost or duplicated; in complete mode
+  (whole episodes only) running episodes are dropped and counted in the metrics.
 
 The group never calls ``ray.init``; start Ray first.
 """
@@ -23,13 +24,12 @@ import time
 import uuid
 from typing import Any
 
-import gymnasium as gym
 import ray
 
 from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_creator import make_vector_env, resolve_creator
-from ray_sampler.env_runner import EnvRunner
+from ray_sampler.env_creator import _GymMake, make_vector_env, resolve_creator
+from ray_sampler.env_runner import EnvRunner, build_module
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import RaySamplerError
 
@@ -45,11 +45,16 @@ class EnvRunnerGroup:
 
     def __init__(self, config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig | None = None) -> None:
         self.group_config = group_config or EnvRunnerGroupConfig()
-        if isinstance(config.env, str) and config.env not in gym.registry:
-            # A registered name lives in this process only: ship the creator itself.
+        if isinstance(config.env, str) and not isinstance(resolve_creator(config.env), _GymMake):
+            # A registered name lives in this process only (and wins over a gymnasium id of the
+            # same name): ship the creator itself.
             config = dataclasses.replace(config, env=resolve_creator(config.env))
         if self.group_config.validate_env_locally:
-            make_vector_env(config, worker_index=0, num_workers=self.group_config.num_env_runners).close()
+            env = make_vector_env(config, worker_index=0, num_workers=self.group_config.num_env_runners)
+            try:
+                build_module(config, env.single_observation_space, env.single_action_space)
+            finally:
+                env.close()
         if not ray.is_initialized():
             raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
         self.config = config
@@ -62,6 +67,8 @@ class EnvRunnerGroup:
         self._next_index = 1
         self._weights_ref: ray.ObjectRef | None = None
         self._last_kwargs: dict[str, Any] | None = None
+        self._inflight_kwargs: dict[int, dict[str, Any]] = {}
+        self._num_dropped_by_scale = 0
         self.weights_version = 0
         self.metrics: dict[str, Any] = {}
         self.scale(self.group_config.num_env_runners)
@@ -112,9 +119,9 @@ class EnvRunnerGroup:
         kwargs = {"num_timesteps": num_timesteps, "num_episodes": num_episodes, "explore": explore,
                   "random_actions": random_actions, "force_reset": force_reset}
         self._last_kwargs = kwargs
-        for index, actor in self._actors.items():
+        for index in self._actors:
             if index not in self._inflight:
-                self._inflight[index] = actor.sample_columnar.remote(**kwargs)
+                self._submit(index, kwargs)
         deadline = time.monotonic() + (timeout_s or self.group_config.sample_timeout_s)
         self._collect(deadline)
         if not self._ready:
@@ -142,9 +149,16 @@ class EnvRunnerGroup:
             for ref in done:
                 index = by_ref[ref]
                 del self._inflight[index]
+                col, metrics = self._get(ref, index)
+                metrics["sample_kwargs"] = self._inflight_kwargs.pop(index)
                 if self.group_config.keep_sampling and self._last_kwargs is not None:
-                    self._inflight[index] = self._actors[index].sample_columnar.remote(**self._last_kwargs)
-                self._ready.append((index, self._get(ref, index)))
+                    # One request ahead, with this call's arguments; a reset is never repeated.
+                    self._submit(index, {**self._last_kwargs, "force_reset": False})
+                self._ready.append((index, (col, metrics)))
+
+    def _submit(self, index: int, kwargs: dict[str, Any]) -> None:
+        self._inflight[index] = self._actors[index].sample_columnar.remote(**kwargs)
+        self._inflight_kwargs[index] = kwargs
 
     def _get(self, ref: ray.ObjectRef, index: int) -> Any:
         try:
@@ -166,6 +180,7 @@ class EnvRunnerGroup:
             "weights_versions": {index: m["weights_version"] for index, (_, m) in ready if index is not None},
             "max_policy_lag": max((self.weights_version - m["weights_version"] for m in per_runner), default=0),
             "runner_env_steps_per_s": {index: m["num_env_steps_per_s"] for index, (_, m) in ready if index is not None},
+            "num_episodes_dropped_by_scale": self._num_dropped_by_scale,
         }
 
     # ---------------------------------------------------------------- weights
@@ -186,11 +201,15 @@ class EnvRunnerGroup:
 
     # ---------------------------------------------------------------- scaling and lifecycle
     def scale(self, num_env_runners: int) -> None:
-        """Adds or stops runners until there are ``num_env_runners`` (see the module docstring)."""
+        """Adds or stops runners until there are ``num_env_runners`` (see the module docstring).
+
+        Stopping waits up to ``sample_timeout_s`` for the stopped runners' in-flight samples; if one
+        is still sampling, SampleTimeoutError is raised and no runner is stopped.
+        """
         if not isinstance(num_env_runners, int) or isinstance(num_env_runners, bool) or num_env_runners < 0:
             raise RaySamplerError(f"'num_env_runners' must be an int >= 0 (got {num_env_runners!r})")
-        while len(self._actors) > num_env_runners:
-            self._stop_runner(max(self._actors))
+        if len(self._actors) > num_env_runners:
+            self._stop_runners(sorted(self._actors)[num_env_runners:])
         new = {}
         while len(self._actors) + len(new) < num_env_runners:
             index = self._next_index
@@ -210,13 +229,29 @@ class EnvRunnerGroup:
                 raise
             self._actors.update(new)
 
-    def _stop_runner(self, index: int) -> None:
-        actor = self._actors.pop(index)
-        if index in self._inflight:
-            ref = self._inflight.pop(index)
-            self._ready.append((index, self._get(ref, index)))
-        self._drained += self._wait_all({actor.drain.remote(): index}, self.group_config.sample_timeout_s, "drain")[0]
-        ray.kill(actor)
+    def _stop_runners(self, indices: list[int]) -> None:
+        """Collects the runners' in-flight results and drained episodes (for the next ``sample()``),
+        then kills them; all or none."""
+        timeout_s = self.group_config.sample_timeout_s
+        inflight = {self._inflight[i]: i for i in indices if i in self._inflight}
+        if inflight:
+            _, late = ray.wait(list(inflight), num_returns=len(inflight), timeout=timeout_s)
+            if late:
+                raise SampleTimeoutError(
+                    f"env runners {sorted(inflight[r] for r in late)} are still sampling after {timeout_s} s; "
+                    "no runner was stopped (scale down again once they finish)"
+                )
+            for ref, i in inflight.items():  # no new request for a runner about to stop
+                del self._inflight[i]
+                col, metrics = self._get(ref, i)
+                metrics["sample_kwargs"] = self._inflight_kwargs.pop(i)
+                self._ready.append((i, (col, metrics)))
+        drains = self._wait_all({self._actors[i].drain.remote(): i for i in indices}, timeout_s, "drain")
+        for episodes, dropped in drains:
+            self._drained += episodes
+            self._num_dropped_by_scale += dropped
+        for i in indices:
+            ray.kill(self._actors.pop(i))
 
     def stop(self) -> None:
         """Kills every runner actor (unreturned results are discarded)."""

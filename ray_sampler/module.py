@@ -8,6 +8,7 @@ another framework fits as long as its state does.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -46,14 +47,15 @@ class RandomModule:
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, seed: int | None = None) -> None:
         self.observation_space = observation_space
         self.action_space = action_space
-        self.action_space.seed(seed)
+        self._space = copy.deepcopy(action_space)  # seeded privately; the runner's space stays as it was
+        self._space.seed(seed)
         self._rng = np.random.default_rng(seed)
 
     def _actions(self, n: int) -> Any:
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return self._rng.integers(space.start, space.start + space.n, n)
-        return np.stack([space.sample() for _ in range(n)]) if n else np.zeros((0, *space.shape))
+        return np.stack([self._space.sample() for _ in range(n)]) if n else np.zeros((0, *space.shape), space.dtype)
 
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
         return {Columns.ACTIONS: self._actions(len(batch[Columns.OBS]))}

@@ -324,8 +324,14 @@ def test_state_round_trip_and_weights_version() -> None:
 def test_drain_returns_unfinished_steps_only() -> None:
     runner = EnvRunner(stamp_config(batch_mode="complete_episodes"))
     returned = runner.sample()
-    drained = runner.drain()
-    assert all(not ep.is_done and len(ep) for ep in drained)
+    running = sum(1 for ep in runner._episodes if len(ep) and not ep.is_done)
+    drained, dropped = runner.drain()
+    # Complete mode ships whole episodes only: running ones are dropped and counted.
+    assert drained == [] and dropped == running >= 1
+    truncating = EnvRunner(stamp_config(num_envs_per_env_runner=3))
+    returned = truncating.sample(num_episodes=1)
+    drained, dropped = truncating.drain()
+    assert dropped == 0 and drained and all(len(ep) for ep in drained)
     assert_steps_once_and_continuous(returned + drained)
 
 
@@ -380,7 +386,9 @@ def test_num_episodes_calls_between_truncate_calls_keep_every_step_once(mode: st
         if "num_episodes" not in kwargs:
             assert sum(len(c) for c in out) == (6 if "num_timesteps" in kwargs else 15)
         chunks += out
-    chunks += runner.drain()
+    drained, dropped = runner.drain()
+    assert dropped == 0
+    chunks += drained
     assert_steps_once_and_continuous(chunks)
 
 
@@ -395,3 +403,87 @@ def test_columnar_path_on_cartpole_equals_episode_path() -> None:
         for x, y in zip(sorted(fast, key=key), sorted(slow, key=key)):
             y.id_ = x.id_
             assert_episodes_equal(x, y)
+
+
+# ------------------------------------------------------------------ regressions from the review of issue #3
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "episodes"])
+def test_leftovers_larger_than_a_call_are_returned_over_several_calls(mode: str, columnar: bool) -> None:
+    runner = EnvRunner(stamp_config(mode, num_envs_per_env_runner=3, rollout_fragment_length=1,
+                                    episode_lookback_horizon=1, columnar_sampling=columnar))
+    chunks = runner.sample(num_episodes=2)  # leaves several steps in the running episodes
+    for kwargs in ({}, {}, {"force_reset": True}, {}, {"num_timesteps": 2}, {}):
+        out = runner.sample(**kwargs)
+        assert sum(len(c) for c in out) == 3
+        chunks += out
+    chunks += runner.drain()[0]
+    assert_steps_once_and_continuous(chunks)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "episodes"])
+def test_random_call_sequences_keep_every_step_once(seed: int, mode: str, columnar: bool) -> None:
+    rng = np.random.default_rng(seed)
+    num_envs = int(rng.integers(1, 5))
+    runner = EnvRunner(stamp_config(mode, num_envs_per_env_runner=num_envs, columnar_sampling=columnar,
+                                    rollout_fragment_length=int(rng.integers(1, 5)),
+                                    episode_lookback_horizon=int(rng.integers(0, 4))))
+    chunks = []
+    for _ in range(12):
+        kind = rng.integers(0, 5)
+        kwargs = [{}, {"num_timesteps": int(rng.integers(1, 12))}, {"num_episodes": int(rng.integers(1, 4))},
+                  {"force_reset": True}, {"random_actions": True, "explore": False}][kind]
+        out = runner.sample(**kwargs)
+        if "num_episodes" in kwargs:
+            assert len(out) == kwargs["num_episodes"] and all(e.t_started == 0 and e.is_done for e in out)
+        else:
+            per_env = -(-kwargs.get("num_timesteps", runner.config.rollout_fragment_length * num_envs) // num_envs)
+            assert sum(len(c) for c in out) == per_env * num_envs
+        chunks += out
+    chunks += runner.drain()[0]
+    assert_steps_once_and_continuous(chunks)
+    made = sum(len(e.unwrapped.actions_seen) for e in getattr(runner.env, "envs", []))
+    if made:  # every step the envs made was returned
+        assert made == sum(len(c) for c in chunks)
+
+
+def test_num_episodes_counts_whole_episodes_only() -> None:
+    runner = EnvRunner(stamp_config(num_envs_per_env_runner=1, rollout_fragment_length=3, episode_lookback_horizon=2))
+    first = runner.sample(num_timesteps=1)
+    (ep,) = runner.sample(num_episodes=1)
+    assert ep.t_started == 0 and ep.len_lookback_buffer == 0 and ep.is_done
+    rest = runner.sample()  # the tail of the episode the first call began comes now
+    assert_steps_once_and_continuous(first + [ep] + rest)
+
+
+def test_box_actions_keep_the_space_dtype_on_both_paths() -> None:
+    for columnar in (True, False):
+        runner = EnvRunner(EnvRunnerConfig(env=_RecordBoxEnv, rollout_fragment_length=4, columnar_sampling=columnar))
+        eps = runner.sample() + runner.sample(random_actions=True)
+        assert {np.asarray(e.get_actions()).dtype for e in eps} == {np.dtype(np.float32)}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"columnar_sampling": "no"}, "'columnar_sampling' must be True or False"),
+     ({"normalize_actions": 1}, "'normalize_actions' must be True or False")],
+    ids=["columnar", "normalize"],
+)
+def test_bool_fields_are_checked(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        EnvRunnerConfig(env="CartPole-v1", **kwargs)
+
+
+def test_bad_module_class_or_config_names_the_field() -> None:
+    with pytest.raises(ConfigError, match="'module_class' 'int'"):
+        EnvRunner(EnvRunnerConfig(env="CartPole-v1", module_class=int))
+    with pytest.raises(ConfigError, match="'module_config'.*unexpected keyword"):
+        EnvRunner(EnvRunnerConfig(env="CartPole-v1", module_config={"hidden": 3}))
+
+
+def test_random_module_leaves_the_runner_action_space_alone() -> None:
+    space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    before = space.np_random.bit_generator.state
+    RandomModule(space, space, seed=3).forward_inference({"obs": np.zeros((4, 1))})
+    assert space.np_random.bit_generator.state == before

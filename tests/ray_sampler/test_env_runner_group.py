@@ -61,16 +61,6 @@ def test_group_samples_every_runner_and_steps_stay_continuous_across_scaling() -
         assert_steps_once_and_continuous(chunks)
 
 
-def test_scale_down_in_complete_mode_delivers_unfinished_episodes_next_call() -> None:
-    with stamp_group(2, batch_mode="complete_episodes") as group:
-        returned = group.sample()
-        group.scale(1)
-        after = group.sample()
-        partial = [ep for ep in after if not ep.is_done]
-        assert partial and {stamps(ep)[0][0] for ep in partial} == {2}
-        assert_steps_once_and_continuous(returned + after)
-
-
 def test_sync_weights_reaches_every_runner_with_one_version() -> None:
     with stamp_group(2) as group:
         other = MLPModule(group_obs_space(), group_act_space(), seed=99).get_state()
@@ -166,3 +156,54 @@ def test_keep_sampling_keeps_a_request_in_flight_and_every_step_once() -> None:
         chunks += group.sample() + group.sample()
         assert group.metrics["max_policy_lag"] <= 1
         assert_steps_once_and_continuous(chunks)
+
+
+def test_scale_down_waits_with_a_deadline_and_stops_nothing_on_timeout() -> None:
+    config = EnvRunnerConfig(env=stamp_creator, env_config={"slow_worker": 2, "sleep_s": 0.1},
+                             rollout_fragment_length=20)
+    group_config = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, sample_timeout_s=0.5)
+    with EnvRunnerGroup(config, group_config) as group:
+        first = group.sample()  # runner 2 is late (>= 2 s); its request stays in flight
+        assert group.metrics["late_runners"] == [2]
+        with pytest.raises(SampleTimeoutError, match=r"env runners \[2\] are still sampling"):
+            group.scale(1)
+        assert group.worker_indices == [1, 2]
+        import time
+
+        time.sleep(2.5)
+        group.scale(1)  # now runner 2's result is collected before it stops
+        rest = group.sample()
+        assert_steps_once_and_continuous(first + rest)
+        assert sum(len(c) for c in first + rest) == 3 * 20
+
+
+def test_complete_mode_scale_down_drops_running_episodes_and_counts_them() -> None:
+    with stamp_group(2, batch_mode="complete_episodes") as group:
+        group.sample()
+        group.scale(1)
+        after = group.sample()
+        assert all(ep.is_done and ep.t_started == 0 for ep in after)
+        assert group.metrics["num_episodes_dropped_by_scale"] >= 1
+
+
+def test_keep_sampling_reports_arguments_and_never_repeats_a_reset() -> None:
+    config = EnvRunnerConfig(env=stamp_creator, rollout_fragment_length=3)
+    group_config = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5, keep_sampling=True)
+    with EnvRunnerGroup(config, group_config) as group:
+        group.sample_columnar()
+        group.sample_columnar(force_reset=True)  # collects the prefetch made with the first call's arguments
+        (_, metrics), = group.sample_columnar()
+        assert metrics["sample_kwargs"]["force_reset"] is False
+
+
+def test_registered_name_wins_over_a_gymnasium_id_in_actors() -> None:
+    from ray_sampler.env_creator import register_env
+
+    register_env("CartPole-v1", stamp_creator)
+    try:
+        with EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=2), GROUP) as group:
+            assert {stamps(c)[0][0] for c in group.sample()} == {1, 2}
+    finally:
+        from ray_sampler import env_creator
+
+        del env_creator._REGISTRY["CartPole-v1"]
