@@ -8,6 +8,7 @@ __all__ = [
     "EnvCreatorError",
     "EpisodeError",
     "RaySamplerError",
+    "ReplayError",
     "SpaceError",
 ]
 
@@ -34,3 +35,7 @@ class EpisodeError(RaySamplerError, ValueError):
 
 class DataFormatError(RaySamplerError, ValueError):
     """Columnar or Arrow data that is malformed, or holds values the format cannot represent."""
+
+
+class ReplayError(RaySamplerError, ValueError):
+    """Data a replay buffer must refuse: a chunk that does not continue its stored episode, a bad sample request."""

@@ -1,3 +1,6 @@
-"""The episode replay buffer, the ReplayActor and Parquet persistence; filled in by issue #4."""
+"""The episode replay buffer (storage + sampling); the ReplayActor and Parquet persistence follow (issue #4)."""
 
-__all__: list[str] = []
+from replay.buffer import EpisodeReplayBuffer
+from replay.storage import EpisodeStorage, StoredEpisode
+
+__all__ = ["EpisodeReplayBuffer", "EpisodeStorage", "StoredEpisode"]

@@ -1,0 +1,315 @@
+"""EpisodeStorage: stored episode chunks in growing columnar arrays, evicted as whole episodes.
+
+Layout: every added chunk becomes a *segment*: its ``len + 1`` observations in ``obs`` rows and
+its ``len`` steps (action, reward, model outputs) in step rows, so a transition's next
+observation is simply the next ``obs`` row (gathered when sampled, never stored twice).
+Segments of one episode are linked in time order; a chunk that continues a stored episode is
+checked (same ``id_``, ``t_started`` equal to the episode's ``t``, its first observation equal
+to the stored last one, the episode not done) and its lookback dropped, since the stored steps
+already hold it; a chunk whose episode is not stored (new, or evicted) keeps its lookback.
+``add`` is atomic: one bad chunk and nothing changes. Capacity counts env steps (lookback
+never counts), optionally bytes too; the oldest whole episodes go first. Dead rows are
+reclaimed by compaction once they outnumber live ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ray_sampler import tree
+from ray_sampler.columnar import ColumnarEpisodes
+from ray_sampler.errors import ReplayError
+
+__all__ = ["EpisodeStorage", "StoredEpisode"]
+
+_GROWTH = 1.5
+
+
+class _Rows:
+    """A (nested) structure of arrays growing by whole rows; ``rows`` of them are in use."""
+
+    def __init__(self) -> None:
+        self.spec: Any = "unset"
+        self.leaves: list[np.ndarray] = []
+        self.rows = 0
+
+    def append(self, struct: Any, name: str) -> int:
+        """Appends the rows of ``struct``; returns the first new row's index."""
+        leaves = tree.flatten(struct)
+        n = len(leaves[0])
+        if self.spec == "unset":
+            self.spec = tree.spec_of(struct)
+            self.leaves = [np.empty((max(n, 1024), *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
+        elif tree.spec_of(struct) != self.spec or any(
+            a.shape[1:] != b.shape[1:] or a.dtype != b.dtype for a, b in zip(leaves, self.leaves)
+        ):
+            got = [(leaf.dtype.str, leaf.shape[1:]) for leaf in leaves]
+            held = [(leaf.dtype.str, leaf.shape[1:]) for leaf in self.leaves]
+            raise ReplayError(f"'{name}' rows must keep the stored structure, dtypes and shapes {held} (got {got})")
+        start = self.rows
+        if start + n > len(self.leaves[0]):
+            size = max(start + n, int(len(self.leaves[0]) * _GROWTH))
+            self.leaves = [np.concatenate([a[:start], np.empty((size - start, *a.shape[1:]), a.dtype)])
+                           for a in self.leaves]
+        for a, leaf in zip(self.leaves, leaves):
+            a[start:start + n] = leaf
+        self.rows += n
+        return start
+
+    def gather(self, index: np.ndarray) -> Any:
+        return tree.unflatten(self.spec, [a[index] for a in self.leaves])
+
+    def keep(self, index: np.ndarray) -> None:
+        """Keeps only rows ``index`` (in that order), in freshly sized arrays."""
+        self.leaves = [a[index] for a in self.leaves]
+        self.rows = len(index)
+
+    @property
+    def is_set(self) -> bool:
+        return self.spec != "unset"
+
+    def row_nbytes(self) -> int:
+        return sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.leaves)
+
+    def nbytes(self) -> int:
+        """Bytes allocated (used rows and room to grow)."""
+        return sum(a.nbytes for a in self.leaves)
+
+
+@dataclasses.dataclass
+class StoredEpisode:
+    """Bookkeeping of one stored episode: its segments and where it stands."""
+
+    id_: str
+    first_segment: int
+    last_segment: int
+    t_started: int
+    """Global timestep of the first stored step."""
+    t: int
+    """Global timestep after the last stored step."""
+    num_steps: int
+    terminated: bool = False
+    truncated: bool = False
+
+    @property
+    def is_done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+class EpisodeStorage:
+    """Episode chunks in columnar arrays (see the module docstring)."""
+
+    def __init__(self, *, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
+        if not isinstance(capacity_env_steps, int) or capacity_env_steps < 1:
+            raise ReplayError(f"'capacity_env_steps' must be an int >= 1 (got {capacity_env_steps!r})")
+        if capacity_bytes is not None and (not isinstance(capacity_bytes, int) or capacity_bytes < 1):
+            raise ReplayError(f"'capacity_bytes' must be an int >= 1 or None (got {capacity_bytes!r})")
+        self.capacity_env_steps = capacity_env_steps
+        self.capacity_bytes = capacity_bytes
+        self.obs, self.actions, self.rewards = _Rows(), _Rows(), _Rows()
+        self.extras: dict[str, _Rows] | None = None
+        self.lb_obs, self.lb_actions, self.lb_rewards = _Rows(), _Rows(), _Rows()
+        self.lb_extras: dict[str, _Rows] = {}
+        self.infos: dict[int, dict] = {}
+        self.lb_infos: dict[int, dict] = {}
+        # Segment table: one entry per stored chunk; dead segments keep their slot until compaction.
+        self.seg_obs = np.zeros(0, np.int64)
+        self.seg_step = np.zeros(0, np.int64)
+        self.seg_len = np.zeros(0, np.int64)
+        self.seg_lb = np.zeros(0, np.int64)
+        self.seg_lb_len = np.zeros(0, np.int64)
+        self.seg_next = np.zeros(0, np.int64)
+        self.seg_t = np.zeros(0, np.int64)
+        self.seg_alive = np.zeros(0, bool)
+        self.seg_episode: list[str] = []
+        self.episodes: dict[str, StoredEpisode] = {}  # insertion order: oldest first
+        self.num_steps = 0
+        self.num_evicted_episodes = 0
+        self.num_evicted_steps = 0
+        self._live_obs_rows = 0
+
+    # ---------------------------------------------------------------- adding
+    def add(self, col: ColumnarEpisodes) -> int:
+        """Stores the chunks of ``col`` (all or none); returns how many env steps were stored."""
+        col.validate()
+        plan = self._plan(col)
+        if not plan:
+            return 0
+        self._apply(col, plan)
+        self._evict()
+        return sum(int(col.lens[i]) for i, _ in plan)
+
+    def _plan(self, col: ColumnarEpisodes) -> list[tuple[int, bool]]:
+        """(chunk, continues a stored episode) for every chunk with steps; raises before any change."""
+        keys = set(col.extra_model_outputs)
+        if self.extras is not None and col.num_env_steps and keys != set(self.extras):
+            raise ReplayError(f"chunks must carry the stored extra_model_outputs keys {sorted(self.extras)} "
+                              f"(got {sorted(keys)})")
+        obs_off = col.obs_offsets
+        pending: dict[str, tuple[int, bool, Any]] = {}  # id -> (t, is_done, last obs) after earlier chunks
+        plan = []
+        for i, id_ in enumerate(col.ids):
+            if not col.lens[i]:
+                continue
+            stored = self.episodes.get(id_)
+            if id_ in pending:
+                t, done, last_obs = pending[id_]
+            elif stored is not None:
+                t, done = stored.t, stored.is_done
+                seg = stored.last_segment
+                last_obs = self.obs.gather(np.array([self.seg_obs[seg] + self.seg_len[seg]]))
+            else:
+                t = done = last_obs = None
+            first_obs = tree.map_structure(lambda a: a[obs_off[i]:obs_off[i] + 1], col.observations)
+            if t is not None:
+                where = f"chunk {i} (id_ {id_!r})"
+                if done:
+                    raise ReplayError(f"{where} continues an episode that is already done; nothing was added")
+                if int(col.t_started[i]) != t:
+                    raise ReplayError(f"{where} starts at t={int(col.t_started[i])} but the stored episode is at "
+                                      f"t={t} (a gap or a duplicate); nothing was added")
+                if not all(np.array_equal(a, b) for a, b in zip(tree.flatten(first_obs), tree.flatten(last_obs))):
+                    raise ReplayError(f"{where} does not start with the stored episode's last observation; "
+                                      "nothing was added")
+            last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1:obs_off[i + 1]], col.observations)
+            pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]),
+                            last)
+            plan.append((i, t is not None))
+        return plan
+
+    def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
+        base_obs = self.obs.append(col.observations, "observations")
+        base_step = self.actions.append(col.actions, "actions")
+        self.rewards.append(col.rewards, "rewards")
+        if self.extras is None:
+            self.extras = {k: _Rows() for k in col.extra_model_outputs}
+            self.lb_extras = {k: _Rows() for k in col.extra_model_outputs}
+        for k, rows in self.extras.items():
+            rows.append(col.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
+        for r, info in zip(col.info_rows.tolist(), col.info_values):
+            self.infos[base_obs + r] = info
+        obs_off, step_off, lb_off = col.obs_offsets, col.step_offsets, col.lookback_offsets
+        # Lookback rows are kept only for chunks that begin a stored episode.
+        new_chunks = [i for i, continues in plan if not continues and col.lookback_lens[i]]
+        lb_index = np.concatenate([np.arange(lb_off[i], lb_off[i + 1]) for i in new_chunks]) if new_chunks else None
+        lb_base: dict[int, int] = {}
+        if lb_index is not None:
+            base = self.lb_obs.append(tree.map_structure(lambda a: a[lb_index], col.lookback_observations), "lookback")
+            self.lb_actions.append(tree.map_structure(lambda a: a[lb_index], col.lookback_actions), "lookback")
+            self.lb_rewards.append(col.lookback_rewards[lb_index], "lookback")
+            for k, rows in self.lb_extras.items():
+                rows.append(tree.map_structure(lambda a: a[lb_index], col.lookback_extra_model_outputs[k]), "lookback")
+            row_of = {int(old): base + j for j, old in enumerate(lb_index.tolist())}
+            for r, info in zip(col.lookback_info_rows.tolist(), col.lookback_info_values):
+                if r in row_of:
+                    self.lb_infos[row_of[r]] = info
+            at = base
+            for i in new_chunks:
+                lb_base[i] = at
+                at += int(col.lookback_lens[i])
+        n0 = len(self.seg_len)
+        count = len(plan)
+        index = np.array([i for i, _ in plan], np.int64)
+        self.seg_obs = np.concatenate([self.seg_obs, base_obs + obs_off[index]])
+        self.seg_step = np.concatenate([self.seg_step, base_step + step_off[index]])
+        self.seg_len = np.concatenate([self.seg_len, col.lens[index]])
+        self.seg_lb = np.concatenate([self.seg_lb, np.array([lb_base.get(i, 0) for i, _ in plan], np.int64)])
+        self.seg_lb_len = np.concatenate([self.seg_lb_len, np.array([int(col.lookback_lens[i]) if i in lb_base else 0
+                                                                      for i, _ in plan], np.int64)])
+        self.seg_next = np.concatenate([self.seg_next, np.full(count, -1, np.int64)])
+        self.seg_t = np.concatenate([self.seg_t, col.t_started[index]])
+        self.seg_alive = np.concatenate([self.seg_alive, np.ones(count, bool)])
+        for k, (i, continues) in enumerate(plan):
+            seg = n0 + k
+            id_ = col.ids[i]
+            self.seg_episode.append(id_)
+            steps = int(col.lens[i])
+            if continues:
+                ep = self.episodes[id_]
+                self.seg_next[ep.last_segment] = seg
+                ep.last_segment, ep.t, ep.num_steps = seg, ep.t + steps, ep.num_steps + steps
+            else:
+                ep = StoredEpisode(id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps)
+                self.episodes[id_] = ep
+            ep.terminated, ep.truncated = bool(col.terminated[i]), bool(col.truncated[i])
+            self.num_steps += steps
+            self._live_obs_rows += steps + 1
+
+    # ---------------------------------------------------------------- eviction and compaction
+    def _over_capacity(self) -> bool:
+        if self.num_steps > self.capacity_env_steps:
+            return True
+        return self.capacity_bytes is not None and self.num_steps * self.step_nbytes() > self.capacity_bytes
+
+    def _evict(self) -> None:
+        while self.episodes and self._over_capacity():
+            id_, ep = next(iter(self.episodes.items()))
+            del self.episodes[id_]
+            seg = ep.first_segment
+            while seg >= 0:
+                self.seg_alive[seg] = False
+                self._live_obs_rows -= int(self.seg_len[seg]) + 1
+                seg = int(self.seg_next[seg])
+            self.num_steps -= ep.num_steps
+            self.num_evicted_episodes += 1
+            self.num_evicted_steps += ep.num_steps
+        if self.obs.rows - self._live_obs_rows > max(self._live_obs_rows, 4096):
+            self.compact()
+
+    def compact(self) -> None:
+        """Drops dead segments' rows; row and segment numbers change."""
+        alive = np.flatnonzero(self.seg_alive)
+        lens = self.seg_len[alive]
+        lb_lens = self.seg_lb_len[alive]
+
+        def ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+            total = int(sizes.sum())
+            offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            return np.repeat(starts - offsets, sizes) + np.arange(total)
+
+        obs_rows = ranges(self.seg_obs[alive], lens + 1)
+        step_rows = ranges(self.seg_step[alive], lens)
+        lb_rows = ranges(self.seg_lb[alive], lb_lens)
+        obs_map = {int(old): new for new, old in enumerate(obs_rows.tolist())}
+        lb_map = {int(old): new for new, old in enumerate(lb_rows.tolist())}
+        self.infos = {obs_map[r]: v for r, v in self.infos.items() if r in obs_map}
+        self.lb_infos = {lb_map[r]: v for r, v in self.lb_infos.items() if r in lb_map}
+        for rows, index in ((self.obs, obs_rows), (self.actions, step_rows), (self.rewards, step_rows),
+                            *((r, step_rows) for r in (self.extras or {}).values()),
+                            (self.lb_obs, lb_rows), (self.lb_actions, lb_rows), (self.lb_rewards, lb_rows),
+                            *((r, lb_rows) for r in self.lb_extras.values())):
+            if rows.is_set:
+                rows.keep(index)
+        seg_map = np.full(len(self.seg_len), -1, np.int64)
+        seg_map[alive] = np.arange(len(alive))
+        self.seg_obs = np.concatenate([[0], np.cumsum(lens + 1)[:-1]]).astype(np.int64)
+        self.seg_step = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+        self.seg_lb = np.concatenate([[0], np.cumsum(lb_lens)[:-1]]).astype(np.int64)
+        self.seg_len, self.seg_lb_len = lens, lb_lens
+        nxt = self.seg_next[alive]
+        self.seg_next = np.where(nxt >= 0, seg_map[np.maximum(nxt, 0)], -1)
+        self.seg_t = self.seg_t[alive]
+        self.seg_alive = np.ones(len(alive), bool)
+        self.seg_episode = [self.seg_episode[i] for i in alive.tolist()]
+        for ep in self.episodes.values():
+            ep.first_segment, ep.last_segment = int(seg_map[ep.first_segment]), int(seg_map[ep.last_segment])
+        self._live_obs_rows = self.obs.rows
+
+    # ---------------------------------------------------------------- sizes
+    def step_nbytes(self) -> int:
+        """Bytes of one stored step: its observation, action, reward and model outputs."""
+        if not self.obs.is_set:
+            return 0
+        return (self.obs.row_nbytes() + self.actions.row_nbytes() + self.rewards.row_nbytes()
+                + sum(r.row_nbytes() for r in (self.extras or {}).values()))
+
+    def nbytes(self) -> int:
+        """Bytes the arrays hold (allocated, room to grow included)."""
+        rows = [self.obs, self.actions, self.rewards, *(self.extras or {}).values(),
+                self.lb_obs, self.lb_actions, self.lb_rewards, *self.lb_extras.values()]
+        tables = (self.seg_obs, self.seg_step, self.seg_len, self.seg_lb, self.seg_lb_len, self.seg_next,
+                  self.seg_t, self.seg_alive)
+        return sum(r.nbytes() for r in rows if r.is_set) + sum(a.nbytes for a in tables)

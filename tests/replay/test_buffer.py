@@ -1,0 +1,111 @@
+"""EpisodeReplayBuffer sampling: next_obs, flags and n-step returns against a plain loop, on runner data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ray_sampler.config import EnvRunnerConfig
+from ray_sampler.env_runner import EnvRunner
+from ray_sampler.errors import ReplayError
+from replay.buffer import EpisodeReplayBuffer
+from tests.helpers import stamp_creator, stamp_length
+from tests.replay.test_storage import episode
+
+
+def fill_from_runner(buffer: EpisodeReplayBuffer, calls: int, **config: object) -> dict[tuple[int, int], int]:
+    """Runner chunks into the buffer; returns, per (vector, episode), the last stored t."""
+    runner = EnvRunner(EnvRunnerConfig(**{"env": stamp_creator, "num_envs_per_env_runner": 3,
+                                          "rollout_fragment_length": 5, "episode_lookback_horizon": 2, **config}))
+    last: dict[tuple[int, int], int] = {}
+    for _ in range(calls):
+        col, _ = runner.sample_columnar()
+        buffer.add(col)
+        for row in col.observations[col.obs_offsets[1:] - 1].tolist():  # each chunk's last observation
+            last[(row[1], row[2])] = max(last.get((row[1], row[2]), 0), row[3])
+    return last
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_sampled_transitions_equal_a_plain_loop(n_step: int) -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=10**6, seed=0)
+    last = fill_from_runner(buffer, 6)
+    gamma = 0.9
+    batch = buffer.sample(3000, n_step=n_step, gamma=gamma)
+    for obs, action, reward, nxt, term, trunc, n, t in zip(
+        batch["obs"].tolist(), batch["actions"].tolist(), batch["rewards"].tolist(), batch["next_obs"].tolist(),
+        batch["terminateds"].tolist(), batch["truncateds"].tolist(), batch["n_step"].tolist(), batch["t"].tolist(),
+    ):
+        _, v, e, t0 = obs
+        assert t0 == t
+        end = stamp_length(v, e)
+        stored_end = last[(v, e)]
+        expected_n = min(n_step, stored_end - t0)
+        assert n == expected_n
+        assert reward == pytest.approx(sum(gamma**i * (t0 + 1 + i) for i in range(expected_n)))
+        assert nxt == [obs[0], v, e, t0 + expected_n]  # never across an episode boundary
+        assert term == (t0 + expected_n == end) and not trunc
+
+
+def test_every_stored_step_is_sampled_and_sampling_is_seeded() -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=10**6, seed=3)
+    buffer.add([episode("a", 5, terminated=True), episode("b", 4)])
+    batch = buffer.sample(2000)
+    assert sorted(set(batch["obs"][:, 0].tolist())) == [0, 1, 2, 3, 4]
+    counts = np.bincount(batch["obs"][:, 0].astype(int), minlength=5)
+    assert counts.min() > 200  # uniform over the 9 stored steps (two episodes share obs values)
+    again = EpisodeReplayBuffer(capacity_env_steps=10**6, seed=3)
+    again.add([episode("a", 5, terminated=True), episode("b", 4)])
+    np.testing.assert_array_equal(again.sample(2000)["obs"], batch["obs"])
+
+
+def test_terminal_and_truncated_last_steps() -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=100, seed=1)
+    truncated = episode("b", 2)
+    truncated.is_truncated = True
+    buffer.add([episode("a", 2, terminated=True), truncated, episode("c", 2)])
+    batch = buffer.sample(600, n_step=5, gamma=1.0)
+    last_steps = batch["obs"][:, 0] == 1.0
+    flags = set(zip(batch["terminateds"][last_steps].tolist(), batch["truncateds"][last_steps].tolist()))
+    assert flags == {(True, False), (False, True), (False, False)}  # terminated, truncated, ongoing
+    assert (batch["next_obs"][last_steps, 0] == 2.0).all()
+    assert not (batch["terminateds"] & batch["truncateds"]).any()
+
+
+def test_model_outputs_come_with_the_first_step() -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=100, seed=2)
+    buffer.add([episode("a", 6)])
+    batch = buffer.sample(100, n_step=2)
+    np.testing.assert_array_equal(batch["logp"], -batch["obs"][:, 0])
+
+
+def test_runner_chunks_join_into_gap_free_stored_episodes() -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=10**6, seed=0)
+    fill_from_runner(buffer, 8)
+    s = buffer.storage
+    assert len(buffer) == 8 * 15
+    for ep in s.episodes.values():
+        seg, stamps = ep.first_segment, []
+        while seg >= 0:
+            rows = s.obs.gather(np.arange(s.seg_obs[seg], s.seg_obs[seg] + s.seg_len[seg] + 1)).tolist()
+            stamps += rows if not stamps else rows[1:]
+            seg = int(s.seg_next[seg])
+        assert [r[3] for r in stamps] == list(range(len(stamps)))  # every chunk continued its episode
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"batch_size_B": 0}, "'batch_size_B' must be an int >= 1"), ({"batch_size_B": 4, "n_step": 0}, "'n_step'"),
+     ({"batch_size_B": 4, "gamma": 1.5}, "'gamma' must be in")],
+    ids=["batch", "n_step", "gamma"],
+)
+def test_bad_sample_requests_raise(kwargs: dict, match: str) -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=100)
+    buffer.add([episode("a", 3)])
+    with pytest.raises(ReplayError, match=match):
+        buffer.sample(**kwargs)
+
+
+def test_sampling_an_empty_buffer_raises() -> None:
+    with pytest.raises(ReplayError, match="holds no steps"):
+        EpisodeReplayBuffer(capacity_env_steps=10).sample(1)

@@ -1,0 +1,136 @@
+"""EpisodeStorage: capacity and eviction order, chunk joining, atomic rejection, lookback, compaction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ray_sampler.columnar import episodes_to_columnar
+from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.errors import ReplayError
+from replay.storage import EpisodeStorage
+
+
+def episode(id_: str, steps: int, *, start: int = 0, terminated: bool = False, lookback: int = 0,
+            logp: bool = True) -> SingleAgentEpisode:
+    """Obs t (float32[1]), reward t+1, for t in [start - lookback, start + steps]; lookback steps first."""
+    ts = range(start - lookback, start + steps + 1)
+    return SingleAgentEpisode(
+        id_,
+        observations=[np.array([t], np.float32) for t in ts],
+        actions=[t % 2 for t in ts][:-1],
+        rewards=[float(t + 1) for t in ts][:-1],
+        extra_model_outputs={"logp": [np.float32(-t) for t in ts][:-1]} if logp else None,
+        terminated=terminated,
+        t_started=start,
+        len_lookback_buffer=lookback,
+    )
+
+
+def stored_obs(storage: EpisodeStorage, id_: str) -> list[float]:
+    """The stored observations of an episode, walking its segments (boundary obs once)."""
+    ep = storage.episodes[id_]
+    seg, out = ep.first_segment, []
+    while seg >= 0:
+        rows = np.arange(storage.seg_obs[seg], storage.seg_obs[seg] + storage.seg_len[seg] + 1)
+        values = storage.obs.gather(rows)[:, 0].tolist()
+        out += values if not out else values[1:]
+        seg = int(storage.seg_next[seg])
+    return out
+
+
+def test_capacity_counts_steps_and_evicts_oldest_whole_episodes() -> None:
+    storage = EpisodeStorage(capacity_env_steps=10)
+    for name in "abc":
+        storage.add(episodes_to_columnar([episode(name, 4, terminated=True)]))
+    assert list(storage.episodes) == ["b", "c"] and storage.num_steps == 8
+    assert storage.num_evicted_episodes == 1 and storage.num_evicted_steps == 4
+
+
+def test_lookback_is_not_counted() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 2, start=5, lookback=3)]))
+    assert storage.num_steps == 2 and storage.seg_lb_len.tolist() == [3]
+    assert storage.lb_obs.gather(np.arange(3))[:, 0].tolist() == [2.0, 3.0, 4.0]
+
+
+def test_continuation_chunks_join_the_stored_episode_and_drop_their_lookback() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    first = episode("a", 3)
+    storage.add(episodes_to_columnar([first]))
+    storage.add(episodes_to_columnar([episode("a", 3, start=3, lookback=2)]))
+    ep = storage.episodes["a"]
+    assert (ep.t_started, ep.t, ep.num_steps) == (0, 6, 6) and len(storage.episodes) == 1
+    assert stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert storage.seg_lb_len.tolist() == [0, 0] and storage.lb_obs.rows == 0
+
+
+def test_chunks_of_one_episode_in_one_add_join_in_order() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 2), episode("a", 3, start=2, lookback=1, terminated=True)]))
+    assert storage.episodes["a"].terminated and stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize(
+    ("chunk", "match"),
+    [
+        (lambda: episode("a", 2, start=4, lookback=1), r"starts at t=4 but the stored episode is at t=3"),
+        (lambda: episode("a", 3), r"starts at t=0 but the stored episode is at t=3"),
+        (lambda: SingleAgentEpisode("a", observations=[np.array([9.0], np.float32), np.array([4.0], np.float32)],
+                                    actions=[1], rewards=[4.0], extra_model_outputs={"logp": [np.float32(0)]},
+                                    t_started=3), "does not start with the stored episode's last observation"),
+        (lambda: episode("b", 2, logp=False), r"extra_model_outputs keys \['logp'\]"),
+        (lambda: SingleAgentEpisode("c", observations=[np.array([0.0]), np.array([1.0])], actions=[0], rewards=[1.0],
+                                    extra_model_outputs={"logp": [np.float32(0)]}),
+         "'observations' rows must keep the stored structure, dtypes and shapes"),
+    ],
+    ids=["gap", "duplicate", "boundary_obs", "extra_keys", "dtype"],
+)
+def test_bad_chunks_are_rejected_and_nothing_changes(chunk: object, match: str) -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 3)]))
+    before = (storage.num_steps, dict(storage.episodes), storage.obs.rows, storage.actions.rows, len(storage.seg_len))
+    bad = chunk()  # type: ignore[operator]
+    good = episode("z", 2, logp=bool(bad.extra_model_outputs))  # rides along: must not be stored either
+    with pytest.raises(ReplayError, match=match):
+        storage.add(episodes_to_columnar([good, bad]))
+    after = (storage.num_steps, dict(storage.episodes), storage.obs.rows, storage.actions.rows, len(storage.seg_len))
+    assert after == before and "z" not in storage.episodes
+
+
+def test_continuing_a_done_episode_is_rejected() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 3, terminated=True)]))
+    with pytest.raises(ReplayError, match="already done"):
+        storage.add(episodes_to_columnar([episode("a", 1, start=3, lookback=1)]))
+
+
+def test_chunk_whose_predecessor_was_evicted_is_stored_with_its_lookback() -> None:
+    storage = EpisodeStorage(capacity_env_steps=6)
+    storage.add(episodes_to_columnar([episode("a", 3)]))
+    storage.add(episodes_to_columnar([episode("b", 5, terminated=True)]))  # evicts "a"
+    assert "a" not in storage.episodes
+    storage.add(episodes_to_columnar([episode("a", 1, start=3, lookback=2)]))
+    ep = storage.episodes["a"]
+    assert (ep.t_started, ep.num_steps) == (3, 1)
+    seg = ep.first_segment
+    assert storage.seg_lb_len[seg] == 2
+    rows = np.arange(storage.seg_lb[seg], storage.seg_lb[seg] + 2)
+    assert storage.lb_obs.gather(rows)[:, 0].tolist() == [1.0, 2.0]
+
+
+def test_capacity_in_bytes() -> None:
+    storage = EpisodeStorage(capacity_env_steps=10**6, capacity_bytes=10 * (4 + 8 + 8 + 4))
+    for name in "abcd":
+        storage.add(episodes_to_columnar([episode(name, 4, terminated=True)]))
+    assert storage.step_nbytes() == 24 and storage.num_steps == 8 and list(storage.episodes) == ["c", "d"]
+
+
+def test_compaction_keeps_every_live_episode_intact() -> None:
+    storage = EpisodeStorage(capacity_env_steps=30)
+    for k in range(400):
+        storage.add(episodes_to_columnar([episode(f"e{k}", 10 + k % 5, terminated=True)]))
+    assert storage.obs.rows < 4 * 30 + 4096  # dead rows were reclaimed
+    for id_, ep in storage.episodes.items():
+        assert stored_obs(storage, id_) == [float(t) for t in range(ep.num_steps + 1)]
+    assert storage.num_steps <= 30
