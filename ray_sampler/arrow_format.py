@@ -5,8 +5,9 @@ One row per observation; each chunk's lookback rows come first, then its data ro
 =====================  ===============================  =============================================
 column                 Arrow type                       meaning
 =====================  ===============================  =============================================
-``episode_index``      int32                            chunk number in the table (0, 1, ...; rows of
-                                                        a chunk are contiguous)
+``episode_index``      int32                            chunk number (counting up by 1 from the
+                                                        table's first chunk; rows of a chunk are
+                                                        contiguous)
 ``episode_id``         string                           the episode's ``id_`` (shared by its chunks)
 ``t``                  int64                            global timestep of this observation
 ``is_lookback``        bool                             row belongs to the chunk's lookback buffer
@@ -77,16 +78,18 @@ class _Rows:
 
 
 # ---------------------------------------------------------------------------- writing
-def columnar_to_arrow(col: ColumnarEpisodes, *, drop_infos: bool = False) -> pa.Table:
+def columnar_to_arrow(col: ColumnarEpisodes, *, drop_infos: bool = False, first_index: int = 0) -> pa.Table:
     """The table of ``col`` (schema in the module docstring).
 
     Infos must be JSON-representable (dicts with str keys, lists, str, int, float, bool,
     None); anything else raises DataFormatError unless ``drop_infos=True`` leaves them out.
+    ``first_index`` numbers the chunks from there (for tables written as parts of one file).
     """
     col.validate()
     rows = _Rows(col.lookback_lens, col.lens)
     columns: dict[str, pa.Array] = {
-        "episode_index": pa.array(np.repeat(np.arange(col.num_episodes, dtype=np.int32), rows.sizes)),
+        "episode_index": pa.array(np.repeat(np.arange(first_index, first_index + col.num_episodes,
+                                                      dtype=np.int32), rows.sizes)),
         "episode_id": pc.take(pa.array(col.ids, pa.string()), pa.array(np.repeat(np.arange(col.num_episodes), rows.sizes))),
         "t": pa.array(np.repeat(col.t_started - col.lookback_lens, rows.sizes) + rows.pos),
         "is_lookback": pa.array(rows.is_lookback),
@@ -227,8 +230,9 @@ def arrow_to_columnar(table: pa.Table) -> ColumnarEpisodes:
     index = base["episode_index"]
     if len(index) == 0:
         raise DataFormatError("the table holds no rows (every chunk has at least one observation)")
-    if index[0] != 0 or not np.isin(np.diff(index), (0, 1)).all():
-        raise DataFormatError("column 'episode_index' must count chunks 0, 1, 2, ... over contiguous rows")
+    if not np.isin(np.diff(index), (0, 1)).all():
+        raise DataFormatError("column 'episode_index' must count chunks up by 1 over contiguous rows")
+    index = index - index[0]  # a row group read on its own starts where the file's numbering is
     sizes = np.bincount(index).astype(np.int64)
     starts = _offsets(sizes)[:-1]
     lookback_lens = np.add.reduceat(base["is_lookback"].astype(np.int64), starts)

@@ -42,6 +42,7 @@ class EpisodeReplayBuffer:
         self.storage = EpisodeStorage(capacity_env_steps=capacity_env_steps, capacity_bytes=capacity_bytes)
         self.rng = np.random.default_rng(seed)
         self._tables: dict[str, np.ndarray] | None = None
+        self._tables_version = -1
 
     def __len__(self) -> int:
         """Stored env steps (lookback excluded)."""
@@ -56,15 +57,16 @@ class EpisodeReplayBuffer:
         col = data if isinstance(data, ColumnarEpisodes) else episodes_to_columnar(data) if data else None
         if col is None:
             return 0
-        added = self.storage.add(col)
-        self._tables = None
-        return added
+        return self.storage.add(col)
 
     def _sampling_tables(self) -> dict[str, np.ndarray]:
-        """Per live segment: cumulative steps for drawing, and which segment ends a done episode."""
-        if self._tables is None:
-            s = self.storage
+        """Live segments in (episode insertion order, time) order with their cumulative steps, so a
+        draw picks the same step whatever the physical layout (a restored buffer samples alike);
+        and which segment ends a done episode."""
+        s = self.storage
+        if self._tables is None or self._tables_version != s.version:
             live = np.flatnonzero(s.seg_alive & (s.seg_len > 0))
+            live = live[np.lexsort((s.seg_t[live], s.seg_order[live]))]
             terminated = np.zeros(len(s.seg_len), bool)
             truncated = np.zeros(len(s.seg_len), bool)
             for ep in s.episodes.values():
@@ -72,6 +74,7 @@ class EpisodeReplayBuffer:
                 truncated[ep.last_segment] = ep.truncated
             self._tables = {"live": live, "cum": np.cumsum(s.seg_len[live]), "terminated": terminated,
                             "truncated": truncated}
+            self._tables_version = s.version
         return self._tables
 
     def sample(self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99) -> dict[str, Any]:
@@ -123,6 +126,43 @@ class EpisodeReplayBuffer:
         for key, rows in (s.extras or {}).items():
             out[key] = rows.gather(first_step)
         return out
+
+    def save(self, path: str, *, row_group_env_steps: int = 65536, drop_infos: bool = False) -> int:
+        """Writes the buffer to a Parquet file (see replay.persistence); returns the row groups written."""
+        from replay.persistence import save_buffer
+
+        return save_buffer(self, path, row_group_env_steps=row_group_env_steps, drop_infos=drop_infos)
+
+    @classmethod
+    def restore(cls, path: str, *, seed: int | None = None) -> EpisodeReplayBuffer:
+        """The buffer saved at ``path``: same contents, eviction order and sampling RNG state
+        (``seed`` overrides the RNG state)."""
+        from replay.persistence import restore_buffer
+
+        return restore_buffer(path, seed=seed)
+
+    def get_state(self) -> dict[str, Any]:
+        """Contents (one ColumnarEpisodes, episodes in eviction order), capacities, counters, RNG state."""
+        s = self.storage
+        return {
+            "episodes": s.episodes_columnar(list(s.episodes)) if s.episodes else None,
+            "capacity_env_steps": s.capacity_env_steps,
+            "capacity_bytes": s.capacity_bytes,
+            "num_evicted_episodes": s.num_evicted_episodes,
+            "num_evicted_env_steps": s.num_evicted_steps,
+            "rng_state": self.rng.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Replaces everything with ``get_state()`` output."""
+        self.storage = EpisodeStorage(capacity_env_steps=state["capacity_env_steps"],
+                                      capacity_bytes=state["capacity_bytes"])
+        if state["episodes"] is not None:
+            self.storage.add(state["episodes"])
+        self.storage.num_evicted_episodes = state["num_evicted_episodes"]
+        self.storage.num_evicted_steps = state["num_evicted_env_steps"]
+        self.rng.bit_generator.state = state["rng_state"]
+        self._tables = None
 
     def get_metrics(self) -> dict[str, Any]:
         s = self.storage

@@ -25,7 +25,7 @@ from ray_sampler.errors import ReplayError
 
 __all__ = ["EpisodeStorage", "StoredEpisode"]
 
-_GROWTH = 1.5
+_GROWTH = 1.25
 
 
 class _Rows:
@@ -91,6 +91,8 @@ class StoredEpisode:
     t: int
     """Global timestep after the last stored step."""
     num_steps: int
+    order: int
+    """Insertion counter: sampling and eviction follow it, whatever the physical layout."""
     terminated: bool = False
     truncated: bool = False
 
@@ -123,10 +125,14 @@ class EpisodeStorage:
         self.seg_lb_len = np.zeros(0, np.int64)
         self.seg_next = np.zeros(0, np.int64)
         self.seg_t = np.zeros(0, np.int64)
+        self.seg_prev = np.zeros(0, np.int64)
+        self.seg_order = np.zeros(0, np.int64)
         self.seg_alive = np.zeros(0, bool)
         self.seg_episode: list[str] = []
         self.episodes: dict[str, StoredEpisode] = {}  # insertion order: oldest first
         self.num_steps = 0
+        self.version = 0
+        self._next_order = 0
         self.num_evicted_episodes = 0
         self.num_evicted_steps = 0
         self._live_obs_rows = 0
@@ -140,6 +146,7 @@ class EpisodeStorage:
             return 0
         self._apply(col, plan)
         self._evict()
+        self.version += 1
         return sum(int(col.lens[i]) for i, _ in plan)
 
     def _plan(self, col: ColumnarEpisodes) -> list[tuple[int, bool]]:
@@ -221,6 +228,8 @@ class EpisodeStorage:
                                                                       for i, _ in plan], np.int64)])
         self.seg_next = np.concatenate([self.seg_next, np.full(count, -1, np.int64)])
         self.seg_t = np.concatenate([self.seg_t, col.t_started[index]])
+        self.seg_prev = np.concatenate([self.seg_prev, np.full(count, -1, np.int64)])
+        self.seg_order = np.concatenate([self.seg_order, np.zeros(count, np.int64)])
         self.seg_alive = np.concatenate([self.seg_alive, np.ones(count, bool)])
         for k, (i, continues) in enumerate(plan):
             seg = n0 + k
@@ -230,10 +239,14 @@ class EpisodeStorage:
             if continues:
                 ep = self.episodes[id_]
                 self.seg_next[ep.last_segment] = seg
+                self.seg_prev[seg] = ep.last_segment
                 ep.last_segment, ep.t, ep.num_steps = seg, ep.t + steps, ep.num_steps + steps
             else:
-                ep = StoredEpisode(id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps)
+                ep = StoredEpisode(id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps,
+                                   self._next_order)
+                self._next_order += 1
                 self.episodes[id_] = ep
+            self.seg_order[seg] = ep.order
             ep.terminated, ep.truncated = bool(col.terminated[i]), bool(col.truncated[i])
             self.num_steps += steps
             self._live_obs_rows += steps + 1
@@ -256,7 +269,7 @@ class EpisodeStorage:
             self.num_steps -= ep.num_steps
             self.num_evicted_episodes += 1
             self.num_evicted_steps += ep.num_steps
-        if self.obs.rows - self._live_obs_rows > max(self._live_obs_rows, 4096):
+        if self.obs.rows - self._live_obs_rows > max(self._live_obs_rows // 4, 4096):
             self.compact()
 
     def compact(self) -> None:
@@ -289,14 +302,71 @@ class EpisodeStorage:
         self.seg_step = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
         self.seg_lb = np.concatenate([[0], np.cumsum(lb_lens)[:-1]]).astype(np.int64)
         self.seg_len, self.seg_lb_len = lens, lb_lens
-        nxt = self.seg_next[alive]
+        nxt, prev = self.seg_next[alive], self.seg_prev[alive]
         self.seg_next = np.where(nxt >= 0, seg_map[np.maximum(nxt, 0)], -1)
+        self.seg_prev = np.where(prev >= 0, seg_map[np.maximum(prev, 0)], -1)
         self.seg_t = self.seg_t[alive]
+        self.seg_order = self.seg_order[alive]
         self.seg_alive = np.ones(len(alive), bool)
         self.seg_episode = [self.seg_episode[i] for i in alive.tolist()]
         for ep in self.episodes.values():
             ep.first_segment, ep.last_segment = int(seg_map[ep.first_segment]), int(seg_map[ep.last_segment])
         self._live_obs_rows = self.obs.rows
+        self.version += 1
+
+    def segments_of(self, id_: str) -> list[int]:
+        """The live segments of episode ``id_`` in time order."""
+        seg, out = self.episodes[id_].first_segment, []
+        while seg >= 0:
+            out.append(seg)
+            seg = int(self.seg_next[seg])
+        return out
+
+    def episodes_columnar(self, ids: list[str]) -> ColumnarEpisodes:
+        """Stored episodes ``ids`` as one chunk each (segments joined, the first one's lookback kept)."""
+        obs_idx, step_idx, lb_idx, lb_lens = [], [], [], []
+        for id_ in ids:
+            segs = self.segments_of(id_)
+            first = segs[0]
+            obs_idx.append(np.arange(self.seg_obs[first], self.seg_obs[first] + self.seg_len[first] + 1))
+            obs_idx += [np.arange(self.seg_obs[g] + 1, self.seg_obs[g] + self.seg_len[g] + 1) for g in segs[1:]]
+            step_idx += [np.arange(self.seg_step[g], self.seg_step[g] + self.seg_len[g]) for g in segs]
+            lb_idx.append(np.arange(self.seg_lb[first], self.seg_lb[first] + self.seg_lb_len[first]))
+            lb_lens.append(int(self.seg_lb_len[first]))
+        obs_rows, step_rows, lb_rows = (np.concatenate(x).astype(np.int64) for x in (obs_idx, step_idx, lb_idx))
+
+        def sparse(store: dict[int, dict], rows: np.ndarray) -> tuple[np.ndarray, list[dict]]:
+            keys = np.fromiter(store, np.int64, len(store))
+            hits = np.flatnonzero(np.isin(rows, keys))
+            return hits.astype(np.int64), [store[int(r)] for r in rows[hits].tolist()]
+
+        def lookback(rows: _Rows, data: _Rows) -> Any:
+            return rows.gather(lb_rows) if rows.is_set else data.gather(lb_rows[:0])
+
+        info_rows, info_values = sparse(self.infos, obs_rows)
+        lb_info_rows, lb_info_values = sparse(self.lb_infos, lb_rows)
+        eps = [self.episodes[i] for i in ids]
+        extras = self.extras or {}
+        return ColumnarEpisodes(
+            ids=list(ids),
+            t_started=np.array([ep.t_started for ep in eps], np.int64),
+            lens=np.array([ep.num_steps for ep in eps], np.int64),
+            lookback_lens=np.array(lb_lens, np.int64),
+            terminated=np.array([ep.terminated for ep in eps], bool),
+            truncated=np.array([ep.truncated for ep in eps], bool),
+            observations=self.obs.gather(obs_rows),
+            actions=self.actions.gather(step_rows),
+            rewards=self.rewards.gather(step_rows),
+            extra_model_outputs={k: rows.gather(step_rows) for k, rows in extras.items()},
+            info_rows=info_rows,
+            info_values=info_values,
+            lookback_observations=lookback(self.lb_obs, self.obs),
+            lookback_actions=lookback(self.lb_actions, self.actions),
+            lookback_rewards=lookback(self.lb_rewards, self.rewards),
+            lookback_extra_model_outputs={k: lookback(self.lb_extras[k], rows) for k, rows in extras.items()},
+            lookback_info_rows=lb_info_rows,
+            lookback_info_values=lb_info_values,
+        )
 
     # ---------------------------------------------------------------- sizes
     def step_nbytes(self) -> int:
@@ -311,5 +381,5 @@ class EpisodeStorage:
         rows = [self.obs, self.actions, self.rewards, *(self.extras or {}).values(),
                 self.lb_obs, self.lb_actions, self.lb_rewards, *self.lb_extras.values()]
         tables = (self.seg_obs, self.seg_step, self.seg_len, self.seg_lb, self.seg_lb_len, self.seg_next,
-                  self.seg_t, self.seg_alive)
+                  self.seg_t, self.seg_prev, self.seg_order, self.seg_alive)
         return sum(r.nbytes() for r in rows if r.is_set) + sum(a.nbytes for a in tables)

@@ -198,7 +198,7 @@ def test_value_on_a_last_row_raises(good_table: pa.Table) -> None:
 def test_episode_index_gap_raises(good_table: pa.Table) -> None:
     index = good_table.column("episode_index").to_numpy().copy()
     index[index == 4] = 6
-    with pytest.raises(DataFormatError, match="'episode_index' must count chunks"):
+    with pytest.raises(DataFormatError, match="'episode_index' must count chunks up by 1"):
         arrow_to_columnar(_with_column(good_table, "episode_index", pa.array(index)))
 
 
@@ -332,3 +332,11 @@ def test_zero_size_leaf_raises() -> None:
     ep = SingleAgentEpisode(observations=[np.zeros((3, 0)), np.zeros((3, 0))], actions=[0], rewards=[0.0])
     with pytest.raises(DataFormatError, match="no zero-size dims"):
         table_of([ep])
+
+
+def test_numbering_may_start_anywhere() -> None:
+    chunks = chunk_catalogue(SPACES["discrete"])
+    table = columnar_to_arrow(episodes_to_columnar(chunks), first_index=7)
+    assert table.column("episode_index").to_pylist()[0] == 7
+    for a, b in zip(columnar_to_episodes(arrow_to_columnar(table)), chunks):
+        assert_episodes_equal(a, b)

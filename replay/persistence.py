@@ -1,0 +1,116 @@
+"""Parquet persistence of a replay buffer: streamed row groups, atomic writes, strict reading.
+
+The file is the episode table of :mod:`ray_sampler.arrow_format` (schema version 1, one row
+per observation, no pickle), with the stored episodes in insertion order (eviction order), each
+as one chunk. One row group holds whole episodes, up to ``row_group_env_steps`` steps, so
+writing and reading hold about one row group in memory at a time. The schema metadata adds
+``ray_sampler.replay``: JSON with the buffer's capacities, eviction counters and the sampling
+RNG's state, so a restored buffer equals the saved one and draws the same samples.
+
+A write goes to a temporary file in the same folder, is flushed to disk, then renamed over
+the target: a crash mid-write never leaves a file that restores to wrong data. Pages carry
+checksums, checked on read. A truncated file, another schema, a newer schema version or a
+corrupted column raises DataFormatError naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ray_sampler.arrow_format import arrow_to_columnar, columnar_to_arrow
+from ray_sampler.errors import DataFormatError
+
+if TYPE_CHECKING:
+    from replay.buffer import EpisodeReplayBuffer
+
+__all__ = ["restore_buffer", "save_buffer"]
+
+_REPLAY_KEY = b"ray_sampler.replay"
+
+
+def save_buffer(buffer: EpisodeReplayBuffer, path: str | os.PathLike, *, row_group_env_steps: int = 65536,
+                drop_infos: bool = False) -> int:
+    """Writes ``buffer`` to ``path`` atomically; returns the number of row groups written."""
+    s = buffer.storage
+    path = Path(path)
+    meta = {
+        "capacity_env_steps": s.capacity_env_steps,
+        "capacity_bytes": s.capacity_bytes,
+        "num_evicted_episodes": s.num_evicted_episodes,
+        "num_evicted_env_steps": s.num_evicted_steps,
+        "rng_state": buffer.rng.bit_generator.state,
+    }
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    writer = None
+    groups = 0
+    try:
+        batch: list[str] = []
+        steps = 0
+        first_index = 0
+        for id_, ep in list(s.episodes.items()) + [(None, None)]:
+            if id_ is not None:
+                batch.append(id_)
+                steps += ep.num_steps
+            if batch and (id_ is None or steps >= row_group_env_steps):
+                table = columnar_to_arrow(s.episodes_columnar(batch), drop_infos=drop_infos, first_index=first_index)
+                schema_meta = {**(table.schema.metadata or {}), _REPLAY_KEY: json.dumps(meta).encode()}
+                table = table.replace_schema_metadata(schema_meta)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, write_page_checksum=True)
+                writer.write_table(table, row_group_size=table.num_rows)
+                groups += 1
+                first_index += len(batch)
+                batch, steps = [], 0
+        if writer is None:
+            raise DataFormatError("save: the buffer holds no episodes; nothing to write")
+        writer.close()
+        writer = None
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if writer is not None:
+            writer.close()
+        if tmp.exists():
+            tmp.unlink()
+    return groups
+
+
+def restore_buffer(path: str | os.PathLike, *, seed: int | None = None) -> EpisodeReplayBuffer:
+    """A buffer equal to the one saved at ``path`` (contents, eviction order, RNG state)."""
+    from replay.buffer import EpisodeReplayBuffer
+
+    try:
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
+    except (pa.ArrowException, OSError) as e:
+        raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from e
+    raw = (pf.schema_arrow.metadata or {}).get(_REPLAY_KEY)
+    try:
+        meta: dict[str, Any] = json.loads(raw) if raw is not None else None
+        capacity = int(meta["capacity_env_steps"])
+    except (TypeError, ValueError, KeyError):
+        raise DataFormatError(f"{path}: schema metadata 'ray_sampler.replay' is missing or malformed") from None
+    buffer = EpisodeReplayBuffer(capacity_env_steps=capacity, capacity_bytes=meta.get("capacity_bytes"), seed=seed)
+    try:
+        for group in range(pf.num_row_groups):
+            buffer.storage.add(arrow_to_columnar(pf.read_row_group(group)))
+    except (pa.ArrowException, OSError) as e:
+        raise DataFormatError(f"{path}: row group {group} cannot be read ({e})") from e
+    except DataFormatError as e:
+        raise DataFormatError(f"{path}: row group {group}: {e}") from e
+    s = buffer.storage
+    s.num_evicted_episodes = int(meta.get("num_evicted_episodes", 0))
+    s.num_evicted_steps = int(meta.get("num_evicted_env_steps", 0))
+    if seed is None and meta.get("rng_state") is not None:
+        try:
+            buffer.rng.bit_generator.state = meta["rng_state"]
+        except (TypeError, ValueError, KeyError):
+            raise DataFormatError(f"{path}: 'rng_state' in 'ray_sampler.replay' is malformed") from None
+    return buffer
