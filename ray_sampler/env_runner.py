@@ -213,6 +213,27 @@ class EnvRunner:
             result = episodes_to_columnar(result) if result else None
         return result, self.metrics
 
+    def sample_to(
+        self,
+        replay: Any,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> dict[str, Any]:
+        """``sample_columnar()`` sent straight to a replay actor (or a local ReplayActor); returns the
+        call's metrics with the replay's acknowledgement under ``"replay"``: the chunks count as
+        delivered only once stored."""
+        col, metrics = self.sample_columnar(num_timesteps, num_episodes, explore, random_actions, force_reset)
+        if hasattr(replay.add, "remote"):
+            import ray
+
+            ack = ray.get(replay.add.remote(col))
+        else:
+            ack = replay.add(col)
+        return {**metrics, "replay": ack}
+
     def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool, random_actions: bool,
                 force_reset: bool) -> list[SingleAgentEpisode] | ColumnarEpisodes | None:
         if num_timesteps is not None and num_episodes is not None:

@@ -111,13 +111,14 @@ class EnvRunnerGroup:
         random_actions: bool = False,
         force_reset: bool = False,
         timeout_s: float | None = None,
+        _replay: Any = None,
     ) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
         """Like ``sample`` but gives each runner's (columnar object, metrics) as shipped, plus one
         entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``."""
         if not self._actors:
             raise RaySamplerError("the group has no env runners (scale it up first)")
         kwargs = {"num_timesteps": num_timesteps, "num_episodes": num_episodes, "explore": explore,
-                  "random_actions": random_actions, "force_reset": force_reset}
+                  "random_actions": random_actions, "force_reset": force_reset, "_replay": _replay}
         self._last_kwargs = kwargs
         for index in self._actors:
             if index not in self._inflight:
@@ -137,6 +138,34 @@ class EnvRunnerGroup:
         self._record_metrics(ready)
         return [result for _, result in ready]
 
+    def sample_to_replay(
+        self,
+        replay: Any,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        *,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Like ``sample_columnar`` but each runner sends its chunks straight to the ``replay`` actor
+        (no copy through the driver); returns the runners' metrics, each with the replay's ack.
+
+        Results of requests made earlier without a replay (and a stopped runner's chunks) are
+        added from the driver, so nothing is lost when switching.
+        """
+        results = self.sample_columnar(num_timesteps, num_episodes, explore=explore, random_actions=random_actions,
+                                       force_reset=force_reset, timeout_s=timeout_s, _replay=replay)
+        import ray
+
+        out = []
+        for col, metrics in results:
+            if col is not None:
+                metrics = {**metrics, "replay": ray.get(replay.add.remote(col))}
+            out.append(metrics)
+        return out
+
     def _collect(self, deadline: float) -> None:
         """Moves finished in-flight results into ``_ready`` until all are in or the deadline passes."""
         by_ref = {ref: index for index, ref in self._inflight.items()}
@@ -149,7 +178,7 @@ class EnvRunnerGroup:
             for ref in done:
                 index = by_ref[ref]
                 del self._inflight[index]
-                col, metrics = self._get(ref, index)
+                col, metrics = self._unpack(self._get(ref, index))
                 metrics["sample_kwargs"] = self._inflight_kwargs.pop(index)
                 if self.group_config.keep_sampling and self._last_kwargs is not None:
                     # One request ahead, with this call's arguments; a reset is never repeated.
@@ -157,8 +186,17 @@ class EnvRunnerGroup:
                 self._ready.append((index, (col, metrics)))
 
     def _submit(self, index: int, kwargs: dict[str, Any]) -> None:
-        self._inflight[index] = self._actors[index].sample_columnar.remote(**kwargs)
-        self._inflight_kwargs[index] = kwargs
+        call = {k: v for k, v in kwargs.items() if k != "_replay"}
+        actor = self._actors[index]
+        replay = kwargs.get("_replay")
+        ref = actor.sample_to.remote(replay, **call) if replay is not None else actor.sample_columnar.remote(**call)
+        self._inflight[index] = ref
+        self._inflight_kwargs[index] = call
+
+    @staticmethod
+    def _unpack(result: Any) -> tuple[ColumnarEpisodes | None, dict[str, Any]]:
+        """(chunks, metrics) from either request kind (``sample_to`` ships to the replay: no chunks)."""
+        return (None, result) if isinstance(result, dict) else result
 
     def _get(self, ref: ray.ObjectRef, index: int) -> Any:
         try:
@@ -243,7 +281,7 @@ class EnvRunnerGroup:
                 )
             for ref, i in inflight.items():  # no new request for a runner about to stop
                 del self._inflight[i]
-                col, metrics = self._get(ref, i)
+                col, metrics = self._unpack(self._get(ref, i))
                 metrics["sample_kwargs"] = self._inflight_kwargs.pop(i)
                 self._ready.append((i, (col, metrics)))
         drains = self._wait_all({self._actors[i].drain.remote(): i for i in indices}, timeout_s, "drain")

@@ -1,6 +1,19 @@
-"""The episode replay buffer (storage + sampling); the ReplayActor and Parquet persistence follow (issue #4)."""
+"""The episode replay buffer (storage, sampling, Parquet persistence), its rate limiter and the ReplayActor."""
 
+from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
 from replay.buffer import EpisodeReplayBuffer
+from replay.persistence import restore_buffer, save_buffer
+from replay.rate_limiter import RateLimiter
 from replay.storage import EpisodeStorage, StoredEpisode
 
-__all__ = ["EpisodeReplayBuffer", "EpisodeStorage", "StoredEpisode"]
+__all__ = [
+    "EpisodeReplayBuffer",
+    "EpisodeStorage",
+    "RateLimiter",
+    "ReplayActor",
+    "ReplayConfig",
+    "StoredEpisode",
+    "create_replay_actor",
+    "restore_buffer",
+    "save_buffer",
+]

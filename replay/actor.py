@@ -1,0 +1,196 @@
+"""ReplayActor: the replay buffer as a Ray actor, with rate limiting, metrics and checkpoints.
+
+A plain class (the actor is ``ray.remote(ReplayActor)``, threaded: ``create_replay_actor``
+starts it with ``max_concurrency`` so an ``add`` waiting under backpressure never blocks the
+``sample`` that releases it). Runners send their columnar chunks straight to it
+(``EnvRunnerGroup.sample_to_replay``); it copies them into its own storage, so what it stored
+outlives the runner that sent it, and answers with a small acknowledgement.
+
+- ``add`` waits while inserts run ahead of the samples-per-insert ratio, up to
+  ``add_timeout_s``; then it stores anyway (data is never dropped) and counts the timeout.
+  Every wait is reported in the acknowledgement and the metrics.
+- ``sample`` waits up to ``sample_timeout_s`` for ``min_size_to_sample`` steps and the ratio,
+  then raises ReplayError.
+- With ``checkpoint_path`` and ``checkpoint_every_s`` a background thread saves the buffer
+  (atomically, see replay.persistence); an actor started with an existing ``checkpoint_path``
+  restores from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from typing import Any
+
+from ray_sampler.columnar import ColumnarEpisodes
+from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.errors import ConfigError, ReplayError
+from replay.buffer import EpisodeReplayBuffer
+from replay.rate_limiter import RateLimiter
+
+__all__ = ["ReplayActor", "ReplayConfig", "create_replay_actor"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplayConfig:
+    """The replay actor's buffer, rate limits and checkpoints."""
+
+    capacity_env_steps: int = 1_000_000
+    """Env steps kept (lookback never counts); the oldest whole episodes go first."""
+    capacity_bytes: int | None = None
+    """Optional second bound on the stored steps' bytes."""
+    min_size_to_sample: int = 1
+    """Sampling waits until this many env steps are stored."""
+    samples_per_insert: float | None = None
+    """Target sampled transitions per inserted env step; None: no ratio."""
+    samples_per_insert_tolerance: float = 1000.0
+    """How far (in transitions) sampling may lead or trail the ratio before one side waits."""
+    add_timeout_s: float = 30.0
+    """Longest an add waits under backpressure before it stores anyway (and counts a timeout)."""
+    sample_timeout_s: float = 30.0
+    """Longest a sample waits for data or for the ratio before it raises."""
+    checkpoint_path: str | None = None
+    """Parquet file to checkpoint to and restore from."""
+    checkpoint_every_s: float | None = None
+    """Seconds between checkpoints (needs checkpoint_path); None: only on request."""
+    seed: int | None = None
+    """Seed of the sampling RNG."""
+
+    def __post_init__(self) -> None:
+        for name in ("add_timeout_s", "sample_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise ConfigError(f"'{name}' must be a number > 0 (got {value!r})")
+        if self.checkpoint_every_s is not None:
+            if not isinstance(self.checkpoint_every_s, (int, float)) or not self.checkpoint_every_s > 0:
+                raise ConfigError(f"'checkpoint_every_s' must be a number > 0 or None (got {self.checkpoint_every_s!r})")
+            if self.checkpoint_path is None:
+                raise ConfigError("'checkpoint_every_s' needs 'checkpoint_path'")
+        # The buffer and the limiter check their own fields.
+        EpisodeReplayBuffer(capacity_env_steps=self.capacity_env_steps, capacity_bytes=self.capacity_bytes)
+        RateLimiter(min_size_to_sample=self.min_size_to_sample, samples_per_insert=self.samples_per_insert,
+                    samples_per_insert_tolerance=self.samples_per_insert_tolerance)
+
+
+class ReplayActor:
+    """A rate-limited, checkpointed replay buffer (see the module docstring)."""
+
+    def __init__(self, config: ReplayConfig) -> None:
+        self.config = config
+        path = config.checkpoint_path
+        if path is not None and os.path.exists(path):
+            self.buffer = EpisodeReplayBuffer.restore(path)
+            self.restored_from = path
+        else:
+            self.buffer = EpisodeReplayBuffer(capacity_env_steps=config.capacity_env_steps,
+                                              capacity_bytes=config.capacity_bytes, seed=config.seed)
+            self.restored_from = None
+        self.limiter = RateLimiter(min_size_to_sample=config.min_size_to_sample,
+                                   samples_per_insert=config.samples_per_insert,
+                                   samples_per_insert_tolerance=config.samples_per_insert_tolerance)
+        self._cond = threading.Condition()
+        self._started = time.monotonic()
+        self._counts = {"num_adds": 0, "num_env_steps_added": 0, "num_samples": 0, "num_transitions_sampled": 0,
+                        "backpressure_s": 0.0, "num_add_timeouts": 0, "sample_wait_s": 0.0, "num_checkpoints": 0}
+        self._stop = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        if config.checkpoint_every_s is not None:
+            self._checkpointer = threading.Thread(target=self._checkpoint_loop, daemon=True)
+            self._checkpointer.start()
+
+    def add(self, data: ColumnarEpisodes | list[SingleAgentEpisode] | None) -> dict[str, Any]:
+        """Stores a runner's chunks (all or none), after waiting out backpressure; a small ack."""
+        if data is None:
+            return {"num_env_steps": 0, "waited_s": 0.0, "num_env_steps_stored": len(self.buffer)}
+        n = data.num_env_steps if isinstance(data, ColumnarEpisodes) else sum(len(ep) for ep in data)
+        t0 = time.monotonic()
+        deadline = t0 + self.config.add_timeout_s
+        with self._cond:
+            while not self.limiter.can_insert(num_env_steps=n, stored=len(self.buffer)):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._counts["num_add_timeouts"] += 1  # stored anyway: data is never dropped
+                    break
+                self._cond.wait(remaining)
+            waited = time.monotonic() - t0
+            before = len(self.buffer)
+            added = self.buffer.add(data)
+            self.limiter.inserted(added, stored_before=before)
+            self._counts["num_adds"] += 1
+            self._counts["num_env_steps_added"] += added
+            self._counts["backpressure_s"] += waited
+            self._cond.notify_all()
+            return {"num_env_steps": added, "waited_s": waited, "num_env_steps_stored": len(self.buffer)}
+
+    def sample(self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99,
+               timeout_s: float | None = None) -> dict[str, Any]:
+        """A flat batch (see EpisodeReplayBuffer.sample), once the limits allow it."""
+        t0 = time.monotonic()
+        deadline = t0 + (timeout_s or self.config.sample_timeout_s)
+        with self._cond:
+            while not self.limiter.can_sample(batch_size=batch_size_B, stored=len(self.buffer)):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ReplayError(
+                        f"sample waited {time.monotonic() - t0:.1f} s: {len(self.buffer)} env steps stored "
+                        f"(min_size_to_sample {self.limiter.min_size_to_sample}), samples-per-insert lead "
+                        f"{self.limiter.lead():.0f} (tolerance {self.limiter.tolerance:.0f})"
+                    )
+                self._cond.wait(remaining)
+            batch = self.buffer.sample(batch_size_B, n_step=n_step, gamma=gamma)
+            self.limiter.sampled(batch_size_B)
+            self._counts["num_samples"] += 1
+            self._counts["num_transitions_sampled"] += batch_size_B
+            self._counts["sample_wait_s"] += time.monotonic() - t0
+            self._cond.notify_all()
+            return batch
+
+    def get_metrics(self) -> dict[str, Any]:
+        with self._cond:
+            elapsed = max(time.monotonic() - self._started, 1e-9)
+            return {
+                **self.buffer.get_metrics(),
+                **self._counts,
+                "inserts_per_s": self._counts["num_env_steps_added"] / elapsed,
+                "samples_per_s": self._counts["num_transitions_sampled"] / elapsed,
+                "samples_per_insert_lead": self.limiter.lead(),
+                "restored_from": self.restored_from,
+            }
+
+    def get_state(self) -> dict[str, Any]:
+        with self._cond:
+            return self.buffer.get_state()
+
+    def save(self, path: str | None = None) -> str:
+        """Saves the buffer (to ``checkpoint_path`` by default); returns the path written."""
+        path = path or self.config.checkpoint_path
+        if path is None:
+            raise ReplayError("save: give a path or configure 'checkpoint_path'")
+        with self._cond:
+            self.buffer.save(path)
+            self._counts["num_checkpoints"] += 1
+        return path
+
+    def _checkpoint_loop(self) -> None:
+        while not self._stop.wait(self.config.checkpoint_every_s):
+            if len(self.buffer):
+                self.save()
+
+    def stop(self) -> None:
+        """Stops the checkpoint thread."""
+        self._stop.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join(timeout=5)
+
+
+def create_replay_actor(config: ReplayConfig, *, num_cpus: float = 1.0, name: str | None = None,
+                        max_concurrency: int = 16) -> Any:
+    """Starts a ReplayActor as a threaded Ray actor (Ray must be running)."""
+    import ray
+
+    options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
+    if name is not None:
+        options["name"] = name
+    return ray.remote(ReplayActor).options(**options).remote(config)

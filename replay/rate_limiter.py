@@ -1,0 +1,75 @@
+"""RateLimiter: Reverb-style limits between inserting env steps and sampling transitions.
+
+- ``min_size_to_sample``: sampling waits until that many env steps are stored; inserts up to
+  then are never held back (the warm-up).
+- ``samples_per_insert`` (SPI) with ``samples_per_insert_tolerance``: after the warm-up, with
+  ``inserted`` env steps and ``sampled`` transitions since, the *lead* ``SPI * inserted -
+  sampled`` must stay within ``[-tolerance, +tolerance]``. An insert that would push it above
+  waits (backpressure on the runners), a sample that would push it below waits (the learner
+  runs ahead). ``None`` switches the ratio off.
+
+Waits are bounded by the caller's deadline. The limiter only decides and counts; the
+ReplayActor holds the lock and the condition.
+
+>>> lim = RateLimiter(min_size_to_sample=10, samples_per_insert=2.0, samples_per_insert_tolerance=20)
+>>> lim.can_insert(num_env_steps=10, stored=0), lim.can_sample(batch_size=1, stored=5)
+(True, False)
+>>> lim.inserted(10, stored_before=0)  # the warm-up: free
+>>> lim.inserted(8, stored_before=10)  # lead = 2 * 8 - 0 = 16
+>>> lim.can_insert(num_env_steps=4, stored=18), lim.can_sample(batch_size=8, stored=18)
+(False, True)
+>>> lim.sampled(8)  # lead = 8: room for 4 more steps (8 transitions)
+>>> lim.can_insert(num_env_steps=4, stored=18)
+True
+"""
+
+from __future__ import annotations
+
+from ray_sampler.errors import ConfigError
+
+__all__ = ["RateLimiter"]
+
+
+class RateLimiter:
+    """Decides whether an insert or a sample may go ahead (see the module docstring)."""
+
+    def __init__(self, *, min_size_to_sample: int = 1, samples_per_insert: float | None = None,
+                 samples_per_insert_tolerance: float = 1000.0) -> None:
+        if not isinstance(min_size_to_sample, int) or min_size_to_sample < 1:
+            raise ConfigError(f"'min_size_to_sample' must be an int >= 1 (got {min_size_to_sample!r})")
+        if samples_per_insert is not None and not (isinstance(samples_per_insert, (int, float)) and samples_per_insert > 0):
+            raise ConfigError(f"'samples_per_insert' must be a number > 0 or None (got {samples_per_insert!r})")
+        if not isinstance(samples_per_insert_tolerance, (int, float)) or samples_per_insert_tolerance < 1:
+            raise ConfigError(
+                f"'samples_per_insert_tolerance' must be a number >= 1 (got {samples_per_insert_tolerance!r})")
+        self.min_size_to_sample = min_size_to_sample
+        self.samples_per_insert = samples_per_insert
+        self.tolerance = float(samples_per_insert_tolerance)
+        self.num_inserted = 0.0
+        self.num_sampled = 0.0
+
+    def lead(self) -> float:
+        """``SPI * inserted - sampled`` since the warm-up (0 without a ratio)."""
+        if self.samples_per_insert is None:
+            return 0.0
+        return self.samples_per_insert * self.num_inserted - self.num_sampled
+
+    def can_insert(self, *, num_env_steps: int, stored: int) -> bool:
+        if self.samples_per_insert is None or stored < self.min_size_to_sample:
+            return True
+        # An insert larger than the whole tolerance may go when nothing is outstanding, or it never could.
+        room = self.tolerance - self.lead()
+        return self.samples_per_insert * num_env_steps <= room or self.lead() <= 0
+
+    def can_sample(self, *, batch_size: int, stored: int) -> bool:
+        if stored < self.min_size_to_sample:
+            return False
+        return self.samples_per_insert is None or self.lead() - batch_size >= -self.tolerance
+
+    def inserted(self, num_env_steps: int, *, stored_before: int) -> None:
+        """Counts an insert; steps that only fill the buffer up to ``min_size_to_sample`` are free."""
+        free = max(0, min(num_env_steps, self.min_size_to_sample - stored_before))
+        self.num_inserted += num_env_steps - free
+
+    def sampled(self, batch_size: int) -> None:
+        self.num_sampled += batch_size

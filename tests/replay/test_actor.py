@@ -1,0 +1,152 @@
+"""ReplayActor: rate limiting (backpressure engages and releases), sample deadlines, checkpoints,
+and runners shipping straight to it through Ray."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.env_runner_group import EnvRunnerGroup
+from ray_sampler.errors import ConfigError, ReplayError
+from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
+from replay.buffer import EpisodeReplayBuffer
+from replay.rate_limiter import RateLimiter
+from tests.helpers import stamp_creator
+from tests.replay.test_storage import episode
+
+
+def test_rate_limiter_ratio_and_tolerance() -> None:
+    lim = RateLimiter(min_size_to_sample=4, samples_per_insert=1.0, samples_per_insert_tolerance=10)
+    assert not lim.can_sample(batch_size=1, stored=3)
+    lim.inserted(4, stored_before=0)  # warm-up: free
+    assert lim.lead() == 0
+    lim.inserted(10, stored_before=4)
+    assert lim.lead() == 10 and not lim.can_insert(num_env_steps=1, stored=14)
+    assert lim.can_sample(batch_size=20, stored=14) and not lim.can_sample(batch_size=21, stored=14)
+    lim.sampled(5)
+    assert lim.can_insert(num_env_steps=5, stored=14) and not lim.can_insert(num_env_steps=6, stored=14)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"min_size_to_sample": 0}, "'min_size_to_sample' must be an int >= 1"),
+    ({"samples_per_insert": -1}, "'samples_per_insert' must be a number > 0 or None"),
+    ({"samples_per_insert_tolerance": 0}, "'samples_per_insert_tolerance' must be a number >= 1"),
+    ({"add_timeout_s": 0}, "'add_timeout_s' must be a number > 0"),
+    ({"checkpoint_every_s": 5}, "'checkpoint_every_s' needs 'checkpoint_path'"),
+    ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
+], ids=["min_size", "spi", "tolerance", "add_timeout", "checkpoint", "capacity"])
+def test_bad_replay_config_raises(kwargs: dict, match: str) -> None:
+    with pytest.raises((ConfigError, ReplayError), match=match):
+        ReplayConfig(**kwargs)
+
+
+def test_backpressure_engages_and_a_sample_releases_it() -> None:
+    actor = ReplayActor(ReplayConfig(min_size_to_sample=2, samples_per_insert=1.0, samples_per_insert_tolerance=4,
+                                     add_timeout_s=20))
+    actor.add([episode("a", 2)])  # warm-up, free
+    actor.add([episode("b", 4)])  # lead 4: at the tolerance
+    acks: list[dict] = []
+    adder = threading.Thread(target=lambda: acks.append(actor.add([episode("c", 3)])))
+    adder.start()
+    time.sleep(0.3)
+    assert adder.is_alive() and not acks  # held back: inserts run ahead of sampling
+    actor.sample(3)  # lead 1: room for 3 more
+    adder.join(timeout=10)
+    assert acks and acks[0]["num_env_steps"] == 3 and acks[0]["waited_s"] > 0
+    metrics = actor.get_metrics()
+    assert metrics["num_add_timeouts"] == 0 and metrics["backpressure_s"] > 0 and metrics["num_env_steps"] == 9
+
+
+def test_backpressure_times_out_and_stores_anyway() -> None:
+    actor = ReplayActor(ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=2, add_timeout_s=0.2))
+    actor.add([episode("a", 1)])
+    actor.add([episode("b", 2)])
+    ack = actor.add([episode("c", 2)])
+    assert ack["num_env_steps"] == 2 and ack["waited_s"] >= 0.2
+    assert actor.get_metrics()["num_add_timeouts"] == 1 and len(actor.buffer) == 5
+
+
+def test_sample_waits_for_min_size_then_raises() -> None:
+    actor = ReplayActor(ReplayConfig(min_size_to_sample=10, sample_timeout_s=0.2))
+    actor.add([episode("a", 3)])
+    with pytest.raises(ReplayError, match=r"sample waited .* 3 env steps stored \(min_size_to_sample 10\)"):
+        actor.sample(2)
+    results: list[dict] = []
+    sampler = threading.Thread(target=lambda: results.append(actor.sample(2, timeout_s=20)))
+    sampler.start()
+    time.sleep(0.2)
+    actor.add([episode("b", 8)])  # now 11 >= 10: the waiting sample goes
+    sampler.join(timeout=10)
+    assert results and len(results[0]["obs"]) == 2
+
+
+def test_bad_chunks_are_refused_and_the_actor_keeps_going() -> None:
+    actor = ReplayActor(ReplayConfig())
+    actor.add([episode("a", 3)])
+    with pytest.raises(ReplayError, match="starts at t=0 but the stored episode is at t=3"):
+        actor.add([episode("a", 3)])
+    assert actor.add([episode("b", 1)])["num_env_steps_stored"] == 4
+
+
+def test_periodic_checkpoints_and_restore_on_start(tmp_path: Path) -> None:
+    path = str(tmp_path / "ckpt.parquet")
+    config = ReplayConfig(checkpoint_path=path, checkpoint_every_s=0.1, seed=1)
+    actor = ReplayActor(config)
+    actor.add([episode("a", 4, terminated=True), episode("b", 2)])
+    deadline = time.monotonic() + 10
+    while actor.get_metrics()["num_checkpoints"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    actor.stop()
+    assert actor.get_metrics()["num_checkpoints"] >= 1
+    again = ReplayActor(ReplayConfig(checkpoint_path=path))
+    assert again.restored_from == path and len(again.buffer) == 6 and list(again.buffer.storage.episodes) == ["a", "b"]
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_runners_ship_straight_to_the_replay_actor_and_every_step_is_stored_once() -> None:
+    replay = create_replay_actor(ReplayConfig(capacity_env_steps=10**6), num_cpus=0.5)
+    config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
+    try:
+        with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
+            acks = []
+            for _ in range(4):
+                acks += group.sample_to_replay(replay)
+            assert all(m["replay"]["num_env_steps"] == 8 for m in acks)
+        state = ray.get(replay.get_state.remote(), timeout=60)
+        buffer = EpisodeReplayBuffer(capacity_env_steps=10)
+        buffer.set_state(state)
+        assert len(buffer) == 4 * 2 * 8
+        seen = set()
+        for id_ in buffer.storage.episodes:
+            stamps = buffer.storage.episodes_columnar([id_]).observations.tolist()
+            w, v, e = stamps[0][:3]
+            assert [s[3] for s in stamps] == list(range(stamps[0][3], stamps[0][3] + len(stamps)))
+            assert all(s[:3] == [w, v, e] for s in stamps)
+            assert (w, v, e) not in seen
+            seen.add((w, v, e))
+        batch = ray.get(replay.sample.remote(16, n_step=2), timeout=60)
+        assert np.all(batch["next_obs"][:, 3] == batch["obs"][:, 3] + batch["n_step"])
+    finally:
+        ray.kill(replay)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_backpressure_reaches_the_runners_through_ray() -> None:
+    replay = create_replay_actor(ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=8,
+                                              add_timeout_s=0.3), num_cpus=0.5)
+    config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
+    try:
+        with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)) as group:
+            first = group.sample_to_replay(replay)[0]["replay"]
+            second = group.sample_to_replay(replay)[0]["replay"]  # 8 steps ahead already: waits, times out
+            assert first["waited_s"] < 0.3 <= second["waited_s"]
+            metrics = ray.get(replay.get_metrics.remote(), timeout=60)
+            assert metrics["num_add_timeouts"] == 1 and metrics["num_env_steps"] == 16
+    finally:
+        ray.kill(replay)
