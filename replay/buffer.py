@@ -26,9 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from ray_sampler import tree
 from ray_sampler.columnar import ColumnarEpisodes, episodes_to_columnar
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
+from ray_sampler.lookback import LookbackBuffer
 from replay.storage import EpisodeStorage
 
 __all__ = ["EpisodeReplayBuffer"]
@@ -163,6 +165,75 @@ class EpisodeReplayBuffer:
         self.storage.num_evicted_steps = state["num_evicted_env_steps"]
         self.rng.bit_generator.state = state["rng_state"]
         self._tables = None
+
+    def sample_episodes(self, batch_size_B: int, batch_length_T: int, *, lookback: int = 1) -> list[SingleAgentEpisode]:
+        """``batch_size_B`` numpy'd episode chunks for learner connectors: each starts at a stored
+        step drawn uniformly and holds up to ``batch_length_T`` steps of that episode (fewer at its
+        last stored step), with up to ``lookback`` earlier steps as its lookback (from the stored
+        steps, then the stored episode's own lookback). Flags are kept where a chunk reaches the end
+        of a done episode."""
+        for name, value, low in (("batch_size_B", batch_size_B, 1), ("batch_length_T", batch_length_T, 1),
+                                 ("lookback", lookback, 0)):
+            if not isinstance(value, int) or value < low:
+                raise ReplayError(f"'{name}' must be an int >= {low} (got {value!r})")
+        if not len(self):
+            raise ReplayError("the buffer holds no steps to sample")
+        s, tables = self.storage, self._sampling_tables()
+        live, cum = tables["live"], tables["cum"]
+        draw = self.rng.integers(0, int(cum[-1]), batch_size_B)
+        k = np.searchsorted(cum, draw, side="right")
+        segs = live[k]
+        offs = draw - (cum[k] - s.seg_len[segs])
+        rows_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        out = []
+        for seg, off in zip(segs.tolist(), offs.tolist()):
+            id_ = s.seg_episode[seg]
+            if id_ not in rows_cache:
+                rows_cache[id_] = self._episode_rows(id_)
+            obs_rows, step_rows, lb_rows = rows_cache[id_]
+            ep = s.episodes[id_]
+            start = int(s.seg_t[seg]) - ep.t_started + off  # step index within the stored episode
+            stop = min(start + batch_length_T, ep.num_steps)
+            from_data = min(lookback, start)
+            from_lb = min(lookback - from_data, len(lb_rows))
+            h = from_data + from_lb
+            lb_sel = lb_rows[len(lb_rows) - from_lb:]
+            ends = stop == ep.num_steps
+            out.append(self._chunk(id_, ep.t_started + start, h, lb_sel, obs_rows[start - from_data:stop + 1],
+                                   step_rows[start - from_data:stop], ends and ep.terminated, ends and ep.truncated))
+        return out
+
+    def _episode_rows(self, id_: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Stored rows of an episode: observations (steps + 1), steps, and its stored lookback."""
+        s = self.storage
+        segs = s.segments_of(id_)
+        first = segs[0]
+        obs = [np.arange(s.seg_obs[first], s.seg_obs[first] + s.seg_len[first] + 1)]
+        obs += [np.arange(s.seg_obs[g] + 1, s.seg_obs[g] + s.seg_len[g] + 1) for g in segs[1:]]
+        steps = [np.arange(s.seg_step[g], s.seg_step[g] + s.seg_len[g]) for g in segs]
+        lb = np.arange(s.seg_lb[first], s.seg_lb[first] + s.seg_lb_len[first])
+        return np.concatenate(obs), np.concatenate(steps), lb
+
+    def _chunk(self, id_: str, t_started: int, h: int, lb_rows: np.ndarray, obs_rows: np.ndarray,
+               step_rows: np.ndarray, terminated: bool, truncated: bool) -> SingleAgentEpisode:
+        """A numpy'd chunk: ``len(lb_rows)`` steps from the stored lookback, then stored rows."""
+        s = self.storage
+        joined = lambda lb_store, store, rows: tree.map_structure(  # noqa: E731
+            lambda a, b: np.concatenate([a, b]), (lb_store if lb_store.is_set else store).gather(lb_rows),
+            store.gather(rows))
+        infos = [s.lb_infos.get(int(r)) or {} for r in lb_rows.tolist()] + [s.infos.get(int(r)) or {}
+                                                                          for r in obs_rows.tolist()]
+        extras = s.extras or {}
+        return SingleAgentEpisode._from_buffers(
+            id_,
+            LookbackBuffer(joined(s.lb_obs, s.obs, obs_rows), lookback=h),
+            LookbackBuffer(joined(s.lb_actions, s.actions, step_rows), lookback=h),
+            LookbackBuffer(joined(s.lb_rewards, s.rewards, step_rows), lookback=h),
+            LookbackBuffer(infos, lookback=h),
+            {k: LookbackBuffer(joined(s.lb_extras[k], rows, step_rows), lookback=h) for k, rows in extras.items()},
+            t_started=t_started, terminated=terminated, truncated=truncated,
+            observation_space=None, action_space=None,
+        )
 
     def get_metrics(self) -> dict[str, Any]:
         s = self.storage

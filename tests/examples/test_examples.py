@@ -33,3 +33,16 @@ def test_scale_env_runners_example() -> None:
     parsed = [re.fullmatch(pattern, line).groups() for line in lines[:3]]  # type: ignore[union-attr]
     assert parsed == [("1", "1", "[1]", "20"), ("2", "2", "[1, 2]", "40"), ("3", "1", "[1]", "20")]
     assert lines[-1] == "total: 80 env steps over 3 iterations; expected 80"
+
+
+def test_offline_data_example(tmp_path: Path) -> None:
+    out = tmp_path / "offline.parquet"
+    lines = [line for line in run("offline_data.py", "--iterations", "2", "--rollout-fragment-length", "16",
+                                  "--out", str(out)) if re.match(r"(iter|saved|pyarrow|ray\.data|restored)", line)]
+    assert lines[0] == "iter 1: 128 env steps shipped, 128 stored"
+    assert lines[1] == "iter 2: 128 env steps shipped, 256 stored"
+    assert re.fullmatch(rf"saved 256 env steps of \d+ episodes to {re.escape(str(out))}", lines[2])
+    assert re.fullmatch(r"pyarrow: \d+ rows, columns episode_index, .*; 256 rows with an action", lines[3])
+    assert re.fullmatch(r"ray\.data: \d+ rows, mean reward 1\.00", lines[4])
+    assert lines[5].startswith("restored buffer: 256 env steps, ")
+    assert out.exists()

@@ -109,3 +109,35 @@ def test_bad_sample_requests_raise(kwargs: dict, match: str) -> None:
 def test_sampling_an_empty_buffer_raises() -> None:
     with pytest.raises(ReplayError, match="holds no steps"):
         EpisodeReplayBuffer(capacity_env_steps=10).sample(1)
+
+
+@pytest.mark.parametrize(("length_t", "lookback"), [(1, 0), (4, 2), (20, 3)])
+def test_sampled_episode_chunks_equal_the_stored_steps(length_t: int, lookback: int) -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=10**6, seed=5)
+    last = fill_from_runner(buffer, 6, episode_lookback_horizon=2)
+    for chunk in buffer.sample_episodes(200, length_t, lookback=lookback):
+        obs = np.asarray(chunk.get_observations(slice(-chunk.len_lookback_buffer - len(chunk) - 1, None)))
+        w, v, e, t0 = obs[0]
+        # Consecutive stamps of one episode, lookback first; the chunk starts at t_started.
+        assert obs.tolist() == [[w, v, e, t0 + i] for i in range(len(obs))]
+        assert obs[chunk.len_lookback_buffer][3] == chunk.t_started
+        assert 1 <= len(chunk) <= length_t and chunk.len_lookback_buffer <= lookback
+        end = chunk.t_started + len(chunk)
+        assert end <= last[(v, e)]
+        assert len(chunk) == length_t or end == last[(v, e)]  # shorter only at the last stored step
+        assert chunk.is_terminated == (end == stamp_length(v, e))
+        assert np.asarray(chunk.get_rewards()).tolist() == [float(t + 1) for t in range(chunk.t_started, end)]
+        assert chunk.get_infos(0) == ({"episode": e} if chunk.t_started == 0 else {"t": chunk.t_started})
+        if chunk.len_lookback_buffer == lookback:
+            continue
+        # Less lookback only where the stored episode (with its own lookback) has no more.
+        stored = buffer.storage.episodes[chunk.id_]
+        first_lb = int(buffer.storage.seg_lb_len[stored.first_segment])
+        assert chunk.len_lookback_buffer == chunk.t_started - stored.t_started + first_lb
+
+
+def test_sample_episodes_rejects_bad_arguments() -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=100)
+    buffer.add([episode("a", 3)])
+    with pytest.raises(ReplayError, match="'batch_length_T' must be an int >= 1"):
+        buffer.sample_episodes(2, 0)
