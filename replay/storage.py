@@ -79,6 +79,18 @@ class _Rows:
         return sum(a.nbytes for a in self.leaves)
 
 
+def _remap(sparse: dict[int, dict], kept_rows: np.ndarray) -> dict[int, dict]:
+    """Sparse row-keyed values after keeping ``kept_rows`` (ascending): new keys, dropped rows gone."""
+    if not sparse:
+        return {}
+    keys = np.fromiter(sparse, np.int64, len(sparse))
+    at = np.searchsorted(kept_rows, keys)
+    hit = (at < len(kept_rows)) & (kept_rows[np.minimum(at, len(kept_rows) - 1)] == keys) if len(kept_rows) else \
+        np.zeros(len(keys), bool)
+    values = list(sparse.values())
+    return {int(a): values[i] for i, a in zip(np.flatnonzero(hit).tolist(), at[hit].tolist())}
+
+
 @dataclasses.dataclass
 class StoredEpisode:
     """Bookkeeping of one stored episode: its segments and where it stands."""
@@ -286,10 +298,8 @@ class EpisodeStorage:
         obs_rows = ranges(self.seg_obs[alive], lens + 1)
         step_rows = ranges(self.seg_step[alive], lens)
         lb_rows = ranges(self.seg_lb[alive], lb_lens)
-        obs_map = {int(old): new for new, old in enumerate(obs_rows.tolist())}
-        lb_map = {int(old): new for new, old in enumerate(lb_rows.tolist())}
-        self.infos = {obs_map[r]: v for r, v in self.infos.items() if r in obs_map}
-        self.lb_infos = {lb_map[r]: v for r, v in self.lb_infos.items() if r in lb_map}
+        self.infos = _remap(self.infos, obs_rows)
+        self.lb_infos = _remap(self.lb_infos, lb_rows)
         for rows, index in ((self.obs, obs_rows), (self.actions, step_rows), (self.rewards, step_rows),
                             *((r, step_rows) for r in (self.extras or {}).values()),
                             (self.lb_obs, lb_rows), (self.lb_actions, lb_rows), (self.lb_rewards, lb_rows),

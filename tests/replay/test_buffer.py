@@ -141,3 +141,19 @@ def test_sample_episodes_rejects_bad_arguments() -> None:
     buffer.add([episode("a", 3)])
     with pytest.raises(ReplayError, match="'batch_length_T' must be an int >= 1"):
         buffer.sample_episodes(2, 0)
+
+
+def test_infos_survive_eviction_and_compaction() -> None:
+    buffer = EpisodeReplayBuffer(capacity_env_steps=40, seed=0)
+    fill_from_runner(buffer, 60)  # 900 steps through a 40-step buffer: most evicted
+    s = buffer.storage
+    rows_before = s.obs.rows
+    s.compact()
+    assert s.obs.rows < rows_before
+    col = s.episodes_columnar(list(s.episodes))
+    infos = dict(zip(col.info_rows.tolist(), col.info_values))
+    for row, (_, _, e, t) in enumerate(col.observations.tolist()):
+        assert infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})
+    lb_infos = dict(zip(col.lookback_info_rows.tolist(), col.lookback_info_values))
+    for row, (_, _, e, t) in enumerate(col.lookback_observations.tolist()):
+        assert lb_infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})
