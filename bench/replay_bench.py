@@ -87,6 +87,19 @@ def measure_buffer() -> dict[str, float]:
             buf.sample(256, n_step=n_step)
             calls += 1
         out[f"sample_n{n_step}_per_s"] = calls * 256 / (time.perf_counter() - t0)
+    from replay.prioritized import PrioritizedEpisodeReplayBuffer
+
+    prio = PrioritizedEpisodeReplayBuffer(capacity_env_steps=1_000_000, seed=0)
+    for col in batches:
+        prio.add(col)
+    batch = prio.sample(256)
+    prio.update_priorities(batch["keys"], np.random.default_rng(0).random(256))
+    t0, calls = time.perf_counter(), 0
+    while time.perf_counter() - t0 < 1.5:
+        batch = prio.sample(256)
+        prio.update_priorities(batch["keys"], np.abs(batch["rewards"] - 0.5))
+        calls += 1
+    out["prioritized_sample_update_per_s"] = calls * 256 / (time.perf_counter() - t0)
     return out
 
 
@@ -172,6 +185,8 @@ def main() -> None:
     row("sample B=256, T=1, next_obs", ours.get("sample_n1_per_s"), rl.get("sample_batch_transitions_per_s"),
         "M transitions/s")
     row("sample B=256, n_step=3", ours.get("sample_n3_per_s"), rl.get("sample_transitions_per_s_n3"),
+        "M transitions/s")
+    row("prioritized: sample B=256 + update_priorities", ours.get("prioritized_sample_update_per_s"), None,
         "M transitions/s")
     row("RSS growth per stored step", ours.get("rss_bytes_per_step"), rl.get("stored_bytes_per_step"), "B",
         higher=False)

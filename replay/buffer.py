@@ -5,8 +5,9 @@ through :class:`replay.storage.EpisodeStorage`. ``sample(batch_size_B, n_step, g
 stored steps uniformly (lookback never counts) and returns a flat batch: ``obs``, ``actions``,
 ``rewards`` (the discounted sum over up to ``n_step`` steps), ``next_obs`` (the observation
 after the last step used), ``terminateds``, ``truncateds``, ``n_step`` (the steps really used:
-fewer at an episode's last stored step, and never through ``terminated=True``), ``t`` and the
-stored model outputs of the first step. A transition never spans two episodes. Sampling is
+fewer at an episode's last stored step, and never through ``terminated=True``), ``t``, ``keys``
+(stable ids of the sampled steps, for ``update_priorities``) and the stored model outputs of the
+first step. A transition never spans two episodes. Sampling is
 deterministic given the buffer's seed.
 
 >>> from ray_sampler import SingleAgentEpisode
@@ -94,12 +95,18 @@ class EpisodeReplayBuffer:
         draw = self.rng.integers(0, int(cum[-1]), batch_size_B)
         k = np.searchsorted(cum, draw, side="right")
         seg = live[k]
-        off = draw - (cum[k] - s.seg_len[seg])
+        return self._transitions(seg, draw - (cum[k] - s.seg_len[seg]), n_step, gamma)
+
+    def _transitions(self, seg: np.ndarray, off: np.ndarray, n_step: int, gamma: float) -> dict[str, Any]:
+        """The n-step transitions starting at step ``off`` of segments ``seg``."""
+        s, tables = self.storage, self._sampling_tables()
+        batch_size_B = len(seg)
         first_step = s.seg_step[seg] + off
         out: dict[str, Any] = {
             "obs": s.obs.gather(s.seg_obs[seg] + off),
             "actions": s.actions.gather(first_step),
             "t": s.seg_t[seg] + off,
+            "keys": s.seg_order[seg] * (1 << 32) + s.seg_t[seg] + off,
         }
         rewards_all = s.rewards.leaves[0]
         rewards = np.zeros(batch_size_B, np.float64)
@@ -152,6 +159,7 @@ class EpisodeReplayBuffer:
             "capacity_bytes": s.capacity_bytes,
             "num_evicted_episodes": s.num_evicted_episodes,
             "num_evicted_env_steps": s.num_evicted_steps,
+            "first_order": s.first_order(),
             "rng_state": self.rng.bit_generator.state,
         }
 
@@ -159,6 +167,7 @@ class EpisodeReplayBuffer:
         """Replaces everything with ``get_state()`` output."""
         self.storage = EpisodeStorage(capacity_env_steps=state["capacity_env_steps"],
                                       capacity_bytes=state["capacity_bytes"])
+        self.storage.start_order(state["first_order"])
         if state["episodes"] is not None:
             self.storage.add(state["episodes"])
         self.storage.num_evicted_episodes = state["num_evicted_episodes"]

@@ -45,6 +45,7 @@ def save_buffer(buffer: EpisodeReplayBuffer, path: str | os.PathLike, *, row_gro
         "capacity_bytes": s.capacity_bytes,
         "num_evicted_episodes": s.num_evicted_episodes,
         "num_evicted_env_steps": s.num_evicted_steps,
+        "first_order": s.first_order(),
         "rng_state": buffer.rng.bit_generator.state,
     }
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -98,6 +99,7 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None) -> Episo
     except (TypeError, ValueError, KeyError):
         raise DataFormatError(f"{path}: schema metadata 'ray_sampler.replay' is missing or malformed") from None
     buffer = EpisodeReplayBuffer(capacity_env_steps=capacity, capacity_bytes=meta.get("capacity_bytes"), seed=seed)
+    buffer.storage.start_order(int(meta.get("first_order", 0)))
     try:
         for group in range(pf.num_row_groups):
             buffer.storage.add(arrow_to_columnar(pf.read_row_group(group)))

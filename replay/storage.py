@@ -142,6 +142,11 @@ class EpisodeStorage:
         self.seg_alive = np.zeros(0, bool)
         self.seg_episode: list[str] = []
         self.episodes: dict[str, StoredEpisode] = {}  # insertion order: oldest first
+        self.priorities: np.ndarray | None = None
+        """Per step row (prioritized buffers only): the row's priority; 0 once evicted."""
+        self.new_priority = 1.0
+        self.order_to_id: dict[int, str] = {}
+        self.num_compactions = 0
         self.num_steps = 0
         self.version = 0
         self._next_order = 0
@@ -202,6 +207,11 @@ class EpisodeStorage:
     def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
         base_obs = self.obs.append(col.observations, "observations")
         base_step = self.actions.append(col.actions, "actions")
+        if self.priorities is not None:
+            grown = np.zeros(max(len(self.priorities), self.actions.rows), np.float64)
+            grown[:len(self.priorities)] = self.priorities
+            grown[base_step:self.actions.rows] = self.new_priority
+            self.priorities = grown
         self.rewards.append(col.rewards, "rewards")
         if self.extras is None:
             self.extras = {k: _Rows() for k in col.extra_model_outputs}
@@ -256,6 +266,7 @@ class EpisodeStorage:
             else:
                 ep = StoredEpisode(id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps,
                                    self._next_order)
+                self.order_to_id[self._next_order] = id_
                 self._next_order += 1
                 self.episodes[id_] = ep
             self.seg_order[seg] = ep.order
@@ -273,9 +284,12 @@ class EpisodeStorage:
         while self.episodes and self._over_capacity():
             id_, ep = next(iter(self.episodes.items()))
             del self.episodes[id_]
+            del self.order_to_id[ep.order]
             seg = ep.first_segment
             while seg >= 0:
                 self.seg_alive[seg] = False
+                if self.priorities is not None:
+                    self.priorities[self.seg_step[seg]:self.seg_step[seg] + self.seg_len[seg]] = 0.0
                 self._live_obs_rows -= int(self.seg_len[seg]) + 1
                 seg = int(self.seg_next[seg])
             self.num_steps -= ep.num_steps
@@ -300,6 +314,8 @@ class EpisodeStorage:
         lb_rows = ranges(self.seg_lb[alive], lb_lens)
         self.infos = _remap(self.infos, obs_rows)
         self.lb_infos = _remap(self.lb_infos, lb_rows)
+        if self.priorities is not None:
+            self.priorities = self.priorities[step_rows]
         for rows, index in ((self.obs, obs_rows), (self.actions, step_rows), (self.rewards, step_rows),
                             *((r, step_rows) for r in (self.extras or {}).values()),
                             (self.lb_obs, lb_rows), (self.lb_actions, lb_rows), (self.lb_rewards, lb_rows),
@@ -322,7 +338,29 @@ class EpisodeStorage:
         for ep in self.episodes.values():
             ep.first_segment, ep.last_segment = int(seg_map[ep.first_segment]), int(seg_map[ep.last_segment])
         self._live_obs_rows = self.obs.rows
+        self.num_compactions += 1
         self.version += 1
+
+    def first_order(self) -> int:
+        """Insertion counter of the oldest stored episode (live counters are contiguous: eviction is FIFO)."""
+        return next(iter(self.episodes.values())).order if self.episodes else self._next_order
+
+    def start_order(self, order: int) -> None:
+        """Numbers the next inserted episodes from ``order`` (restoring keeps sample keys stable)."""
+        if self.episodes:
+            raise ReplayError("start_order: only an empty storage can be renumbered")
+        self._next_order = order
+
+    def step_row(self, order: int, t: int) -> int:
+        """The step row of timestep ``t`` of the episode inserted as ``order``; -1 if not stored."""
+        id_ = self.order_to_id.get(order)
+        if id_ is None:
+            return -1
+        for seg in self.segments_of(id_):
+            start = int(self.seg_t[seg])
+            if start <= t < start + int(self.seg_len[seg]):
+                return int(self.seg_step[seg]) + t - start
+        return -1
 
     def segments_of(self, id_: str) -> list[int]:
         """The live segments of episode ``id_`` in time order."""

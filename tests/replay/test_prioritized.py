@@ -1,0 +1,111 @@
+"""Prioritized replay: the sum tree, proportional draws, importance weights, priorities that
+follow steps through eviction and compaction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ray_sampler.errors import ReplayError
+from replay.prioritized import PrioritizedEpisodeReplayBuffer, SumTree
+from tests.replay.test_buffer import fill_from_runner
+from tests.replay.test_storage import episode
+
+
+def test_sum_tree_matches_a_plain_cumulative_sum() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.random(37) * (rng.random(37) > 0.3)
+    tree = SumTree(values)
+    assert tree.total == pytest.approx(values.sum()) and tree.min == pytest.approx(values[values > 0].min())
+    mass = rng.random(500) * values.sum()
+    np.testing.assert_array_equal(tree.find(mass), np.searchsorted(np.cumsum(values), mass, side="right"))
+    values[[3, 20]] = [5.0, 0.0]
+    tree.update(np.array([3, 20]), np.array([5.0, 0.0]))
+    mass = rng.random(500) * values.sum()
+    np.testing.assert_array_equal(tree.find(mass), np.searchsorted(np.cumsum(values), mass, side="right"))
+
+
+def all_keys(buffer: PrioritizedEpisodeReplayBuffer) -> dict[float, int]:
+    """obs value -> key, from enough samples to see every stored step."""
+    batch = buffer.sample(2000)
+    return dict(zip(batch["obs"][:, 0].tolist(), batch["keys"].tolist()))
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_draws_are_proportional_to_priority_to_the_alpha(alpha: float) -> None:
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=100, alpha=alpha, seed=1)
+    buffer.add([episode("a", 4)])
+    keys = all_keys(buffer)
+    priorities = {0.0: 1.0, 1.0: 2.0, 2.0: 3.0, 3.0: 4.0}
+    buffer.update_priorities([keys[o] for o in priorities], list(priorities.values()))
+    counts = np.bincount(buffer.sample(40000)["obs"][:, 0].astype(int), minlength=4) / 40000
+    expected = np.array([p ** alpha for p in priorities.values()])
+    np.testing.assert_allclose(counts, expected / expected.sum(), atol=0.01)
+
+
+def test_importance_weights() -> None:
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=100, alpha=1.0, beta=0.5, epsilon=1e-9, seed=2)
+    buffer.add([episode("a", 2)])
+    keys = all_keys(buffer)
+    buffer.update_priorities([keys[0.0], keys[1.0]], [1.0, 3.0])
+    batch = buffer.sample(200, beta=0.5)
+    expected = {0.0: 1.0, 1.0: np.sqrt(0.5 / 1.5)}  # (N P)^-beta over its largest value
+    for o, w in zip(batch["obs"][:, 0].tolist(), batch["weights"].tolist()):
+        assert w == pytest.approx(expected[o])
+
+
+def test_new_steps_get_the_largest_priority_seen() -> None:
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=100, alpha=1.0, seed=3)
+    buffer.add([episode("a", 2)])
+    keys = all_keys(buffer)
+    buffer.update_priorities([keys[0.0], keys[1.0]], [10.0, 0.0])
+    buffer.add([episode("b", 1, start=0)])
+    s = buffer.storage
+    row = s.step_row(s.episodes["b"].order, 0)
+    assert s.priorities[row] == pytest.approx(10.0, rel=1e-6)
+
+
+def test_evicted_steps_are_never_drawn_and_their_keys_are_skipped() -> None:
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=4, seed=4)
+    buffer.add([episode("a", 3, terminated=True)])
+    old_keys = buffer.sample(50)["keys"]
+    buffer.add([episode("b", 4, terminated=True)])  # evicts "a"
+    assert list(buffer.storage.episodes) == ["b"]
+    batch = buffer.sample(500)
+    assert set(batch["keys"].tolist()).isdisjoint(old_keys.tolist())
+    buffer.update_priorities(old_keys, np.ones(len(old_keys)))  # no error, nothing changes
+    assert buffer.storage.priorities[:buffer.storage.actions.rows].sum() > 0
+
+
+def test_priorities_follow_steps_through_compaction() -> None:
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=40, alpha=1.0, seed=5)
+    fill_from_runner(buffer, 10)
+    batch = buffer.sample(500)
+    target = int(batch["keys"][0])
+    target_obs = batch["obs"][0].tolist()
+    buffer.update_priorities([target], [1e6])
+    buffer.storage.compact()
+    buffer._tree = None
+    again = buffer.sample(1000)
+    share = float(np.mean([o == target_obs for o in again["obs"].tolist()]))
+    assert share > 0.95 and int(again["keys"][0]) == target
+
+
+def test_prioritized_transitions_keep_the_n_step_contract() -> None:
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=10**6, seed=6)
+    last = fill_from_runner(buffer, 5)
+    batch = buffer.sample(1000, n_step=3, gamma=1.0)
+    for obs, nxt, n, reward in zip(batch["obs"].tolist(), batch["next_obs"].tolist(), batch["n_step"].tolist(),
+                                   batch["rewards"].tolist()):
+        _, v, e, t = obs
+        assert n == min(3, last[(v, e)] - t) and nxt[3] == t + n and nxt[:3] == obs[:3]
+        assert reward == sum(range(t + 1, t + n + 1))
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ReplayError, match="'alpha' must be in"):
+        PrioritizedEpisodeReplayBuffer(alpha=2.0)
+    buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=10)
+    buffer.add([episode("a", 2)])
+    with pytest.raises(ReplayError, match="'keys' and 'priorities' must have the same shape"):
+        buffer.update_priorities([1, 2], [1.0])
