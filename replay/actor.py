@@ -55,6 +55,8 @@ class ReplayConfig:
     """Parquet file to checkpoint to and restore from."""
     checkpoint_every_s: float | None = None
     """Seconds between checkpoints (needs checkpoint_path); None: only on request."""
+    checkpoint_drop_infos: bool = False
+    """Leave infos out of checkpoints (for infos that are not JSON-representable)."""
     seed: int | None = None
     """Seed of the sampling RNG."""
 
@@ -72,6 +74,9 @@ class ReplayConfig:
         EpisodeReplayBuffer(capacity_env_steps=self.capacity_env_steps, capacity_bytes=self.capacity_bytes)
         RateLimiter(min_size_to_sample=self.min_size_to_sample, samples_per_insert=self.samples_per_insert,
                     samples_per_insert_tolerance=self.samples_per_insert_tolerance)
+        if self.capacity_env_steps < self.min_size_to_sample:
+            raise ConfigError(f"'capacity_env_steps' ({self.capacity_env_steps}) must be >= 'min_size_to_sample' "
+                              f"({self.min_size_to_sample}), or no sample could ever go")
 
 
 class ReplayActor:
@@ -81,7 +86,8 @@ class ReplayActor:
         self.config = config
         path = config.checkpoint_path
         if path is not None and os.path.exists(path):
-            self.buffer = EpisodeReplayBuffer.restore(path)
+            self.buffer = EpisodeReplayBuffer.restore(path, seed=config.seed)
+            self.buffer.set_capacity(config.capacity_env_steps, config.capacity_bytes)  # the config's, not the file's
             self.restored_from = path
         else:
             self.buffer = EpisodeReplayBuffer(capacity_env_steps=config.capacity_env_steps,
@@ -93,7 +99,8 @@ class ReplayActor:
         self._cond = threading.Condition()
         self._started = time.monotonic()
         self._counts = {"num_adds": 0, "num_env_steps_added": 0, "num_samples": 0, "num_transitions_sampled": 0,
-                        "backpressure_s": 0.0, "num_add_timeouts": 0, "sample_wait_s": 0.0, "num_checkpoints": 0}
+                        "backpressure_s": 0.0, "num_add_timeouts": 0, "sample_wait_s": 0.0, "num_checkpoints": 0,
+                        "num_checkpoint_errors": 0, "last_checkpoint_error": None}
         self._stop = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if config.checkpoint_every_s is not None:
@@ -116,19 +123,20 @@ class ReplayActor:
                 self._cond.wait(remaining)
             waited = time.monotonic() - t0
             before = len(self.buffer)
-            added = self.buffer.add(data)
-            self.limiter.inserted(added, stored_before=before)
+            kept = self.buffer.add(data)  # steps still stored after eviction: only those count as delivered
+            self.limiter.inserted(kept, stored_before=before)
             self._counts["num_adds"] += 1
-            self._counts["num_env_steps_added"] += added
+            self._counts["num_env_steps_added"] += kept
             self._counts["backpressure_s"] += waited
             self._cond.notify_all()
-            return {"num_env_steps": added, "waited_s": waited, "num_env_steps_stored": len(self.buffer)}
+            return {"num_env_steps": kept, "num_env_steps_received": n, "waited_s": waited,
+                    "num_env_steps_stored": len(self.buffer)}
 
     def sample(self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99,
                timeout_s: float | None = None) -> dict[str, Any]:
         """A flat batch (see EpisodeReplayBuffer.sample), once the limits allow it."""
         t0 = time.monotonic()
-        deadline = t0 + (timeout_s or self.config.sample_timeout_s)
+        deadline = t0 + (self.config.sample_timeout_s if timeout_s is None else timeout_s)
         with self._cond:
             while not self.limiter.can_sample(batch_size=batch_size_B, stored=len(self.buffer)):
                 remaining = deadline - time.monotonic()
@@ -146,6 +154,22 @@ class ReplayActor:
             self._counts["sample_wait_s"] += time.monotonic() - t0
             self._cond.notify_all()
             return batch
+
+    def sample_episodes(self, batch_size_B: int, batch_length_T: int, *, lookback: int = 1) -> list[SingleAgentEpisode]:
+        """Episode chunks with lookback (see EpisodeReplayBuffer.sample_episodes); counts as B samples."""
+        with self._cond:
+            if not self.limiter.can_sample(batch_size=batch_size_B, stored=len(self.buffer)):
+                raise ReplayError(f"sample_episodes: the limits do not allow {batch_size_B} samples now "
+                                  f"({len(self.buffer)} env steps stored, lead {self.limiter.lead():.0f})")
+            out = self.buffer.sample_episodes(batch_size_B, batch_length_T, lookback=lookback)
+            self.limiter.sampled(batch_size_B)
+            self._cond.notify_all()
+            return out
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        with self._cond:
+            self.buffer.set_state(state)
+            self._cond.notify_all()
 
     def get_metrics(self) -> dict[str, Any]:
         with self._cond:
@@ -169,14 +193,19 @@ class ReplayActor:
         if path is None:
             raise ReplayError("save: give a path or configure 'checkpoint_path'")
         with self._cond:
-            self.buffer.save(path)
+            self.buffer.save(path, drop_infos=self.config.checkpoint_drop_infos)
             self._counts["num_checkpoints"] += 1
         return path
 
     def _checkpoint_loop(self) -> None:
         while not self._stop.wait(self.config.checkpoint_every_s):
-            if len(self.buffer):
-                self.save()
+            try:
+                if len(self.buffer):
+                    self.save()
+            except Exception as e:  # a failed checkpoint is counted and reported; the next one still runs
+                with self._cond:
+                    self._counts["num_checkpoint_errors"] += 1
+                    self._counts["last_checkpoint_error"] = repr(e)
 
     def stop(self) -> None:
         """Stops the checkpoint thread."""

@@ -150,6 +150,13 @@ class EpisodeReplayBuffer:
 
         return restore_buffer(path, seed=seed)
 
+    def set_capacity(self, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
+        """New capacities; the oldest episodes go now if the buffer holds more."""
+        fresh = EpisodeStorage(capacity_env_steps=capacity_env_steps, capacity_bytes=capacity_bytes)  # checks them
+        self.storage.capacity_env_steps, self.storage.capacity_bytes = fresh.capacity_env_steps, fresh.capacity_bytes
+        self.storage._evict()
+        self.storage.version += 1
+
     def get_state(self) -> dict[str, Any]:
         """Contents (one ColumnarEpisodes, episodes in eviction order), capacities, counters, RNG state."""
         s = self.storage

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ray_sampler.arrow_format import arrow_to_columnar, columnar_to_arrow
-from ray_sampler.errors import DataFormatError
+from ray_sampler.errors import DataFormatError, RaySamplerError
 
 if TYPE_CHECKING:
     from replay.buffer import EpisodeReplayBuffer
@@ -95,21 +95,31 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None) -> Episo
     raw = (pf.schema_arrow.metadata or {}).get(_REPLAY_KEY)
     try:
         meta: dict[str, Any] = json.loads(raw) if raw is not None else None
-        capacity = int(meta["capacity_env_steps"])
-    except (TypeError, ValueError, KeyError):
-        raise DataFormatError(f"{path}: schema metadata 'ray_sampler.replay' is missing or malformed") from None
-    buffer = EpisodeReplayBuffer(capacity_env_steps=capacity, capacity_bytes=meta.get("capacity_bytes"), seed=seed)
-    buffer.storage.start_order(int(meta.get("first_order", 0)))
+        buffer = EpisodeReplayBuffer(capacity_env_steps=meta["capacity_env_steps"],
+                                     capacity_bytes=meta.get("capacity_bytes"), seed=seed)
+        counters = {k: meta.get(k, 0) for k in ("num_evicted_episodes", "num_evicted_env_steps", "first_order")}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values()):
+            raise ValueError(f"counters must be ints >= 0 (got {counters})")
+        buffer.storage.start_order(counters["first_order"])
+    except (TypeError, ValueError, KeyError, RaySamplerError) as e:
+        raise DataFormatError(f"{path}: schema metadata 'ray_sampler.replay' is missing or malformed ({e})") from None
+    expected = 0
+    group = 0
     try:
         for group in range(pf.num_row_groups):
-            buffer.storage.add(arrow_to_columnar(pf.read_row_group(group)))
+            col = arrow_to_columnar(pf.read_row_group(group))
+            expected += col.num_env_steps
+            buffer.storage.add(col)
     except (pa.ArrowException, OSError) as e:
         raise DataFormatError(f"{path}: row group {group} cannot be read ({e})") from e
-    except DataFormatError as e:
+    except RaySamplerError as e:
         raise DataFormatError(f"{path}: row group {group}: {e}") from e
+    if len(buffer) != expected:
+        raise DataFormatError(f"{path}: holds {expected} env steps but only {len(buffer)} fit its own capacity "
+                              f"({meta['capacity_env_steps']} env steps); the file is inconsistent")
     s = buffer.storage
-    s.num_evicted_episodes = int(meta.get("num_evicted_episodes", 0))
-    s.num_evicted_steps = int(meta.get("num_evicted_env_steps", 0))
+    s.num_evicted_episodes = counters["num_evicted_episodes"]
+    s.num_evicted_steps = counters["num_evicted_env_steps"]
     if seed is None and meta.get("rng_state") is not None:
         try:
             buffer.rng.bit_generator.state = meta["rng_state"]

@@ -64,7 +64,10 @@ class RateLimiter:
     def can_sample(self, *, batch_size: int, stored: int) -> bool:
         if stored < self.min_size_to_sample:
             return False
-        return self.samples_per_insert is None or self.lead() - batch_size >= -self.tolerance
+        # A batch larger than the whole tolerance may go once inserts are not behind (the mirror
+        # of can_insert), or sampling and inserting would wait on each other.
+        lead = self.lead()
+        return self.samples_per_insert is None or lead - batch_size >= -self.tolerance or lead >= 0
 
     def inserted(self, num_env_steps: int, *, stored_before: int) -> None:
         """Counts an insert; steps that only fill the buffer up to ``min_size_to_sample`` are free."""

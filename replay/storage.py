@@ -9,7 +9,9 @@ to the stored last one, the episode not done) and its lookback dropped, since th
 already hold it; a chunk whose episode is not stored (new, or evicted) keeps its lookback.
 ``add`` is atomic: one bad chunk and nothing changes. Capacity counts env steps (lookback
 never counts), optionally bytes too; the oldest whole episodes go first. Dead rows are
-reclaimed by compaction once they outnumber live ones.
+reclaimed by compaction once they pass a quarter of the live ones (or of ``capacity_bytes``).
+``capacity_bytes`` bounds the stored steps' own bytes (observation, action, reward, model
+outputs); allocation adds growth room and lookback rows on top.
 """
 
 from __future__ import annotations
@@ -36,19 +38,32 @@ class _Rows:
         self.leaves: list[np.ndarray] = []
         self.rows = 0
 
-    def append(self, struct: Any, name: str) -> int:
-        """Appends the rows of ``struct``; returns the first new row's index."""
+    def check(self, struct: Any, name: str) -> None:
+        """Raises ReplayError if ``struct``'s rows cannot be appended; changes nothing."""
+        if self.spec == "unset" or not len(tree.first_leaf(struct)):
+            return
         leaves = tree.flatten(struct)
-        n = len(leaves[0])
-        if self.spec == "unset":
-            self.spec = tree.spec_of(struct)
-            self.leaves = [np.empty((max(n, 1024), *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
-        elif tree.spec_of(struct) != self.spec or any(
-            a.shape[1:] != b.shape[1:] or a.dtype != b.dtype for a, b in zip(leaves, self.leaves)
+        if tree.spec_of(struct) != self.spec or any(
+            a.shape[1:] != b.shape[1:] or not _fits(a.dtype, b.dtype) for a, b in zip(leaves, self.leaves)
         ):
             got = [(leaf.dtype.str, leaf.shape[1:]) for leaf in leaves]
             held = [(leaf.dtype.str, leaf.shape[1:]) for leaf in self.leaves]
-            raise ReplayError(f"'{name}' rows must keep the stored structure, dtypes and shapes {held} (got {got})")
+            raise ReplayError(f"'{name}' rows must keep the stored structure, shapes and (safely castable) dtypes "
+                              f"{held} (got {got}); nothing was added")
+
+    def append(self, struct: Any, name: str) -> int:
+        """Appends the rows of ``struct`` (checked first); returns the first new row's index."""
+        leaves = tree.flatten(struct)
+        n = len(leaves[0])
+        if self.spec == "unset":
+            if not n:
+                return 0
+            self.spec = tree.spec_of(struct)
+            self.leaves = [np.empty((max(n, 1024), *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
+        self.check(struct, name)
+        # Strings widen the stored column (lossless); other dtypes cast safely into it.
+        self.leaves = [a.astype(np.promote_types(a.dtype, leaf.dtype)) if a.dtype.kind == "U" and
+                       leaf.dtype.itemsize > a.dtype.itemsize else a for a, leaf in zip(self.leaves, leaves)]
         start = self.rows
         if start + n > len(self.leaves[0]):
             size = max(start + n, int(len(self.leaves[0]) * _GROWTH))
@@ -77,6 +92,19 @@ class _Rows:
     def nbytes(self) -> int:
         """Bytes allocated (used rows and room to grow)."""
         return sum(a.nbytes for a in self.leaves)
+
+
+def _fits(incoming: np.dtype, stored: np.dtype) -> bool:
+    """Whether rows of dtype ``incoming`` go into a column of dtype ``stored`` without loss."""
+    if incoming.kind == "U" and stored.kind == "U":
+        return True  # the column widens
+    return np.can_cast(incoming, stored, "safe")
+
+
+def _equal_rows(a: Any, b: Any) -> bool:
+    """Leaf-wise equality of two (nested) single rows; NaN equals NaN in float leaves."""
+    return all(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc" and y.dtype.kind in "fc")
+               for x, y in zip(tree.flatten(a), tree.flatten(b)))
 
 
 def _remap(sparse: dict[int, dict], kept_rows: np.ndarray) -> dict[int, dict]:
@@ -117,9 +145,10 @@ class EpisodeStorage:
     """Episode chunks in columnar arrays (see the module docstring)."""
 
     def __init__(self, *, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
-        if not isinstance(capacity_env_steps, int) or capacity_env_steps < 1:
+        if not isinstance(capacity_env_steps, int) or isinstance(capacity_env_steps, bool) or capacity_env_steps < 1:
             raise ReplayError(f"'capacity_env_steps' must be an int >= 1 (got {capacity_env_steps!r})")
-        if capacity_bytes is not None and (not isinstance(capacity_bytes, int) or capacity_bytes < 1):
+        if capacity_bytes is not None and (not isinstance(capacity_bytes, int) or isinstance(capacity_bytes, bool)
+                                           or capacity_bytes < 1):
             raise ReplayError(f"'capacity_bytes' must be an int >= 1 or None (got {capacity_bytes!r})")
         self.capacity_env_steps = capacity_env_steps
         self.capacity_bytes = capacity_bytes
@@ -156,15 +185,46 @@ class EpisodeStorage:
 
     # ---------------------------------------------------------------- adding
     def add(self, col: ColumnarEpisodes) -> int:
-        """Stores the chunks of ``col`` (all or none); returns how many env steps were stored."""
+        """Stores the chunks of ``col`` (all or none); returns how many of their env steps are still
+        stored after eviction (an episode longer than the capacity is evicted on arrival)."""
         col.validate()
         plan = self._plan(col)
         if not plan:
             return 0
-        self._apply(col, plan)
+        snapshot = self._snapshot()
+        try:
+            self._apply(col, plan)
+        except Exception:
+            self._restore(snapshot)  # checked up front, but nothing half-written may stay
+            raise
         self._evict()
         self.version += 1
-        return sum(int(col.lens[i]) for i, _ in plan)
+        return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self.episodes)
+
+    def _snapshot(self) -> dict[str, Any]:
+        rows = {name: (r, r.rows, r.leaves, r.spec) for name, r in self._all_rows().items()}
+        tables = {k: v for k, v in vars(self).items() if k.startswith("seg_")}
+        episodes = {k: dataclasses.replace(v) for k, v in self.episodes.items()}
+        return {"rows": rows, "tables": tables, "episodes": episodes, "extras": self.extras,
+                "lb_extras": dict(self.lb_extras), "infos": dict(self.infos), "lb_infos": dict(self.lb_infos),
+                "counters": (self.num_steps, self._live_obs_rows, self._next_order, dict(self.order_to_id)),
+                "priorities": self.priorities}
+
+    def _restore(self, snap: dict[str, Any]) -> None:
+        for r, n, leaves, spec in snap["rows"].values():
+            r.rows, r.leaves, r.spec = n, leaves, spec
+        for k, v in snap["tables"].items():
+            setattr(self, k, v)
+        self.episodes, self.extras, self.lb_extras = snap["episodes"], snap["extras"], snap["lb_extras"]
+        self.infos, self.lb_infos, self.priorities = snap["infos"], snap["lb_infos"], snap["priorities"]
+        self.num_steps, self._live_obs_rows, self._next_order, self.order_to_id = snap["counters"]
+
+    def _all_rows(self) -> dict[str, _Rows]:
+        out = {"obs": self.obs, "actions": self.actions, "rewards": self.rewards, "lb_obs": self.lb_obs,
+               "lb_actions": self.lb_actions, "lb_rewards": self.lb_rewards}
+        out.update({f"extras.{k}": r for k, r in (self.extras or {}).items()})
+        out.update({f"lb_extras.{k}": r for k, r in self.lb_extras.items()})
+        return out
 
     def _plan(self, col: ColumnarEpisodes) -> list[tuple[int, bool]]:
         """(chunk, continues a stored episode) for every chunk with steps; raises before any change."""
@@ -195,14 +255,32 @@ class EpisodeStorage:
                 if int(col.t_started[i]) != t:
                     raise ReplayError(f"{where} starts at t={int(col.t_started[i])} but the stored episode is at "
                                       f"t={t} (a gap or a duplicate); nothing was added")
-                if not all(np.array_equal(a, b) for a, b in zip(tree.flatten(first_obs), tree.flatten(last_obs))):
+                if not _equal_rows(first_obs, last_obs):
                     raise ReplayError(f"{where} does not start with the stored episode's last observation; "
                                       "nothing was added")
             last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1:obs_off[i + 1]], col.observations)
             pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]),
                             last)
             plan.append((i, t is not None))
+        if plan:
+            self._check_columns(col, plan)
         return plan
+
+    def _check_columns(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
+        """Every column's structure, shape and dtype, before anything is written."""
+        self.obs.check(col.observations, "observations")
+        self.actions.check(col.actions, "actions")
+        self.rewards.check(col.rewards, "rewards")
+        for k, rows in (self.extras or {}).items():
+            rows.check(col.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
+        if any(not cont and col.lookback_lens[i] for i, cont in plan):
+            for rows, data, stored, name in ((self.lb_obs, col.lookback_observations, self.obs, "lookback observations"),
+                                             (self.lb_actions, col.lookback_actions, self.actions, "lookback actions"),
+                                             (self.lb_rewards, col.lookback_rewards, self.rewards, "lookback rewards")):
+                rows.check(data, name)
+                stored.check(data, name)  # lookback rows sit beside data rows in sampled chunks
+            for k, rows in self.lb_extras.items():
+                rows.check(col.lookback_extra_model_outputs[k], f"lookback extra_model_outputs[{k!r}]")
 
     def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
         base_obs = self.obs.append(col.observations, "observations")
@@ -295,7 +373,9 @@ class EpisodeStorage:
             self.num_steps -= ep.num_steps
             self.num_evicted_episodes += 1
             self.num_evicted_steps += ep.num_steps
-        if self.obs.rows - self._live_obs_rows > max(self._live_obs_rows // 4, 4096):
+        dead = self.obs.rows - self._live_obs_rows
+        over_bytes = self.capacity_bytes is not None and dead * self.step_nbytes() > self.capacity_bytes // 4
+        if dead > max(self._live_obs_rows // 4, 4096) or (dead and over_bytes):
             self.compact()
 
     def compact(self) -> None:
@@ -306,8 +386,8 @@ class EpisodeStorage:
 
         def ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
             total = int(sizes.sum())
-            offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-            return np.repeat(starts - offsets, sizes) + np.arange(total)
+            offsets = (np.cumsum(sizes) - sizes).astype(np.int64)
+            return (np.repeat(starts - offsets, sizes) + np.arange(total)).astype(np.int64)
 
         obs_rows = ranges(self.seg_obs[alive], lens + 1)
         step_rows = ranges(self.seg_step[alive], lens)
@@ -324,9 +404,9 @@ class EpisodeStorage:
                 rows.keep(index)
         seg_map = np.full(len(self.seg_len), -1, np.int64)
         seg_map[alive] = np.arange(len(alive))
-        self.seg_obs = np.concatenate([[0], np.cumsum(lens + 1)[:-1]]).astype(np.int64)
-        self.seg_step = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-        self.seg_lb = np.concatenate([[0], np.cumsum(lb_lens)[:-1]]).astype(np.int64)
+        self.seg_obs = (np.cumsum(lens + 1) - (lens + 1)).astype(np.int64)  # empty when nothing is alive
+        self.seg_step = (np.cumsum(lens) - lens).astype(np.int64)
+        self.seg_lb = (np.cumsum(lb_lens) - lb_lens).astype(np.int64)
         self.seg_len, self.seg_lb_len = lens, lb_lens
         nxt, prev = self.seg_next[alive], self.seg_prev[alive]
         self.seg_next = np.where(nxt >= 0, seg_map[np.maximum(nxt, 0)], -1)

@@ -28,9 +28,11 @@ def test_rate_limiter_ratio_and_tolerance() -> None:
     assert lim.lead() == 0
     lim.inserted(10, stored_before=4)
     assert lim.lead() == 10 and not lim.can_insert(num_env_steps=1, stored=14)
-    assert lim.can_sample(batch_size=20, stored=14) and not lim.can_sample(batch_size=21, stored=14)
     lim.sampled(5)
     assert lim.can_insert(num_env_steps=5, stored=14) and not lim.can_insert(num_env_steps=6, stored=14)
+    lim.sampled(20)  # a batch beyond the tolerance goes while inserts are not behind: lead -15
+    assert not lim.can_sample(batch_size=1, stored=14)  # now sampling waits for inserts
+    assert lim.can_insert(num_env_steps=30, stored=14)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -40,7 +42,8 @@ def test_rate_limiter_ratio_and_tolerance() -> None:
     ({"add_timeout_s": 0}, "'add_timeout_s' must be a number > 0"),
     ({"checkpoint_every_s": 5}, "'checkpoint_every_s' needs 'checkpoint_path'"),
     ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
-], ids=["min_size", "spi", "tolerance", "add_timeout", "checkpoint", "capacity"])
+    ({"capacity_env_steps": 10, "min_size_to_sample": 100}, "must be >= 'min_size_to_sample' \\(100\\)"),
+], ids=["min_size", "spi", "tolerance", "add_timeout", "checkpoint", "capacity", "capacity_below_min_size"])
 def test_bad_replay_config_raises(kwargs: dict, match: str) -> None:
     with pytest.raises((ConfigError, ReplayError), match=match):
         ReplayConfig(**kwargs)
@@ -150,3 +153,55 @@ def test_backpressure_reaches_the_runners_through_ray() -> None:
             assert metrics["num_add_timeouts"] == 1 and metrics["num_env_steps"] == 16
     finally:
         ray.kill(replay)
+
+
+def test_a_batch_larger_than_the_tolerance_does_not_deadlock() -> None:
+    actor = ReplayActor(ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=10, add_timeout_s=5,
+                                     sample_timeout_s=5))
+    for name in "abc":
+        actor.add([episode(name, 4)])
+    batch = actor.sample(32)  # lead 8 >= 0: goes at once
+    assert len(batch["obs"]) == 32
+    assert actor.add([episode("d", 4)])["waited_s"] < 1  # lead -24: inserts go
+
+
+def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path) -> None:
+    from ray_sampler.episode import SingleAgentEpisode
+
+    actor = ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "c.parquet"), checkpoint_every_s=0.05))
+    actor.add([SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])])
+    deadline = time.monotonic() + 10
+    while actor.get_metrics()["num_checkpoint_errors"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    metrics = actor.get_metrics()
+    assert metrics["num_checkpoint_errors"] >= 2 and "numpy.int64" in metrics["last_checkpoint_error"]
+    actor.stop()
+    dropping = ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "d.parquet"), checkpoint_drop_infos=True))
+    dropping.add([SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])])
+    assert Path(dropping.save()).exists()
+
+
+def test_ack_counts_only_steps_still_stored() -> None:
+    actor = ReplayActor(ReplayConfig(capacity_env_steps=5))
+    ack = actor.add([episode("a", 8)])
+    assert ack == {**ack, "num_env_steps": 0, "num_env_steps_received": 8, "num_env_steps_stored": 0}
+    assert actor.limiter.num_inserted == 0
+
+
+def test_actor_sample_episodes_and_set_state() -> None:
+    actor = ReplayActor(ReplayConfig(seed=0))
+    actor.add([episode("a", 6)])
+    chunks = actor.sample_episodes(3, 2, lookback=1)
+    assert len(chunks) == 3 and all(1 <= len(c) <= 2 for c in chunks)
+    other = ReplayActor(ReplayConfig())
+    other.set_state(actor.get_state())
+    assert len(other.buffer) == 6
+
+
+def test_restore_applies_the_configured_capacity(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.parquet")
+    first = ReplayActor(ReplayConfig(checkpoint_path=path))
+    first.add([episode("a", 4, terminated=True), episode("b", 4, terminated=True)])
+    first.save()
+    smaller = ReplayActor(ReplayConfig(checkpoint_path=path, capacity_env_steps=5))
+    assert list(smaller.buffer.storage.episodes) == ["b"] and smaller.buffer.storage.capacity_env_steps == 5

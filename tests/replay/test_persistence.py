@@ -165,3 +165,39 @@ def test_malformed_replay_metadata_raises(buffer: EpisodeReplayBuffer, tmp_path:
 def test_saving_an_empty_buffer_raises(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match="holds no episodes"):
         EpisodeReplayBuffer(capacity_env_steps=10).save(tmp_path / "x.parquet")
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [{"capacity_env_steps": 0}, {"capacity_env_steps": 100, "capacity_bytes": "10"},
+     {"capacity_env_steps": 100, "num_evicted_episodes": "x"}],
+    ids=["capacity_zero", "bytes_str", "counter_str"],
+)
+def test_bad_replay_metadata_values_raise(buffer: EpisodeReplayBuffer, tmp_path: Path, meta: dict) -> None:
+    path = tmp_path / "r.parquet"
+    buffer.save(path)
+    table = pq.read_table(path)
+    schema_meta = dict(table.schema.metadata)
+    schema_meta[b"ray_sampler.replay"] = json.dumps(meta).encode()
+    pq.write_table(table.replace_schema_metadata(schema_meta), path)
+    with pytest.raises(DataFormatError, match="'ray_sampler.replay' is missing or malformed"):
+        EpisodeReplayBuffer.restore(path)
+
+
+def test_contents_that_break_continuity_or_exceed_capacity_raise(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
+    path = tmp_path / "r.parquet"
+    buffer.save(path)
+    table = pq.read_table(path)
+    schema_meta = dict(table.schema.metadata)
+    meta = json.loads(schema_meta[b"ray_sampler.replay"])
+    meta["capacity_env_steps"] = 5
+    schema_meta[b"ray_sampler.replay"] = json.dumps(meta).encode()
+    pq.write_table(table.replace_schema_metadata(schema_meta), path)
+    with pytest.raises(DataFormatError, match="only .* fit its own capacity"):
+        EpisodeReplayBuffer.restore(path)
+    ids = table.column("episode_id").to_pylist()
+    ids = [ids[0]] * len(ids)  # every chunk claims one episode: continuity breaks
+    table = table.set_column(1, "episode_id", pa.array(ids))
+    pq.write_table(table, path)
+    with pytest.raises(DataFormatError, match=r"r.parquet: row group 0: chunk 1"):
+        EpisodeReplayBuffer.restore(path)

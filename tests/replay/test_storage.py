@@ -82,7 +82,7 @@ def test_chunks_of_one_episode_in_one_add_join_in_order() -> None:
         (lambda: episode("b", 2, logp=False), r"extra_model_outputs keys \['logp'\]"),
         (lambda: SingleAgentEpisode("c", observations=[np.array([0.0]), np.array([1.0])], actions=[0], rewards=[1.0],
                                     extra_model_outputs={"logp": [np.float32(0)]}),
-         "'observations' rows must keep the stored structure, dtypes and shapes"),
+         "'observations' rows must keep the stored structure, shapes and \\(safely castable\\) dtypes"),
     ],
     ids=["gap", "duplicate", "boundary_obs", "extra_keys", "dtype"],
 )
@@ -134,3 +134,71 @@ def test_compaction_keeps_every_live_episode_intact() -> None:
     for id_, ep in storage.episodes.items():
         assert stored_obs(storage, id_) == [float(t) for t in range(ep.num_steps + 1)]
     assert storage.num_steps <= 30
+
+
+# ------------------------------------------------------------------ regressions from the review of issue #4
+def test_rejection_at_a_later_column_changes_nothing() -> None:
+    import dataclasses
+
+    storage = EpisodeStorage(capacity_env_steps=100)
+    first = episodes_to_columnar([episode("a", 3)])
+    storage.add(dataclasses.replace(first, rewards=first.rewards.astype(np.float32)))  # float32 rewards stored
+    rows = {name: r.rows for name, r in storage._all_rows().items()}
+    bad = episodes_to_columnar([episode("b", 2, start=0)])  # float64 rewards cannot go into float32
+    with pytest.raises(ReplayError, match="'rewards' rows must keep"):
+        storage.add(bad)
+    assert {name: r.rows for name, r in storage._all_rows().items()} == rows
+    storage.add(dataclasses.replace(episodes_to_columnar([episode("c", 3)]),
+                                    rewards=np.array([1, 2, 3], np.float32)))
+    stored = storage.episodes_columnar(["a", "c"])
+    assert stored.rewards.tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+
+
+def test_safe_upcasts_are_stored_and_strings_widen() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 2)]))
+    import dataclasses
+
+    upcast = dataclasses.replace(episodes_to_columnar([episode("b", 2)]),
+                                 extra_model_outputs={"logp": np.array([-1.0, -2.0], np.float16)})
+    storage.add(upcast)
+    assert storage.episodes_columnar(["b"]).extra_model_outputs["logp"].tolist() == [-1.0, -2.0]
+    words = EpisodeStorage(capacity_env_steps=100)
+    words.add(episodes_to_columnar([SingleAgentEpisode("x", observations=["ab", "cd"], actions=[0], rewards=[1.0])]))
+    words.add(episodes_to_columnar([SingleAgentEpisode("y", observations=["abc", "wxyz"], actions=[0], rewards=[1.0])]))
+    assert words.episodes_columnar(["x", "y"]).observations.tolist() == ["ab", "cd", "abc", "wxyz"]
+
+
+def test_an_episode_larger_than_capacity_then_normal_adds() -> None:
+    storage = EpisodeStorage(capacity_env_steps=1000)
+    assert storage.add(episodes_to_columnar([episode("huge", 5000)])) == 0  # evicted on arrival
+    assert storage.num_steps == 0
+    storage.add(episodes_to_columnar([episode("b", 3), episode("c", 2)]))
+    assert stored_obs(storage, "b") == [0.0, 1.0, 2.0, 3.0] and stored_obs(storage, "c") == [0.0, 1.0, 2.0]
+    storage.compact()  # compacting again is harmless
+    assert stored_obs(storage, "c") == [0.0, 1.0, 2.0]
+    empty = EpisodeStorage(capacity_env_steps=10)
+    empty.compact()
+    empty.add(episodes_to_columnar([episode("d", 2)]))
+    assert stored_obs(empty, "d") == [0.0, 1.0, 2.0]
+
+
+def test_nan_observations_continue_their_episode() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    nan = np.array([np.nan], np.float32)
+    first = SingleAgentEpisode("a", observations=[np.array([0.0], np.float32), nan], actions=[0], rewards=[1.0],
+                               extra_model_outputs={"logp": [np.float32(0)]})
+    storage.add(episodes_to_columnar([first]))
+    storage.add(episodes_to_columnar([first.cut()]))  # zero steps: nothing to add
+    cont = first.cut()
+    cont.add_env_step(np.array([2.0], np.float32), 1, 2.0, extra_model_outputs={"logp": np.float32(0)})
+    storage.add(episodes_to_columnar([cont]))
+    assert storage.episodes["a"].num_steps == 2
+
+
+def test_capacity_bytes_also_triggers_compaction() -> None:
+    storage = EpisodeStorage(capacity_env_steps=10**6, capacity_bytes=20 * 24)
+    for k in range(200):
+        storage.add(episodes_to_columnar([episode(f"e{k}", 10, terminated=True)]))
+    assert storage.num_steps * storage.step_nbytes() <= 20 * 24
+    assert storage.obs.rows <= 4 * 11  # dead rows do not pile up past a quarter of the byte capacity
