@@ -19,6 +19,16 @@ from tests.helpers import assert_episodes_equal
 from tests.replay.test_buffer import fill_from_runner
 
 
+def rewrite_metadata(path: Path, changes: dict[bytes, bytes], table: pa.Table | None = None) -> None:
+    """Rewrites the file at ``path`` with its schema metadata keys updated."""
+    table = pq.read_table(path) if table is None else table
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, **changes}), path)
+
+
+def replay_meta(path: Path) -> dict:
+    return json.loads(pq.read_table(path).schema.metadata[b"ray_sampler.replay"])
+
+
 @pytest.fixture
 def buffer() -> EpisodeReplayBuffer:
     buf = EpisodeReplayBuffer(capacity_env_steps=60, seed=4)
@@ -131,10 +141,7 @@ def test_other_schema_raises(tmp_path: Path) -> None:
 def test_newer_schema_version_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
     buffer.save(path)
-    table = pq.read_table(path)
-    meta = dict(table.schema.metadata)
-    meta[b"ray_sampler.schema_version"] = b"9"
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    rewrite_metadata(path, {b"ray_sampler.schema_version": b"9"})
     with pytest.raises(DataFormatError, match="schema version 9 is newer"):
         EpisodeReplayBuffer.restore(path)
 
@@ -154,10 +161,7 @@ def test_corrupted_column_data_raises(buffer: EpisodeReplayBuffer, tmp_path: Pat
 def test_malformed_replay_metadata_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
     buffer.save(path)
-    table = pq.read_table(path)
-    meta = dict(table.schema.metadata)
-    meta[b"ray_sampler.replay"] = json.dumps({"capacity_env_steps": "lots"}).encode()
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    rewrite_metadata(path, {b"ray_sampler.replay": json.dumps({"capacity_env_steps": "lots"}).encode()})
     with pytest.raises(DataFormatError, match="'ray_sampler.replay' is missing or malformed"):
         EpisodeReplayBuffer.restore(path)
 
@@ -176,10 +180,7 @@ def test_saving_an_empty_buffer_raises(tmp_path: Path) -> None:
 def test_bad_replay_metadata_values_raise(buffer: EpisodeReplayBuffer, tmp_path: Path, meta: dict) -> None:
     path = tmp_path / "r.parquet"
     buffer.save(path)
-    table = pq.read_table(path)
-    schema_meta = dict(table.schema.metadata)
-    schema_meta[b"ray_sampler.replay"] = json.dumps(meta).encode()
-    pq.write_table(table.replace_schema_metadata(schema_meta), path)
+    rewrite_metadata(path, {b"ray_sampler.replay": json.dumps(meta).encode()})
     with pytest.raises(DataFormatError, match="'ray_sampler.replay' is missing or malformed"):
         EpisodeReplayBuffer.restore(path)
 
@@ -188,11 +189,7 @@ def test_contents_that_break_continuity_or_exceed_capacity_raise(buffer: Episode
     path = tmp_path / "r.parquet"
     buffer.save(path)
     table = pq.read_table(path)
-    schema_meta = dict(table.schema.metadata)
-    meta = json.loads(schema_meta[b"ray_sampler.replay"])
-    meta["capacity_env_steps"] = 5
-    schema_meta[b"ray_sampler.replay"] = json.dumps(meta).encode()
-    pq.write_table(table.replace_schema_metadata(schema_meta), path)
+    rewrite_metadata(path, {b"ray_sampler.replay": json.dumps({**replay_meta(path), "capacity_env_steps": 5}).encode()})
     with pytest.raises(DataFormatError, match="only .* fit its own capacity"):
         EpisodeReplayBuffer.restore(path)
     ids = table.column("episode_id").to_pylist()
