@@ -123,6 +123,17 @@ class ConnectorPipelineV2(ConnectorV2):
             if key in state and hasattr(piece, "set_state"):
                 piece.set_state(state[key])
 
+    def merge_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        """One state from copies of this pipeline (e.g. one per runner), merged piece by piece and
+        matched by name, never position: pieces with ``merge_states`` merge, others keep the first."""
+        merged = {}
+        for key, piece in zip(self._keys(), self.connectors):
+            parts = [s[key] for s in states if key in s]
+            if parts:
+                merge = getattr(piece, "merge_states", None)
+                merged[key] = merge(parts) if callable(merge) else parts[0]
+        return merged
+
 
 def _checked(piece: Any) -> Any:
     if not callable(piece):

@@ -230,6 +230,21 @@ class EnvRunnerGroup:
         self._wait_all(refs, timeout_s or self.group_config.sample_timeout_s, "take the new weights")
         return self.weights_version
 
+    def sync_connector_states(self, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """Merges the runners' env-to-module connector states (by piece name; e.g. MeanStdFilter's
+        moments, exactly) and sends the result to every runner with one ``ray.put``; returns it."""
+        from connectors.pipeline import ConnectorPipelineV2
+
+        timeout_s = timeout_s or self.group_config.sample_timeout_s
+        states = self._wait_all({a.get_state.remote(): i for i, a in self._actors.items()}, timeout_s, "report state")
+        # The user's pieces come first in every runner's pipeline (the defaults hold no state), so
+        # their names, and so their states' keys, are the same as here.
+        merged = ConnectorPipelineV2(list(self.config.env_to_module_connectors)).merge_states(
+            [s["env_to_module"] for s in states])
+        ref = ray.put({"env_to_module": merged})
+        self._wait_all({a.set_state.remote(ref): i for i, a in self._actors.items()}, timeout_s, "take the states")
+        return merged
+
     def _wait_all(self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str) -> list[Any]:
         done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
         if pending:

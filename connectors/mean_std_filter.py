@@ -1,0 +1,95 @@
+"""MeanStdFilter: observations normalized by running mean and std, merged exactly across runners.
+
+For array (Box) observations. As an env-to-module piece it normalizes what the module sees (the
+episodes keep the raw observations); a learner pipeline applies a copy with ``update=False`` and
+the synced state, so training sees the same normalization.
+
+The filter keeps two sets of running moments: ``global`` (what all runners agreed on at the last
+sync) and ``local`` (what this copy saw since). It normalizes with both combined and, when
+updating, adds only to ``local``. ``merge_states`` folds every copy's ``local`` into the shared
+``global`` with the parallel-variance formula (Chan et al.) and empties the locals, so after any
+number of sync rounds ``global`` holds the exact mean and variance of all observations seen,
+each counted once.
+
+>>> a, b = MeanStdFilter(), MeanStdFilter()
+>>> _ = a(rl_module=None, batch={"obs": np.array([[1.0], [3.0]])}, episodes=[])
+>>> _ = b(rl_module=None, batch={"obs": np.array([[5.0]])}, episodes=[])
+>>> merged = MeanStdFilter.merge_states([a.get_state(), b.get_state()])
+>>> float(merged["global"]["mean"][0]), float(merged["global"]["m2"][0] / merged["global"]["count"])
+(3.0, 2.6666666666666665)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from connectors.connector_v2 import ConnectorV2
+from connectors.env_to_module import AddObservationsFromEpisodesToBatch
+from ray_sampler.columns import Columns
+
+__all__ = ["MeanStdFilter", "combine_moments"]
+
+Moments = dict[str, Any]
+
+
+def _empty() -> Moments:
+    return {"count": 0.0, "mean": None, "m2": None}
+
+
+def combine_moments(a: Moments, b: Moments) -> Moments:
+    """The moments of the union of two disjoint sets of samples (parallel variance formula)."""
+    if not b["count"]:
+        return dict(a)
+    if not a["count"]:
+        return dict(b)
+    n = a["count"] + b["count"]
+    delta = b["mean"] - a["mean"]
+    return {"count": n, "mean": a["mean"] + delta * (b["count"] / n),
+            "m2": a["m2"] + b["m2"] + delta * delta * (a["count"] * b["count"] / n)}
+
+
+def _moments_of(x: np.ndarray) -> Moments:
+    mean = x.mean(axis=0)
+    return {"count": float(len(x)), "mean": mean, "m2": ((x - mean) ** 2).sum(axis=0)}
+
+
+class MeanStdFilter(ConnectorV2):
+    """Normalizes ``batch["obs"]`` to zero mean and unit std (clipped), learning the moments."""
+
+    def __init__(self, *, update: bool = True, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        self.update, self.clip, self.epsilon = update, clip, epsilon
+        self.global_moments: Moments = _empty()
+        self.local_moments: Moments = _empty()
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
+                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        if Columns.OBS not in batch:  # user pieces run before the defaults: fetch the observations as they do
+            batch = AddObservationsFromEpisodesToBatch()(rl_module=rl_module, batch=batch, episodes=episodes,
+                                                         shared_data=shared_data)
+        obs = np.asarray(batch[Columns.OBS], np.float64)
+        if self.update and explore is not False and len(obs):
+            self.local_moments = combine_moments(self.local_moments, _moments_of(obs))
+        moments = combine_moments(self.global_moments, self.local_moments)
+        if moments["count"] > 1:
+            std = np.sqrt(moments["m2"] / moments["count"])
+            obs = np.clip((obs - moments["mean"]) / (std + self.epsilon), -self.clip, self.clip)
+        batch[Columns.OBS] = obs.astype(np.float32)
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        copy = lambda m: {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in m.items()}  # noqa: E731
+        return {"global": copy(self.global_moments), "local": copy(self.local_moments)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.global_moments = dict(state["global"])
+        self.local_moments = dict(state.get("local", _empty()))
+
+    @staticmethod
+    def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
+        """One state for every copy: the shared global moments plus all locals; locals emptied."""
+        merged = states[0]["global"]
+        for state in states:
+            merged = combine_moments(merged, state["local"])
+        return {"global": merged, "local": _empty()}
