@@ -1,3 +1,6 @@
-"""Learner, LearnerGroup and the built-in algorithms; filled in by issue #5."""
+"""Learner pieces (issue #5, in progress): numpy gradients of the built-in MLP, the PPO loss, Adam."""
 
-__all__: list[str] = []
+from learner.optim import Adam
+from learner.ppo_loss import ppo_loss_and_grads
+
+__all__ = ["Adam", "ppo_loss_and_grads"]

@@ -1,0 +1,45 @@
+"""Forward and backward passes of the built-in MLPModule's networks, in numpy.
+
+``forward(params, head, x)`` returns the head's output and what ``backward`` needs;
+``backward(params, head, cache, grad_out)`` returns the gradients of the parameters of that
+head (``{head}.{layer}.w`` / ``.b``), given the gradient of the loss with respect to its output.
+Layers are tanh except the last, as in :class:`ray_sampler.module.MLPModule`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["backward", "forward", "num_layers"]
+
+
+def num_layers(params: dict[str, np.ndarray], head: str) -> int:
+    return sum(1 for k in params if k.startswith(f"{head}.") and k.endswith(".w"))
+
+
+def forward(params: dict[str, np.ndarray], head: str, x: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    cache = []
+    n = num_layers(params, head)
+    for layer in range(n):
+        w, b = params[f"{head}.{layer}.w"], params[f"{head}.{layer}.b"]
+        cache.append(x)
+        x = x @ w + b
+        if layer < n - 1:
+            x = np.tanh(x)
+    return x, cache
+
+
+def backward(params: dict[str, np.ndarray], head: str, cache: list[Any], grad_out: np.ndarray) -> dict[str, np.ndarray]:
+    grads: dict[str, np.ndarray] = {}
+    n = num_layers(params, head)
+    grad = grad_out
+    for layer in range(n - 1, -1, -1):
+        x_in = cache[layer]
+        w = params[f"{head}.{layer}.w"]
+        grads[f"{head}.{layer}.w"] = x_in.T @ grad
+        grads[f"{head}.{layer}.b"] = grad.sum(axis=0)
+        if layer:
+            grad = (grad @ w.T) * (1.0 - x_in * x_in)  # x_in is the tanh output of the layer below
+    return grads
