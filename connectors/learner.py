@@ -13,6 +13,8 @@ frames) comes from each chunk's lookback; positions before the lookback are fill
 - ``GeneralAdvantageEstimation``: advantages and value targets. A chunk that ends without a
   terminal (cut, or truncated) bootstraps from the module's value of its last observation (the
   "add one timestep and truncate" step), so GAE is right across cuts; a terminal bootstraps 0.
+  Values come from the stored observations (through ``shared_data["value_obs_transform"]``,
+  which MeanStdFilter sets), not from ``batch["obs"]``: a FrameStacking piece does not reach them.
 - ``NStepReturns``: discounted n-step returns within each chunk, the n used and the bootstrap
   observation.
 - ``PrevActionsPrevRewards`` and ``FrameStacking``: the seed's trajectory views (``shift=-1``,
@@ -50,8 +52,9 @@ def columnar_of(episodes: list[Any], shared_data: dict[str, Any] | None) -> Colu
     """The chunks packed once per pipeline call (cached in ``shared_data``)."""
     if shared_data is None:
         return episodes_to_columnar(episodes)
-    if "columnar" not in shared_data:
+    if shared_data.get("columnar_of") is not episodes:  # a shared dict reused for other episodes
         shared_data["columnar"] = episodes_to_columnar(episodes)
+        shared_data["columnar_of"] = episodes
     return shared_data["columnar"]
 
 
@@ -140,7 +143,10 @@ class GeneralAdvantageEstimation(_LearnerPiece):
                  shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         chunk, k = step_index(col)
-        values_all = np.asarray(rl_module.compute_values(col.observations), np.float64)
+        # Values of every stored observation (the bootstrap ones included); an observation transform
+        # an earlier piece registered (e.g. MeanStdFilter) applies here too.
+        transform = (shared_data or {}).get("value_obs_transform", lambda obs: obs)
+        values_all = np.asarray(rl_module.compute_values(transform(col.observations)), np.float64)
         obs_row = col.obs_offsets[chunk] + k
         values = values_all[obs_row]
         terminal = (k == col.lens[chunk] - 1) & col.terminated[chunk]
@@ -176,6 +182,8 @@ class NStepReturns(_LearnerPiece):
         super().__init__(module_id=module_id)
         if not isinstance(n_step, int) or n_step < 1:
             raise ConfigError(f"'n_step' must be an int >= 1 (got {n_step!r})")
+        if not 0.0 <= gamma <= 1.0:
+            raise ConfigError(f"'gamma' must be in [0, 1] (got {gamma!r})")
         self.n_step, self.gamma = n_step, gamma
 
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
@@ -215,7 +223,9 @@ def _history_rows(col: ColumnarEpisodes, chunk: np.ndarray, k: np.ndarray, shift
 def _gather_history(data: np.ndarray, lookback: np.ndarray, rows: tuple[np.ndarray, np.ndarray, np.ndarray],
                     fill: float) -> np.ndarray:
     data_rows, lb_rows, exists = rows
-    out = np.full((*data_rows.shape, *data.shape[1:]), fill, dtype=np.result_type(data, np.asarray(fill)))
+    fits = np.asarray(fill).astype(data.dtype) == fill  # keep the data's dtype when the fill fits it
+    dtype = data.dtype if bool(np.all(fits)) else np.result_type(data, np.asarray(fill))
+    out = np.full((*data_rows.shape, *data.shape[1:]), fill, dtype=dtype)
     use_data, use_lb = data_rows >= 0, lb_rows >= 0
     out[use_data] = data[data_rows[use_data]]
     if use_lb.any():
@@ -230,11 +240,16 @@ class PrevActionsPrevRewards(_LearnerPiece):
     def __init__(self, *, n_prev_actions: int = 1, n_prev_rewards: int = 1, fill: float = 0.0,
                  module_id: str = DEFAULT_MODULE_ID) -> None:
         super().__init__(module_id=module_id)
+        for name, value in (("n_prev_actions", n_prev_actions), ("n_prev_rewards", n_prev_rewards)):
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"'{name}' must be an int >= 0 (got {value!r})")
         self.n_prev_actions, self.n_prev_rewards, self.fill = n_prev_actions, n_prev_rewards, fill
 
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
                  shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
+        if self.n_prev_actions and not isinstance(col.actions, np.ndarray):
+            raise ConfigError("PrevActionsPrevRewards needs array actions (not a Dict/Tuple space)")
         chunk, k = step_index(col)
         out = _module_batch(batch, self.module_id)
         for name, n, data, lookback in (("prev_actions", self.n_prev_actions, col.actions, col.lookback_actions),

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
 from connectors.env_to_module import AddObservationsFromEpisodesToBatch
 from ray_sampler.columns import Columns
+from ray_sampler.errors import ConfigError
 
 __all__ = ["MeanStdFilter", "combine_moments"]
 
@@ -44,6 +46,9 @@ def combine_moments(a: Moments, b: Moments) -> Moments:
         return dict(a)
     if not a["count"]:
         return dict(b)
+    if np.shape(a["mean"]) != np.shape(b["mean"]):
+        raise ConfigError(f"MeanStdFilter: moments of observations of shape {np.shape(a['mean'])} and "
+                          f"{np.shape(b['mean'])} cannot be merged")
     n = a["count"] + b["count"]
     delta = b["mean"] - a["mean"]
     return {"count": n, "mean": a["mean"] + delta * (b["count"] / n),
@@ -58,38 +63,68 @@ def _moments_of(x: np.ndarray) -> Moments:
 class MeanStdFilter(ConnectorV2):
     """Normalizes ``batch["obs"]`` to zero mean and unit std (clipped), learning the moments."""
 
-    def __init__(self, *, update: bool = True, clip: float = 10.0, epsilon: float = 1e-8) -> None:
-        self.update, self.clip, self.epsilon = update, clip, epsilon
+    def __init__(self, *, update: bool = True, clip: float = 10.0, epsilon: float = 1e-8,
+                 module_id: str | None = None, observation_space: gym.Space | None = None) -> None:
+        if observation_space is not None and not isinstance(observation_space, gym.spaces.Box):
+            raise ConfigError(f"MeanStdFilter needs a Box observation space (got {observation_space})")
+        self.update, self.clip, self.epsilon, self.module_id = update, clip, epsilon, module_id
         self.global_moments: Moments = _empty()
         self.local_moments: Moments = _empty()
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
-        if Columns.OBS not in batch:  # user pieces run before the defaults: fetch the observations as they do
-            batch = AddObservationsFromEpisodesToBatch()(rl_module=rl_module, batch=batch, episodes=episodes,
-                                                         shared_data=shared_data)
-        obs = np.asarray(batch[Columns.OBS], np.float64)
-        if self.update and explore is not False and len(obs):
-            self.local_moments = combine_moments(self.local_moments, _moments_of(obs))
+    def normalize(self, obs: Any) -> np.ndarray:
+        """``obs`` normalized with all moments known here (no update)."""
+        obs = np.asarray(obs, np.float64)
         moments = combine_moments(self.global_moments, self.local_moments)
         if moments["count"] > 1:
             std = np.sqrt(moments["m2"] / moments["count"])
             obs = np.clip((obs - moments["mean"]) / (std + self.epsilon), -self.clip, self.clip)
-        batch[Columns.OBS] = obs.astype(np.float32)
+        return obs.astype(np.float32)
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
+                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Env-to-module (``module_id`` None): normalizes ``batch["obs"]``, learning from it. Learner
+        (``module_id`` set): normalizes ``batch[module_id]["obs"]`` and ``["next_obs"]`` and hands GAE
+        the same normalization (``shared_data["value_obs_transform"]``)."""
+        if self.module_id is not None:
+            target = batch[self.module_id]
+            for key in (Columns.OBS, "next_obs", "n_step_next_obs"):
+                if key in target:
+                    target[key] = self.normalize(self._checked(target[key]))
+            if shared_data is not None:
+                shared_data["value_obs_transform"] = self.normalize
+            return batch
+        if Columns.OBS not in batch:  # user pieces run before the defaults: fetch the observations as they do
+            batch = AddObservationsFromEpisodesToBatch()(rl_module=rl_module, batch=batch, episodes=episodes,
+                                                         shared_data=shared_data)
+        obs = self._checked(batch[Columns.OBS])
+        if self.update and explore is not False and len(obs):
+            self.local_moments = combine_moments(self.local_moments, _moments_of(obs))
+        batch[Columns.OBS] = self.normalize(obs)
         return batch
+
+    @staticmethod
+    def _checked(obs: Any) -> np.ndarray:
+        if isinstance(obs, (dict, tuple)):
+            raise ConfigError("MeanStdFilter needs array observations (a Box space), not a Dict/Tuple structure")
+        return np.asarray(obs, np.float64)
 
     def get_state(self) -> dict[str, Any]:
         copy = lambda m: {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in m.items()}  # noqa: E731
         return {"global": copy(self.global_moments), "local": copy(self.local_moments)}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.global_moments = dict(state["global"])
-        self.local_moments = dict(state.get("local", _empty()))
+        """Takes ``state``'s moments as agreed (its local part folded in), so copies of one state
+        given to several filters are not counted twice by a later merge."""
+        self.global_moments = combine_moments(dict(state["global"]), dict(state.get("local", _empty())))
+        self.local_moments = _empty()
 
     @staticmethod
     def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
-        """One state for every copy: the shared global moments plus all locals; locals emptied."""
-        merged = states[0]["global"]
+        """One state for every copy: the most complete global moments (a new copy may still hold
+        none) plus every copy's local moments; locals emptied."""
+        if not states:
+            raise ConfigError("MeanStdFilter.merge_states needs at least one state")
+        merged = max((s["global"] for s in states), key=lambda g: g["count"])
         for state in states:
             merged = combine_moments(merged, state["local"])
         return {"global": merged, "local": _empty()}

@@ -156,6 +156,7 @@ class _FieldPacker:
         self.space = space
         self.pieces: list[Any] = []
         self.pending: list[Any] = []
+        self.owned: list[bool] = []  # False: a view of an episode's arrays
 
     def add(self, part: Any) -> None:
         if isinstance(part, list):
@@ -163,16 +164,20 @@ class _FieldPacker:
         elif len(tree.first_leaf(part)):
             self._flush()
             self.pieces.append(part)
+            self.owned.append(False)
 
     def _flush(self) -> None:
         if self.pending:
             self.pieces.append(tree.stack(self.pending))
+            self.owned.append(True)
             self.pending = []
 
     def result(self, other: _FieldPacker | None = None) -> Any:
         """The packed field; with no rows it takes the structure and dtypes of ``other``'s rows
         (the same field's lookback or data side), else those of the space."""
         self._flush()
+        if len(self.pieces) == 1 and not self.owned[0]:
+            return tree.map_structure(np.copy, self.pieces[0])  # never alias the episode's own arrays
         if self.pieces:
             return tree.concat(self.pieces)
         if other is not None:

@@ -69,6 +69,8 @@ class EnvRunnerGroup:
         self._last_kwargs: dict[str, Any] | None = None
         self._inflight_kwargs: dict[int, dict[str, Any]] = {}
         self._num_dropped_by_scale = 0
+        self._connector_ref: ray.ObjectRef | None = None  # the last merged connector state
+        self._stopped_connector_states: list[dict[str, Any]] = []  # unsynced moments of stopped runners
         self.weights_version = 0
         self.metrics: dict[str, Any] = {}
         self.scale(self.group_config.num_env_runners)
@@ -238,11 +240,14 @@ class EnvRunnerGroup:
         timeout_s = timeout_s or self.group_config.sample_timeout_s
         states = self._wait_all({a.get_state.remote(): i for i, a in self._actors.items()}, timeout_s, "report state")
         # The user's pieces come first in every runner's pipeline (the defaults hold no state), so
-        # their names, and so their states' keys, are the same as here.
+        # their names, and so their states' keys, are the same as here. Runners stopped since the
+        # last sync still count with what they saw.
         merged = ConnectorPipelineV2(list(self.config.env_to_module_connectors)).merge_states(
-            [s["env_to_module"] for s in states])
-        ref = ray.put({"env_to_module": merged})
-        self._wait_all({a.set_state.remote(ref): i for i, a in self._actors.items()}, timeout_s, "take the states")
+            [s["env_to_module"] for s in states] + self._stopped_connector_states)
+        self._stopped_connector_states = []
+        self._connector_ref = ray.put({"env_to_module": merged})
+        self._wait_all({a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s,
+                       "take the states")
         return merged
 
     def _wait_all(self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str) -> list[Any]:
@@ -274,6 +279,8 @@ class EnvRunnerGroup:
         if new:
             calls = {a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
                      for i, a in new.items()}
+            if self._connector_ref is not None:  # new runners also get the agreed connector states
+                calls.update({a.set_state.remote(self._connector_ref): i for i, a in new.items()})
             try:
                 self._wait_all(calls, self.group_config.actor_start_timeout_s, "start")
             except RaySamplerError:
@@ -299,6 +306,8 @@ class EnvRunnerGroup:
                 col, metrics = self._unpack(self._get(ref, i))
                 metrics["sample_kwargs"] = self._inflight_kwargs.pop(i)
                 self._ready.append((i, (col, metrics)))
+        states = self._wait_all({self._actors[i].get_state.remote(): i for i in indices}, timeout_s, "report state")
+        self._stopped_connector_states += [s["env_to_module"] for s in states]
         drains = self._wait_all({self._actors[i].drain.remote(): i for i in indices}, timeout_s, "drain")
         for episodes, dropped in drains:
             self._drained += episodes

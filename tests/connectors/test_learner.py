@@ -135,3 +135,36 @@ def test_learner_pipeline_never_changes_the_episodes(chunks: list[SingleAgentEpi
                 np.testing.assert_array_equal(a[key], b[key])
             elif key != "extra_model_outputs":
                 assert a[key] == b[key]
+
+
+def test_train_batch_never_aliases_numpy_episodes() -> None:
+    ep = SingleAgentEpisode(observations=np.arange(4, dtype=np.float64)[:, None], actions=np.arange(3),
+                            rewards=np.array([1.0, 2.0, 3.0]), extra_model_outputs={"action_logp": np.zeros(3)})
+    out = run([AddColumnsFromEpisodesToTrainBatch()], [ep])
+    out["rewards"] *= 100
+    out["actions"] += 5
+    assert ep.get_rewards().tolist() == [1.0, 2.0, 3.0] and ep.get_actions().tolist() == [0, 1, 2]
+
+
+def test_history_pieces_keep_dtypes_and_refuse_dict_actions() -> None:
+    frames = [np.full((2, 2), t, np.uint8) for t in range(4)]
+    ep = SingleAgentEpisode(observations=frames, actions=[np.int32(0)] * 3, rewards=[1.0] * 3)
+    out = run([FrameStacking(num_frames=2), PrevActionsPrevRewards()], [ep])
+    assert out["obs"].dtype == np.uint8 and out["obs"].shape == (3, 2, 2, 2)
+    assert out["prev_actions"].dtype == np.int32
+    dict_actions = SingleAgentEpisode(observations=[0, 1], actions=[{"a": 1}], rewards=[1.0])
+    from ray_sampler.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs array actions"):
+        run([PrevActionsPrevRewards()], [dict_actions])
+    with pytest.raises(ConfigError, match="'n_prev_actions' must be an int >= 0"):
+        PrevActionsPrevRewards(n_prev_actions=-1)
+
+
+def test_a_reused_shared_dict_does_not_serve_stale_episodes(chunks: list[SingleAgentEpisode]) -> None:
+    shared: dict = {}
+    pipe = ConnectorPipelineV2([AddColumnsFromEpisodesToTrainBatch()])
+    first = pipe(rl_module=None, batch={}, episodes=chunks[:2], shared_data=shared)["default_policy"]
+    second = pipe(rl_module=None, batch={}, episodes=chunks[2:4], shared_data=shared)["default_policy"]
+    assert len(second["rewards"]) == sum(len(ep) for ep in chunks[2:4]) != 0
+    del first

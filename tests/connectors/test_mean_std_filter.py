@@ -25,11 +25,10 @@ def test_normalizes_with_what_it_has_seen() -> None:
     np.testing.assert_allclose(out.mean(0), 0.0, atol=1e-5)
     np.testing.assert_allclose(out.std(0), 1.0, atol=1e-4)
     frozen = MeanStdFilter(update=False)
-    frozen.set_state(f.get_state())
-    before = frozen.get_state()
+    frozen.set_state(f.get_state())  # the copied moments become the agreed ones
     feed(frozen, data + 100)
-    assert frozen.get_state()["global"]["count"] == before["global"]["count"] == 0.0
-    assert frozen.get_state()["local"]["count"] == 1000.0  # it kept what it was given, adding nothing
+    assert frozen.get_state()["global"]["count"] == 1000.0 and frozen.get_state()["local"]["count"] == 0.0
+    np.testing.assert_allclose(feed(frozen, data), out, atol=1e-5)  # the same normalization, nothing learned
 
 
 def test_merged_state_is_exact_over_many_sync_rounds() -> None:
@@ -75,3 +74,78 @@ def test_group_syncs_filter_states_of_its_runners_exactly() -> None:
         for state in states:
             assert state["env_to_module"]["MeanStdFilter"]["global"]["count"] == g["count"]
             assert state["env_to_module"]["MeanStdFilter"]["local"]["count"] == 0.0
+
+
+def test_copies_of_one_state_are_not_counted_twice() -> None:
+    source = MeanStdFilter()
+    feed(source, np.array([[1.0], [2.0]]))
+    copies = [MeanStdFilter() for _ in range(3)]
+    for c in copies:
+        c.set_state(source.get_state())
+    assert MeanStdFilter.merge_states([c.get_state() for c in copies])["global"]["count"] == 2.0
+
+
+def test_a_fresh_copy_first_does_not_drop_history() -> None:
+    old, fresh = MeanStdFilter(), MeanStdFilter()
+    feed(old, np.ones((20, 1)))
+    old.set_state(MeanStdFilter.merge_states([old.get_state()]))
+    feed(old, np.ones((2, 1)))
+    assert MeanStdFilter.merge_states([fresh.get_state(), old.get_state()])["global"]["count"] == 22.0
+
+
+def test_bad_observations_and_states_raise() -> None:
+    from ray_sampler.errors import ConfigError
+
+    a, b = MeanStdFilter(), MeanStdFilter()
+    feed(a, np.ones((2, 1)))
+    feed(b, np.ones((2, 3)))
+    with pytest.raises(ConfigError, match="cannot be merged"):
+        MeanStdFilter.merge_states([a.get_state(), b.get_state()])
+    with pytest.raises(ConfigError, match="not a Dict/Tuple"):
+        feed(MeanStdFilter(), {"x": np.ones((2, 1))})  # type: ignore[arg-type]
+    import gymnasium as gym
+
+    with pytest.raises(ConfigError, match="needs a Box observation space"):
+        MeanStdFilter(observation_space=gym.spaces.Discrete(3))
+    with pytest.raises(ConfigError, match="at least one state"):
+        MeanStdFilter.merge_states([])
+
+
+def test_learner_mode_normalizes_the_module_batch_and_gae_values() -> None:
+    from connectors.learner import AddColumnsFromEpisodesToTrainBatch, GeneralAdvantageEstimation
+    from ray_sampler.episode import SingleAgentEpisode
+
+    seen: list[np.ndarray] = []
+
+    class Recorder:
+        def compute_values(self, obs: np.ndarray) -> np.ndarray:
+            seen.append(np.asarray(obs))
+            return np.zeros(len(obs))
+
+    runner_filter = MeanStdFilter()
+    feed(runner_filter, np.array([[0.0], [10.0]]))
+    learner_filter = MeanStdFilter(update=False, module_id="default_policy")
+    learner_filter.set_state(runner_filter.get_state())
+    ep = SingleAgentEpisode(observations=[np.array([0.0]), np.array([10.0])], actions=[0], rewards=[1.0],
+                            extra_model_outputs={"action_logp": [0.0]})
+    out = ConnectorPipelineV2([AddColumnsFromEpisodesToTrainBatch(), learner_filter,
+                               GeneralAdvantageEstimation(standardize_advantages=False)])(
+        rl_module=Recorder(), batch={}, episodes=[ep])
+    np.testing.assert_allclose(out["default_policy"]["obs"], [[-1.0]], atol=1e-6)
+    np.testing.assert_allclose(seen[0], [[-1.0], [1.0]], atol=1e-6)  # GAE's values saw the same
+    assert "obs" not in out
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_scaling_keeps_the_filter_history() -> None:
+    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=10,
+                             env_to_module_connectors=(MeanStdFilter(),))
+    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
+        group.sample()
+        group.sync_connector_states()  # 40 observations agreed
+        group.sample()
+        group.scale(0)  # stopped runners' 40 unsynced observations are kept for the next sync
+        group.scale(2)  # new runners start from the agreed state
+        group.sample()
+        merged = group.sync_connector_states()
+        assert merged["MeanStdFilter"]["global"]["count"] == 120
