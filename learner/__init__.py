@@ -1,6 +1,8 @@
-"""Learner pieces (issue #5, in progress): numpy gradients of the built-in MLP, the PPO loss, Adam."""
+"""Learners: the numpy PPO learner, the data-parallel LearnerGroup, their gradients and optimizer."""
 
+from learner.learner import Learner, PPOConfig
+from learner.learner_group import LearnerGroup, shard_episodes
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
 
-__all__ = ["Adam", "ppo_loss_and_grads"]
+__all__ = ["Adam", "Learner", "LearnerGroup", "PPOConfig", "ppo_loss_and_grads", "shard_episodes"]

@@ -1,0 +1,161 @@
+"""Learner: a module plus an optimizer; train batches from episodes through the learner pipeline.
+
+``update_from_episodes(episodes)`` runs the learner connector pipeline (columns, then GAE,
+after any user pieces) and ``update_from_batch``: ``num_epochs`` passes over the batch in
+shuffled minibatches, each a ``compute_gradients`` then ``apply_gradients`` step. The two
+halves are public so a LearnerGroup can average gradients between them. The built-in
+algorithm is PPO on the numpy MLPModule; a learner of another framework fits the same
+interface (``compute_gradients``/``apply_gradients``/``get_state``/``set_state``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from connectors.learner import DEFAULT_MODULE_ID, AddColumnsFromEpisodesToTrainBatch, GeneralAdvantageEstimation
+from connectors.pipeline import ConnectorPipelineV2
+from learner.optim import Adam
+from learner.ppo_loss import ppo_loss_and_grads
+from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.errors import ConfigError
+
+__all__ = ["Learner", "PPOConfig", "minibatch_plan"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PPOConfig:
+    """PPO's hyperparameters (defaults that train CartPole-v1 in a few seconds)."""
+
+    lr: float = 1e-3
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount."""
+    lambda_: float = 0.95
+    """GAE lambda."""
+    clip_param: float = 0.2
+    """PPO ratio clipping."""
+    vf_coeff: float = 0.5
+    """Weight of the value loss."""
+    entropy_coeff: float = 0.0
+    """Weight of the entropy bonus."""
+    num_epochs: int = 8
+    """Passes over each train batch."""
+    minibatch_size: int = 256
+    """Steps per gradient step (over all learners together)."""
+    grad_clip: float | None = 0.5
+    """Global gradient-norm clip; None: none."""
+    standardize_advantages: bool = True
+    """Advantages scaled to zero mean and unit std per batch."""
+    seed: int = 0
+    """Seed of the minibatch shuffling."""
+
+    def __post_init__(self) -> None:
+        for name in ("lr", "clip_param"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"'{name}' must be > 0 (got {getattr(self, name)!r})")
+        for name in ("gamma", "lambda_"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"'{name}' must be in [0, 1] (got {getattr(self, name)!r})")
+        for name in ("num_epochs", "minibatch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
+
+
+def minibatch_plan(num_rows: int, num_minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Row indices of ``num_minibatches`` shuffled, near-equal minibatches covering ``num_rows`` rows."""
+    perm = rng.permutation(num_rows)
+    return [perm[(j * num_rows) // num_minibatches:((j + 1) * num_rows) // num_minibatches]
+            for j in range(num_minibatches)]
+
+
+_TRAIN_KEYS = ("obs", "actions", "action_logp", "advantages", "value_targets")
+
+
+class Learner:
+    """PPO on the built-in numpy MLPModule (see the module docstring)."""
+
+    def __init__(self, module: Any, config: PPOConfig | None = None, *, user_pieces: tuple[Any, ...] = ()) -> None:
+        self.module = module
+        self.config = config or PPOConfig()
+        self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
+        self.pipeline = ConnectorPipelineV2(
+            [*user_pieces, AddColumnsFromEpisodesToTrainBatch(),
+             GeneralAdvantageEstimation(gamma=self.config.gamma, lambda_=self.config.lambda_,
+                                        standardize_advantages=self.config.standardize_advantages)],
+            name="LearnerPipeline",
+        )
+        self.rng = np.random.default_rng(self.config.seed)
+        self.weights_version = 0
+        self._batch: dict[str, np.ndarray] | None = None
+        self._plan: list[np.ndarray] = []
+
+    # ---------------------------------------------------------------- batches
+    def build_batch(self, episodes: list[SingleAgentEpisode]) -> dict[str, np.ndarray]:
+        """The train batch of ``episodes`` (the episodes are not changed)."""
+        batch = self.pipeline(rl_module=self.module, batch={}, episodes=episodes, shared_data={})
+        return batch[DEFAULT_MODULE_ID]
+
+    def set_batch(self, episodes: list[SingleAgentEpisode] | None = None, *,
+                  batch: dict[str, np.ndarray] | None = None) -> int:
+        """Keeps the batch (built from ``episodes``, or given) the next gradient steps use; its rows."""
+        self._batch = batch if batch is not None else self.build_batch(episodes or [])
+        return len(self._batch["advantages"])
+
+    def plan_epoch(self, num_minibatches: int) -> None:
+        """Shuffles the kept batch into ``num_minibatches`` minibatches for the next epoch."""
+        if self._batch is None:
+            raise ConfigError("plan_epoch: call set_batch first")
+        self._plan = minibatch_plan(len(self._batch["advantages"]), num_minibatches, self.rng)
+
+    # ---------------------------------------------------------------- gradient steps
+    def compute_gradients(self, minibatch_index: int) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
+        """Loss terms, gradients and row count of minibatch ``minibatch_index`` of the current plan."""
+        rows = self._plan[minibatch_index]
+        minibatch = {k: self._batch[k][rows] for k in _TRAIN_KEYS}
+        if not len(rows):
+            return {}, {k: np.zeros_like(v) for k, v in self.module.params.items() if k != "pi.log_std"}, 0
+        terms, grads = ppo_loss_and_grads(self.module.params, minibatch, clip_param=self.config.clip_param,
+                                          vf_coeff=self.config.vf_coeff, entropy_coeff=self.config.entropy_coeff)
+        return terms, grads, len(rows)
+
+    def apply_gradients(self, grads: dict[str, np.ndarray]) -> float:
+        """One optimizer step; returns the gradients' global norm."""
+        return self.optimizer.step(self.module.params, grads)
+
+    def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> dict[str, Any]:
+        """Runs the learner pipeline on ``episodes``, then ``update_from_batch``; metrics."""
+        return self.update_from_batch(self.build_batch(episodes))
+
+    def update_from_batch(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """``num_epochs`` passes of shuffled minibatch steps over ``batch``; metrics."""
+        num_rows = self.set_batch(batch=batch)
+        num_minibatches = max(1, -(-num_rows // self.config.minibatch_size))
+        terms: dict[str, float] = {}
+        norms = []
+        for _ in range(self.config.num_epochs):
+            self.plan_epoch(num_minibatches)
+            for j in range(num_minibatches):
+                terms, grads, _ = self.compute_gradients(j)
+                norms.append(self.apply_gradients(grads))
+        self.weights_version += 1
+        return {**terms, "grad_norm_mean": float(np.mean(norms)), "batch_size": num_rows,
+                "num_gradient_steps": len(norms), "weights_version": self.weights_version}
+
+    # ---------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        opt = self.optimizer
+        return {"module": self.module.get_state(), "weights_version": self.weights_version,
+                "optimizer": {"t": opt.t, "m": {k: v.copy() for k, v in opt.m.items()},
+                              "v": {k: v.copy() for k, v in opt.v.items()}},
+                "rng": self.rng.bit_generator.state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.module.set_state(state["module"])
+        self.weights_version = state["weights_version"]
+        opt = state["optimizer"]
+        self.optimizer.t, self.optimizer.m, self.optimizer.v = opt["t"], dict(opt["m"]), dict(opt["v"])
+        self.rng.bit_generator.state = state["rng"]

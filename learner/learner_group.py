@@ -1,0 +1,114 @@
+"""LearnerGroup: a local Learner, or M learner actors trained data-parallel in lockstep.
+
+With ``num_learners=0`` the group wraps one local Learner. With M > 0 it starts M Learner
+actors from the same module state; ``update_from_episodes`` shards the episodes across them
+(balanced by steps) and, for every gradient step, gathers each learner's gradients on its
+minibatch, averages them weighted by minibatch rows (the gradient of the mean loss over all of
+them) and sends the one average back (one ``ray.put``): every learner applies the same step,
+so all keep identical weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from learner.learner import Learner, PPOConfig
+from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.errors import ConfigError
+
+__all__ = ["LearnerGroup", "shard_episodes"]
+
+
+def shard_episodes(episodes: list[SingleAgentEpisode], num_shards: int) -> list[list[SingleAgentEpisode]]:
+    """Episodes dealt to ``num_shards`` shards, each next one to the shard with the fewest steps."""
+    shards: list[list[SingleAgentEpisode]] = [[] for _ in range(num_shards)]
+    sizes = [0] * num_shards
+    for ep in sorted(episodes, key=len, reverse=True):
+        i = int(np.argmin(sizes))
+        shards[i].append(ep)
+        sizes[i] += len(ep)
+    return shards
+
+
+class LearnerGroup:
+    """One local learner, or ``num_learners`` learner actors in lockstep (see the module docstring)."""
+
+    def __init__(self, make_module: Callable[[], Any], config: PPOConfig | None = None, *, num_learners: int = 0,
+                 num_cpus_per_learner: float = 1.0, timeout_s: float = 600.0) -> None:
+        if not isinstance(num_learners, int) or num_learners < 0:
+            raise ConfigError(f"'num_learners' must be an int >= 0 (got {num_learners!r})")
+        self.config = config or PPOConfig()
+        self.timeout_s = timeout_s
+        self.local: Learner | None = None
+        self.actors: list[Any] = []
+        if num_learners == 0:
+            self.local = Learner(make_module(), self.config)
+            return
+        import ray
+
+        remote = ray.remote(Learner).options(num_cpus=num_cpus_per_learner)
+        first = Learner(make_module(), self.config)  # every actor starts from this one's state
+        state_ref = ray.put(first.get_state())
+        self.actors = [remote.remote(make_module(), self.config) for _ in range(num_learners)]
+        self._get([a.set_state.remote(state_ref) for a in self.actors])
+
+    def _get(self, refs: list[Any]) -> list[Any]:
+        import ray
+
+        return ray.get(refs, timeout=self.timeout_s)
+
+    def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> dict[str, Any]:
+        """One PPO update on ``episodes``; returns the metrics (loss terms averaged over learners)."""
+        if self.local is not None:
+            return self.local.update_from_episodes(episodes)
+        import ray
+
+        rows = self._get([a.set_batch.remote(shard) for a, shard in
+                          zip(self.actors, shard_episodes(episodes, len(self.actors)))])
+        num_minibatches = max(1, -(-sum(rows) // self.config.minibatch_size))
+        terms_seen: list[dict[str, float]] = []
+        norms = []
+        for _ in range(self.config.num_epochs):
+            self._get([a.plan_epoch.remote(num_minibatches) for a in self.actors])
+            for j in range(num_minibatches):
+                results = self._get([a.compute_gradients.remote(j) for a in self.actors])
+                total = sum(n for _, _, n in results)
+                if not total:
+                    continue
+                keys = results[0][1].keys()
+                average = {k: sum(g[k] * (n / total) for _, g, n in results) for k in keys}
+                norms.append(self._get([a.apply_gradients.remote(ray.put(average)) for a in self.actors])[0])
+                terms_seen += [t for t, _, n in results if n]
+        self._get([a.__ray_call__.remote(_bump_version) for a in self.actors])
+        keys = terms_seen[-1].keys() if terms_seen else ()
+        return {**{k: float(np.mean([t[k] for t in terms_seen[-len(self.actors):]])) for k in keys},
+                "grad_norm_mean": float(np.mean(norms)) if norms else 0.0, "batch_size": sum(rows),
+                "num_gradient_steps": len(norms), "num_learners": len(self.actors)}
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The module weights (identical on every learner)."""
+        if self.local is not None:
+            return self.local.module.get_state()
+        return self._get([self.actors[0].get_state.remote()])[0]["module"]
+
+    def get_states(self) -> list[dict[str, Any]]:
+        """Every learner's full state (for checks and checkpoints)."""
+        if self.local is not None:
+            return [self.local.get_state()]
+        return self._get([a.get_state.remote() for a in self.actors])
+
+    def stop(self) -> None:
+        if self.actors:
+            import ray
+
+            for a in self.actors:
+                ray.kill(a)
+            self.actors = []
+
+
+def _bump_version(learner: Learner) -> int:
+    learner.weights_version += 1
+    return learner.weights_version
