@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -138,14 +138,6 @@ def raw_gym_steps_per_s() -> float:
         if term or trunc:
             env.reset()
     return len(actions) / (time.perf_counter() - t0)
-
-
-def run_json(cmd: list[str]) -> dict[str, Any] | None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    if proc.returncode != 0:
-        print(f"{cmd[1]} failed (rc {proc.returncode}): {proc.stderr.strip()[-600:]}", file=sys.stderr)
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -146,14 +146,6 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
     return out
 
 
-def run_json(cmd: list[str]) -> dict[str, Any] | None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    if proc.returncode != 0:
-        print(f"{cmd[1]} failed (rc {proc.returncode}): {proc.stderr.strip()[-600:]}", file=sys.stderr)
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=["local", "groups"], help=argparse.SUPPRESS)
@@ -199,7 +191,7 @@ def main() -> None:
             theirs = (rl.get("remote_steps_per_s") or {}).get(str(n))
             row(f"group of {n} runner(s) x8, shipped to driver (baseline: raw fleet)", groups["group"][str(n)],
                 groups["raw_fleet"][str(n)], theirs)
-            row(f"  ... keep_sampling=True", groups["group_keep_sampling"][str(n)], groups["raw_fleet"][str(n)], theirs)
+            row("  ... keep_sampling=True", groups["group_keep_sampling"][str(n)], groups["raw_fleet"][str(n)], theirs)
         row("RSS of one runner actor (baseline: raw stepping actor)", groups["runner_rss_mib"],
             groups["raw_actor_rss_mib"], rl.get("runner_rss_mib"), unit="MiB")
         print(f"bytes shipped per step / raw (obs+action+reward+2 flags): {groups['shipped_over_raw']:.3f}; "

@@ -88,14 +88,18 @@ class EpisodeReplayBuffer:
             raise ReplayError(f"'n_step' must be an int >= 1 (got {n_step!r})")
         if not 0.0 <= gamma <= 1.0:
             raise ReplayError(f"'gamma' must be in [0, 1] (got {gamma!r})")
+        return self._transitions(*self._draw(batch_size_B), n_step, gamma)
+
+    def _draw(self, batch_size_B: int) -> tuple[np.ndarray, np.ndarray]:
+        """Uniformly drawn stored steps, as (segment, step within it)."""
         if not len(self):
             raise ReplayError("the buffer holds no steps to sample")
-        s, tables = self.storage, self._sampling_tables()
+        tables = self._sampling_tables()
         live, cum = tables["live"], tables["cum"]
         draw = self.rng.integers(0, int(cum[-1]), batch_size_B)
         k = np.searchsorted(cum, draw, side="right")
         seg = live[k]
-        return self._transitions(seg, draw - (cum[k] - s.seg_len[seg]), n_step, gamma)
+        return seg, draw - (cum[k] - self.storage.seg_len[seg])
 
     def _transitions(self, seg: np.ndarray, off: np.ndarray, n_step: int, gamma: float) -> dict[str, Any]:
         """The n-step transitions starting at step ``off`` of segments ``seg``."""
@@ -192,14 +196,8 @@ class EpisodeReplayBuffer:
                                  ("lookback", lookback, 0)):
             if not isinstance(value, int) or value < low:
                 raise ReplayError(f"'{name}' must be an int >= {low} (got {value!r})")
-        if not len(self):
-            raise ReplayError("the buffer holds no steps to sample")
-        s, tables = self.storage, self._sampling_tables()
-        live, cum = tables["live"], tables["cum"]
-        draw = self.rng.integers(0, int(cum[-1]), batch_size_B)
-        k = np.searchsorted(cum, draw, side="right")
-        segs = live[k]
-        offs = draw - (cum[k] - s.seg_len[segs])
+        segs, offs = self._draw(batch_size_B)
+        s = self.storage
         rows_cache: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         out = []
         for seg, off in zip(segs.tolist(), offs.tolist()):

@@ -166,6 +166,6 @@ def assert_episodes_equal(a: SingleAgentEpisode, b: SingleAgentEpisode) -> None:
 
 def _assert_struct_equal(x: Any, y: Any, where: str) -> None:
     assert tree.spec_of(x) == tree.spec_of(y), where
-    for lx, ly in zip(tree.flatten(x), tree.flatten(y)):
+    for lx, ly in zip(tree.flatten(x), tree.flatten(y), strict=True):
         assert lx.dtype == ly.dtype, f"{where}: {lx.dtype} != {ly.dtype}"
         np.testing.assert_array_equal(lx, ly, err_msg=where)

@@ -79,7 +79,7 @@ def test_gae_equals_a_plain_loop_across_cuts_and_terminals(chunks: list[SingleAg
             next_adv = delta + gamma * lam * (0.0 if t == len(ep) - 1 else next_adv)
             adv[t] = next_adv
         expected_adv += adv
-        expected_targets += [a + v for a, v in zip(adv, values[:-1])]
+        expected_targets += [a + v for a, v in zip(adv, values[:-1], strict=True)]
     np.testing.assert_allclose(out["advantages"], expected_adv, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out["value_targets"], expected_targets, rtol=1e-12, atol=1e-12)
 
@@ -128,7 +128,7 @@ def test_learner_pipeline_never_changes_the_episodes(chunks: list[SingleAgentEpi
     run([AddColumnsFromEpisodesToTrainBatch(), AddNextObservationsFromEpisodesToTrainBatch(),
          GeneralAdvantageEstimation(), NStepReturns(), PrevActionsPrevRewards(), FrameStacking()], chunks)
     after = [full_state(ep) for ep in chunks]
-    for a, b in zip(before, after):
+    for a, b in zip(before, after, strict=True):
         assert a.keys() == b.keys()
         for key in a:
             if key in ("observations", "actions", "rewards"):

@@ -28,7 +28,7 @@ def test_parquet_round_trip_over_spaces(name: str, tmp_path: Path) -> None:
     pq.write_table(table_of(chunks), tmp_path / "episodes.parquet")
     back = columnar_to_episodes(arrow_to_columnar(pq.read_table(tmp_path / "episodes.parquet")))
     assert len(back) == len(chunks)
-    for original, restored in zip(chunks, back):
+    for original, restored in zip(chunks, back, strict=True):
         assert_episodes_equal(restored, original)
 
 
@@ -247,7 +247,7 @@ def test_parquet_file_reads_back_to_the_same_episodes(good_table: pa.Table, tmp_
     pq.write_table(good_table, tmp_path / "x.parquet")
     read = pq.read_table(tmp_path / "x.parquet")
     assert read.schema.metadata == good_table.schema.metadata
-    for a, b in zip(columnar_to_episodes(arrow_to_columnar(read)), columnar_to_episodes(arrow_to_columnar(good_table))):
+    for a, b in zip(columnar_to_episodes(arrow_to_columnar(read)), columnar_to_episodes(arrow_to_columnar(good_table)), strict=True):
         assert_episodes_equal(a, b)
 
 
@@ -338,5 +338,5 @@ def test_numbering_may_start_anywhere() -> None:
     chunks = chunk_catalogue(SPACES["discrete"])
     table = columnar_to_arrow(episodes_to_columnar(chunks), first_index=7)
     assert table.column("episode_index").to_pylist()[0] == 7
-    for a, b in zip(columnar_to_episodes(arrow_to_columnar(table)), chunks):
+    for a, b in zip(columnar_to_episodes(arrow_to_columnar(table)), chunks, strict=True):
         assert_episodes_equal(a, b)

@@ -34,7 +34,7 @@ def test_pack_unpack_round_trip_over_spaces(name: str) -> None:
     col = episodes_to_columnar(chunks)
     back = columnar_to_episodes(col)
     assert len(back) == len(chunks)
-    for original, restored in zip(chunks, back):
+    for original, restored in zip(chunks, back, strict=True):
         assert restored.is_numpy
         assert_episodes_equal(restored, original)
 

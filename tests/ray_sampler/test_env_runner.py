@@ -51,7 +51,7 @@ def assert_steps_once_and_continuous(chunks: list[SingleAgentEpisode]) -> None:
     for c in chunks:
         # Each observation carries its own info: the reset's or the step's that led to it.
         infos = c.get_infos(slice(-c.len_lookback_buffer - len(c) - 1, None))
-        for (_, _, e, t), info in zip(stamps(c, slice(-c.len_lookback_buffer - len(c) - 1, None)), infos):
+        for (_, _, e, t), info in zip(stamps(c, slice(-c.len_lookback_buffer - len(c) - 1, None)), infos, strict=True):
             assert info == ({"episode": e} if t == 0 else {"t": t})
     for ep in join(chunks).values():
         obs = stamps(ep)
@@ -400,7 +400,7 @@ def test_columnar_path_on_cartpole_equals_episode_path() -> None:
         fast, slow = fast_runner.sample(), slow_runner.sample()
         assert len(fast) == len(slow)
         key = lambda ep: (float(np.asarray(ep.get_observations(0))[0]), ep.t_started)  # noqa: E731
-        for x, y in zip(sorted(fast, key=key), sorted(slow, key=key)):
+        for x, y in zip(sorted(fast, key=key), sorted(slow, key=key), strict=True):
             y.id_ = x.id_
             assert_episodes_equal(x, y)
 

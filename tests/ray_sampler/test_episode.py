@@ -304,7 +304,7 @@ def test_chunks_joined_equal_whole_episode_on_cartpole(k: int, h: int, numpy_chu
     assert len(joined) == len(whole)
     assert sum(len(c) for c in chunks) == sum(len(e) for e in whole) == 300
     # Episode ids are random, so whole and joined episodes are matched by order.
-    for w, j in zip(whole, joined.values()):
+    for w, j in zip(whole, joined.values(), strict=True):
         w.id_ = j.id_
         assert_episodes_equal(j, w)
 
@@ -327,7 +327,7 @@ def test_to_numpy_gives_leading_time_axis(name: str) -> None:
 
 def _same(a: object, b: object) -> bool:
     return tree.spec_of(a) == tree.spec_of(b) and all(
-        np.array_equal(x, y) for x, y in zip(tree.flatten(a), tree.flatten(b))
+        np.array_equal(x, y) for x, y in zip(tree.flatten(a), tree.flatten(b), strict=True)
     )
 
 

@@ -32,9 +32,9 @@ def test_sampled_transitions_equal_a_plain_loop(n_step: int) -> None:
     last = fill_from_runner(buffer, 6)
     gamma = 0.9
     batch = buffer.sample(3000, n_step=n_step, gamma=gamma)
-    for obs, action, reward, nxt, term, trunc, n, t in zip(
+    for obs, _action, reward, nxt, term, trunc, n, t in zip(
         batch["obs"].tolist(), batch["actions"].tolist(), batch["rewards"].tolist(), batch["next_obs"].tolist(),
-        batch["terminateds"].tolist(), batch["truncateds"].tolist(), batch["n_step"].tolist(), batch["t"].tolist(),
+        batch["terminateds"].tolist(), batch["truncateds"].tolist(), batch["n_step"].tolist(), batch["t"].tolist(), strict=True,
     ):
         _, v, e, t0 = obs
         assert t0 == t
@@ -66,7 +66,7 @@ def test_terminal_and_truncated_last_steps() -> None:
     buffer.add([episode("a", 2, terminated=True), truncated, episode("c", 2)])
     batch = buffer.sample(600, n_step=5, gamma=1.0)
     last_steps = batch["obs"][:, 0] == 1.0
-    flags = set(zip(batch["terminateds"][last_steps].tolist(), batch["truncateds"][last_steps].tolist()))
+    flags = set(zip(batch["terminateds"][last_steps].tolist(), batch["truncateds"][last_steps].tolist(), strict=True))
     assert flags == {(True, False), (False, True), (False, False)}  # terminated, truncated, ongoing
     assert (batch["next_obs"][last_steps, 0] == 2.0).all()
     assert not (batch["terminateds"] & batch["truncateds"]).any()
@@ -151,9 +151,9 @@ def test_infos_survive_eviction_and_compaction() -> None:
     s.compact()
     assert s.obs.rows < rows_before
     col = s.episodes_columnar(list(s.episodes))
-    infos = dict(zip(col.info_rows.tolist(), col.info_values))
+    infos = dict(zip(col.info_rows.tolist(), col.info_values, strict=True))
     for row, (_, _, e, t) in enumerate(col.observations.tolist()):
         assert infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})
-    lb_infos = dict(zip(col.lookback_info_rows.tolist(), col.lookback_info_values))
+    lb_infos = dict(zip(col.lookback_info_rows.tolist(), col.lookback_info_values, strict=True))
     for row, (_, _, e, t) in enumerate(col.lookback_observations.tolist()):
         assert lb_infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})

@@ -42,7 +42,7 @@ def assert_buffers_equal(a: EpisodeReplayBuffer, b: EpisodeReplayBuffer) -> None
     assert len(a) == len(b) and a.get_metrics()["num_evicted_episodes"] == b.get_metrics()["num_evicted_episodes"]
     ids = list(a.storage.episodes)
     for x, y in zip(columnar_to_episodes(a.storage.episodes_columnar(ids)),
-                    columnar_to_episodes(b.storage.episodes_columnar(ids))):
+                    columnar_to_episodes(b.storage.episodes_columnar(ids)), strict=True):
         assert_episodes_equal(x, y)
     for _ in range(3):
         x, y = a.sample(64, n_step=3, gamma=0.9), b.sample(64, n_step=3, gamma=0.9)

@@ -28,7 +28,7 @@ def test_sum_tree_matches_a_plain_cumulative_sum() -> None:
 def all_keys(buffer: PrioritizedEpisodeReplayBuffer) -> dict[float, int]:
     """obs value -> key, from enough samples to see every stored step."""
     batch = buffer.sample(2000)
-    return dict(zip(batch["obs"][:, 0].tolist(), batch["keys"].tolist()))
+    return dict(zip(batch["obs"][:, 0].tolist(), batch["keys"].tolist(), strict=True))
 
 
 @pytest.mark.parametrize("alpha", [1.0, 0.5])
@@ -50,7 +50,7 @@ def test_importance_weights() -> None:
     buffer.update_priorities([keys[0.0], keys[1.0]], [1.0, 3.0])
     batch = buffer.sample(200, beta=0.5)
     expected = {0.0: 1.0, 1.0: np.sqrt(0.5 / 1.5)}  # (N P)^-beta over its largest value
-    for o, w in zip(batch["obs"][:, 0].tolist(), batch["weights"].tolist()):
+    for o, w in zip(batch["obs"][:, 0].tolist(), batch["weights"].tolist(), strict=True):
         assert w == pytest.approx(expected[o])
 
 
@@ -96,7 +96,7 @@ def test_prioritized_transitions_keep_the_n_step_contract() -> None:
     last = fill_from_runner(buffer, 5)
     batch = buffer.sample(1000, n_step=3, gamma=1.0)
     for obs, nxt, n, reward in zip(batch["obs"].tolist(), batch["next_obs"].tolist(), batch["n_step"].tolist(),
-                                   batch["rewards"].tolist()):
+                                   batch["rewards"].tolist(), strict=True):
         _, v, e, t = obs
         assert n == min(3, last[(v, e)] - t) and nxt[3] == t + n and nxt[:3] == obs[:3]
         assert reward == sum(range(t + 1, t + n + 1))
