@@ -1,8 +1,8 @@
 """The ``ray-sampler`` command line.
 
-``ray-sampler sample`` (the main job) starts a local Ray cluster in-process and samples with a
-group of remote env runners, printing a line per iteration; ``ray-sampler demo`` builds, cuts,
-joins and packs real episodes without Ray.
+``ray-sampler train`` (the main job) starts a local Ray cluster in-process and trains PPO on
+CartPole-v1 with remote env runners, a line per iteration; ``ray-sampler sample`` only samples
+with the runners; ``ray-sampler demo`` builds, cuts, joins and packs real episodes without Ray.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import dataclasses
 import os
 import sys
 import time
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +23,7 @@ from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 
-__all__ = ["DemoConfig", "SampleJobConfig", "main", "run_demo", "run_sample_job"]
+__all__ = ["DemoConfig", "SampleJobConfig", "main", "run_demo", "run_sample_job", "run_training"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,11 +171,30 @@ def run_demo(cfg: DemoConfig) -> None:
         raise SystemExit(1)
 
 
+def run_training(cfg: Any) -> None:
+    """``ray-sampler train``: PPO on an in-process Ray cluster (see learner.train)."""
+    import ray
+
+    from learner.train import train_ppo
+
+    ray.init(num_cpus=max(os.cpu_count() or 1, 2), include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    try:
+        print(f"ray-sampler train: PPO on {cfg.env}, {cfg.num_env_runners} env runners x "
+              f"{cfg.num_envs_per_env_runner} sub-envs (local Ray cluster)")
+        train_ppo(cfg)
+    finally:
+        ray.shutdown()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ray-sampler`` command."""
     parser = argparse.ArgumentParser(prog="ray-sampler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    from learner.train import PPOTrainingConfig
+
     jobs = {
+        "train": (PPOTrainingConfig, run_training, "train PPO with env runners on a local Ray cluster"),
         "sample": (SampleJobConfig, run_sample_job, "sample with a group of env runners on a local Ray cluster"),
         "demo": (DemoConfig, run_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
     }

@@ -54,3 +54,18 @@ def test_sample_job_prints_a_line_per_iteration() -> None:
     assert lines[1].startswith("iter 1: 64 env steps, ") and "runners 1: " in lines[1] and ", 2: " in lines[1]
     assert lines[2].startswith("iter 2: 64 env steps, ")
     assert lines[3].startswith("total: 128 env steps in ")
+
+
+def test_train_job_prints_progress_and_learns() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ray_sampler", "train", "--max-iterations", "6", "--num-env-runners", "2"],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "ray-sampler train: PPO on CartPole-v1, 2 env runners x 8 sub-envs (local Ray cluster)"
+    iters = [line for line in lines if line.startswith("iter ")]
+    assert len(iters) == 6 and iters[0].startswith("iter 1: 2048 env steps, mean return ")
+    assert lines[-1].startswith("did not reach mean return 450: ") and "after 12288 env steps" in lines[-1]
+    final = float(lines[-1].split(": ")[1].split(" ")[0])
+    assert final > 60  # random play averages about 22
