@@ -1,8 +1,20 @@
 """Learners: the numpy PPO learner, the data-parallel LearnerGroup, their gradients and optimizer."""
 
+from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
 from learner.learner import Learner, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
 
-__all__ = ["Adam", "Learner", "LearnerGroup", "PPOConfig", "ppo_loss_and_grads", "shard_episodes"]
+__all__ = [
+    "Adam",
+    "DQNConfig",
+    "DQNLearner",
+    "Learner",
+    "LearnerGroup",
+    "PPOConfig",
+    "QModule",
+    "dqn_loss_and_grads",
+    "ppo_loss_and_grads",
+    "shard_episodes",
+]

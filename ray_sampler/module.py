@@ -76,7 +76,7 @@ def _init_layer(rng: np.random.Generator, n_in: int, n_out: int, gain: float) ->
     q, r = np.linalg.qr(a)
     q = q * np.sign(np.diag(r))
     w = q if n_in >= n_out else q.T
-    return (gain * w[:n_in, :n_out]).astype(np.float32), np.zeros(n_out, np.float32)
+    return np.ascontiguousarray(gain * w[:n_in, :n_out], dtype=np.float32), np.zeros(n_out, np.float32)
 
 
 class MLPModule:

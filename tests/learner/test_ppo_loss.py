@@ -36,16 +36,16 @@ def test_gradients_match_finite_differences(entropy_coeff: float) -> None:
     for key, value in params.items():
         if key not in grads:
             continue
-        flat = value.reshape(-1)
-        for idx in range(0, flat.size, max(1, flat.size // 7)):
-            old = flat[idx]
-            flat[idx] = old + eps
+        for idx in range(0, value.size, max(1, value.size // 7)):
+            at = np.unravel_index(idx, value.shape)  # in place whatever the array's memory order
+            old = value[at]
+            value[at] = old + eps
             up = ppo_loss_and_grads(params, batch, **kwargs)[0]["total_loss"]
-            flat[idx] = old - eps
+            value[at] = old - eps
             down = ppo_loss_and_grads(params, batch, **kwargs)[0]["total_loss"]
-            flat[idx] = old
+            value[at] = old
             numeric = (up - down) / (2 * eps)
-            assert grads[key].reshape(-1)[idx] == pytest.approx(numeric, rel=1e-4, abs=1e-7), (key, idx)
+            assert grads[key][at] == pytest.approx(numeric, rel=1e-4, abs=1e-7), (key, idx)
 
 
 def test_loss_terms() -> None:

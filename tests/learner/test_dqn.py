@@ -1,0 +1,77 @@
+"""DQN: loss gradients against finite differences, the double-Q target against a loop, the module."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
+from learner.mlp_grad import forward
+from ray_sampler.errors import SpaceError
+
+
+def problem(seed: int = 0) -> tuple[QModule, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    module = QModule(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), hidden_sizes=(5,), seed=seed)
+    target = QModule(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), hidden_sizes=(5,), seed=seed + 7).params
+    rng = np.random.default_rng(seed)
+    n = 12
+    batch = {"obs": rng.normal(size=(n, 3)), "next_obs": rng.normal(size=(n, 3)), "actions": rng.integers(0, 4, n),
+             "rewards": rng.normal(size=n) * 3, "terminateds": rng.random(n) < 0.3, "n_step": rng.integers(1, 4, n),
+             "weights": rng.uniform(0.5, 1.0, n)}
+    return module, target, batch
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_gradients_match_finite_differences(double_q: bool) -> None:
+    module, target, batch = problem()
+    params = {k: v.astype(np.float64) for k, v in module.params.items()}
+    _, grads, _ = dqn_loss_and_grads(params, target, batch, double_q=double_q, huber_delta=0.5)
+    eps = 1e-6
+    for key, value in params.items():
+        for idx in range(0, value.size, max(1, value.size // 5)):
+            at = np.unravel_index(idx, value.shape)  # in place whatever the array's memory order
+            old = value[at]
+            value[at] = old + eps
+            up = dqn_loss_and_grads(params, target, batch, double_q=double_q, huber_delta=0.5)[0]["loss"]
+            value[at] = old - eps
+            down = dqn_loss_and_grads(params, target, batch, double_q=double_q, huber_delta=0.5)[0]["loss"]
+            value[at] = old
+            assert grads[key][at] == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-8)
+
+
+def test_double_q_target_equals_a_plain_loop() -> None:
+    module, target, batch = problem(1)
+    gamma = 0.9
+    _, _, td = dqn_loss_and_grads(module.params, target, batch, gamma=gamma)
+    for i in range(len(batch["obs"])):
+        online = lambda x: forward({k: v.astype(np.float64) for k, v in module.params.items()}, "q", x[None])[0][0]  # noqa: E731
+        frozen = lambda x: forward({k: v.astype(np.float64) for k, v in target.items()}, "q", x[None])[0][0]  # noqa: E731
+        best = int(np.argmax(online(batch["next_obs"][i])))
+        bootstrap = 0.0 if batch["terminateds"][i] else gamma ** batch["n_step"][i] * frozen(batch["next_obs"][i])[best]
+        expected = online(batch["obs"][i])[batch["actions"][i]] - (batch["rewards"][i] + bootstrap)
+        assert td[i] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_target_network_is_copied_every_k_updates() -> None:
+    module, _, batch = problem(2)
+    learner = DQNLearner(module, DQNConfig(target_update_every=3, lr=1e-2))
+    initial = {k: v.copy() for k, v in learner.target_params.items()}
+    learner.update_from_batch(batch)
+    learner.update_from_batch(batch)
+    assert all(np.array_equal(initial[k], learner.target_params[k]) for k in initial)
+    metrics = learner.update_from_batch(batch)
+    assert metrics["num_updates"] == 3 and len(metrics["td_errors"]) == 12
+    assert all(np.array_equal(module.params[k], learner.target_params[k]) for k in initial)
+
+
+def test_q_module_explores_epsilon_greedily() -> None:
+    module = QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3, start=1), seed=0, epsilon=0.0)
+    obs = {"obs": np.random.default_rng(0).normal(size=(500, 2))}
+    greedy = module.forward_exploration(obs)["actions"]
+    np.testing.assert_array_equal(greedy, module.q_values(obs["obs"]).argmax(1) + 1)
+    module.set_state({**module.get_state(), "epsilon": np.float64(1.0)})
+    counts = np.bincount(module.forward_exploration(obs)["actions"], minlength=4)[1:]
+    assert counts.min() > 120  # uniform over the 3 actions
+    with pytest.raises(SpaceError, match="needs a Discrete action space"):
+        QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1, 1, (2,)))
