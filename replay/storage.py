@@ -24,100 +24,9 @@ import numpy as np
 from ray_sampler import tree
 from ray_sampler.columnar import ColumnarEpisodes
 from ray_sampler.errors import ReplayError
+from replay.rows import equal_rows, remap_rows, Rows
 
 __all__ = ["EpisodeStorage", "StoredEpisode"]
-
-_GROWTH = 1.25
-
-
-class _Rows:
-    """A (nested) structure of arrays growing by whole rows; ``rows`` of them are in use."""
-
-    def __init__(self) -> None:
-        self.spec: Any = "unset"
-        self.leaves: list[np.ndarray] = []
-        self.rows = 0
-
-    def check(self, struct: Any, name: str) -> None:
-        """Raises ReplayError if ``struct``'s rows cannot be appended; changes nothing."""
-        if self.spec == "unset" or not len(tree.first_leaf(struct)):
-            return
-        leaves = tree.flatten(struct)
-        if tree.spec_of(struct) != self.spec or any(
-            a.shape[1:] != b.shape[1:] or not _fits(a.dtype, b.dtype) for a, b in zip(leaves, self.leaves)
-        ):
-            got = [(leaf.dtype.str, leaf.shape[1:]) for leaf in leaves]
-            held = [(leaf.dtype.str, leaf.shape[1:]) for leaf in self.leaves]
-            raise ReplayError(f"'{name}' rows must keep the stored structure, shapes and (safely castable) dtypes "
-                              f"{held} (got {got}); nothing was added")
-
-    def append(self, struct: Any, name: str) -> int:
-        """Appends the rows of ``struct`` (checked first); returns the first new row's index."""
-        leaves = tree.flatten(struct)
-        n = len(leaves[0])
-        if self.spec == "unset":
-            if not n:
-                return 0
-            self.spec = tree.spec_of(struct)
-            self.leaves = [np.empty((max(n, 1024), *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
-        self.check(struct, name)
-        # Strings widen the stored column (lossless); other dtypes cast safely into it.
-        self.leaves = [a.astype(np.promote_types(a.dtype, leaf.dtype)) if a.dtype.kind == "U" and
-                       leaf.dtype.itemsize > a.dtype.itemsize else a for a, leaf in zip(self.leaves, leaves)]
-        start = self.rows
-        if start + n > len(self.leaves[0]):
-            size = max(start + n, int(len(self.leaves[0]) * _GROWTH))
-            self.leaves = [np.concatenate([a[:start], np.empty((size - start, *a.shape[1:]), a.dtype)])
-                           for a in self.leaves]
-        for a, leaf in zip(self.leaves, leaves):
-            a[start:start + n] = leaf
-        self.rows += n
-        return start
-
-    def gather(self, index: np.ndarray) -> Any:
-        return tree.unflatten(self.spec, [a[index] for a in self.leaves])
-
-    def keep(self, index: np.ndarray) -> None:
-        """Keeps only rows ``index`` (in that order), in freshly sized arrays."""
-        self.leaves = [a[index] for a in self.leaves]
-        self.rows = len(index)
-
-    @property
-    def is_set(self) -> bool:
-        return self.spec != "unset"
-
-    def row_nbytes(self) -> int:
-        return sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.leaves)
-
-    def nbytes(self) -> int:
-        """Bytes allocated (used rows and room to grow)."""
-        return sum(a.nbytes for a in self.leaves)
-
-
-def _fits(incoming: np.dtype, stored: np.dtype) -> bool:
-    """Whether rows of dtype ``incoming`` go into a column of dtype ``stored`` without loss."""
-    if incoming.kind == "U" and stored.kind == "U":
-        return True  # the column widens
-    return np.can_cast(incoming, stored, "safe")
-
-
-def _equal_rows(a: Any, b: Any) -> bool:
-    """Leaf-wise equality of two (nested) single rows; NaN equals NaN in float leaves."""
-    return all(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc" and y.dtype.kind in "fc")
-               for x, y in zip(tree.flatten(a), tree.flatten(b)))
-
-
-def _remap(sparse: dict[int, dict], kept_rows: np.ndarray) -> dict[int, dict]:
-    """Sparse row-keyed values after keeping ``kept_rows`` (ascending): new keys, dropped rows gone."""
-    if not sparse:
-        return {}
-    keys = np.fromiter(sparse, np.int64, len(sparse))
-    at = np.searchsorted(kept_rows, keys)
-    hit = (at < len(kept_rows)) & (kept_rows[np.minimum(at, len(kept_rows) - 1)] == keys) if len(kept_rows) else \
-        np.zeros(len(keys), bool)
-    values = list(sparse.values())
-    return {int(a): values[i] for i, a in zip(np.flatnonzero(hit).tolist(), at[hit].tolist())}
-
 
 @dataclasses.dataclass
 class StoredEpisode:
@@ -152,10 +61,10 @@ class EpisodeStorage:
             raise ReplayError(f"'capacity_bytes' must be an int >= 1 or None (got {capacity_bytes!r})")
         self.capacity_env_steps = capacity_env_steps
         self.capacity_bytes = capacity_bytes
-        self.obs, self.actions, self.rewards = _Rows(), _Rows(), _Rows()
-        self.extras: dict[str, _Rows] | None = None
-        self.lb_obs, self.lb_actions, self.lb_rewards = _Rows(), _Rows(), _Rows()
-        self.lb_extras: dict[str, _Rows] = {}
+        self.obs, self.actions, self.rewards = Rows(), Rows(), Rows()
+        self.extras: dict[str, Rows] | None = None
+        self.lb_obs, self.lb_actions, self.lb_rewards = Rows(), Rows(), Rows()
+        self.lb_extras: dict[str, Rows] = {}
         self.infos: dict[int, dict] = {}
         self.lb_infos: dict[int, dict] = {}
         # Segment table: one entry per stored chunk; dead segments keep their slot until compaction.
@@ -219,7 +128,7 @@ class EpisodeStorage:
         self.infos, self.lb_infos, self.priorities = snap["infos"], snap["lb_infos"], snap["priorities"]
         self.num_steps, self._live_obs_rows, self._next_order, self.order_to_id = snap["counters"]
 
-    def _all_rows(self) -> dict[str, _Rows]:
+    def _all_rows(self) -> dict[str, Rows]:
         out = {"obs": self.obs, "actions": self.actions, "rewards": self.rewards, "lb_obs": self.lb_obs,
                "lb_actions": self.lb_actions, "lb_rewards": self.lb_rewards}
         out.update({f"extras.{k}": r for k, r in (self.extras or {}).items()})
@@ -255,7 +164,7 @@ class EpisodeStorage:
                 if int(col.t_started[i]) != t:
                     raise ReplayError(f"{where} starts at t={int(col.t_started[i])} but the stored episode is at "
                                       f"t={t} (a gap or a duplicate); nothing was added")
-                if not _equal_rows(first_obs, last_obs):
+                if not equal_rows(first_obs, last_obs):
                     raise ReplayError(f"{where} does not start with the stored episode's last observation; "
                                       "nothing was added")
             last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1:obs_off[i + 1]], col.observations)
@@ -292,8 +201,8 @@ class EpisodeStorage:
             self.priorities = grown
         self.rewards.append(col.rewards, "rewards")
         if self.extras is None:
-            self.extras = {k: _Rows() for k in col.extra_model_outputs}
-            self.lb_extras = {k: _Rows() for k in col.extra_model_outputs}
+            self.extras = {k: Rows() for k in col.extra_model_outputs}
+            self.lb_extras = {k: Rows() for k in col.extra_model_outputs}
         for k, rows in self.extras.items():
             rows.append(col.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
         for r, info in zip(col.info_rows.tolist(), col.info_values):
@@ -392,8 +301,8 @@ class EpisodeStorage:
         obs_rows = ranges(self.seg_obs[alive], lens + 1)
         step_rows = ranges(self.seg_step[alive], lens)
         lb_rows = ranges(self.seg_lb[alive], lb_lens)
-        self.infos = _remap(self.infos, obs_rows)
-        self.lb_infos = _remap(self.lb_infos, lb_rows)
+        self.infos = remap_rows(self.infos, obs_rows)
+        self.lb_infos = remap_rows(self.lb_infos, lb_rows)
         if self.priorities is not None:
             self.priorities = self.priorities[step_rows]
         for rows, index in ((self.obs, obs_rows), (self.actions, step_rows), (self.rewards, step_rows),
@@ -468,7 +377,7 @@ class EpisodeStorage:
             hits = np.flatnonzero(np.isin(rows, keys))
             return hits.astype(np.int64), [store[int(r)] for r in rows[hits].tolist()]
 
-        def lookback(rows: _Rows, data: _Rows) -> Any:
+        def lookback(rows: Rows, data: Rows) -> Any:
             return rows.gather(lb_rows) if rows.is_set else data.gather(lb_rows[:0])
 
         info_rows, info_values = sparse(self.infos, obs_rows)
