@@ -22,6 +22,7 @@ import numpy as np
 import ray
 
 from ray_sampler import EnvContext, EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig, register_env
+from ray_sampler.cli import add_config_arguments
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -93,6 +94,5 @@ def main(args: Args) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    add_config_arguments(parser, Args)
     main(Args(**vars(parser.parse_args())))

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
+from ray_sampler.cli import add_config_arguments
 from replay import EpisodeReplayBuffer, ReplayConfig, create_replay_actor
 
 
@@ -76,6 +77,5 @@ def main(args: Args) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    add_config_arguments(parser, Args)
     main(Args(**vars(parser.parse_args())))

@@ -17,6 +17,7 @@ import time
 import ray
 
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
+from ray_sampler.cli import add_config_arguments
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -58,6 +59,5 @@ def main(args: Args) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    add_config_arguments(parser, Args)
     main(Args(**vars(parser.parse_args())))

@@ -14,11 +14,11 @@ learner pipeline (GAE across chunk cuts) and PPO's minibatch epochs, on one loca
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 import ray
 
 from learner.train import PPOTrainingConfig, train_ppo
+from ray_sampler.cli import add_config_arguments
 
 
 def main(cfg: PPOTrainingConfig) -> dict:
@@ -33,6 +33,5 @@ def main(cfg: PPOTrainingConfig) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for field in dataclasses.fields(PPOTrainingConfig):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+    add_config_arguments(parser, PPOTrainingConfig)
     main(PPOTrainingConfig(**vars(parser.parse_args())))

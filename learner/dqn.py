@@ -18,7 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from learner.mlp_grad import backward, forward
+from learner.mlp_grad import ACTIVATIONS, backward, forward
 from learner.optim import Adam
 from ray_sampler.columns import Columns
 from ray_sampler.errors import ConfigError, SpaceError
@@ -31,9 +31,12 @@ class QModule:
     """An MLP of Q-values per action; explores epsilon-greedily (``epsilon`` travels with the weights)."""
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, hidden_sizes: tuple[int, ...] = (64, 64),
-                 seed: int | None = 0, epsilon: float = 1.0) -> None:
+                 seed: int | None = 0, epsilon: float = 1.0, activation: str = "relu") -> None:
         if not isinstance(action_space, gym.spaces.Discrete):
             raise SpaceError(f"QModule needs a Discrete action space (got {action_space})")
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"'activation' must be one of {ACTIVATIONS} (got {activation!r})")
+        self.activation = activation
         self.observation_space, self.action_space = observation_space, action_space
         rng = np.random.default_rng(seed)
         sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(action_space.n))
@@ -46,7 +49,7 @@ class QModule:
 
     def q_values(self, obs: Any) -> np.ndarray:
         x = np.asarray(obs, np.float32).reshape(len(obs), -1)
-        return forward(self.params, "q", x)[0]
+        return forward(self.params, "q", x, self.activation)[0]
 
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
         q = self.q_values(batch[Columns.OBS])
@@ -78,29 +81,30 @@ def _huber(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
 
 def dqn_loss_and_grads(params: dict[str, np.ndarray], target_params: dict[str, np.ndarray], batch: dict[str, Any], *,
                        gamma: float = 0.99, huber_delta: float = 1.0, double_q: bool = True,
-                       ) -> tuple[dict[str, float], dict[str, np.ndarray], np.ndarray]:
-    """Loss terms, gradients of the online parameters, and TD errors (see the module docstring)."""
-    obs = np.asarray(batch["obs"], np.float64).reshape(len(batch["obs"]), -1)
-    next_obs = np.asarray(batch["next_obs"], np.float64).reshape(len(obs), -1)
+                       activation: str = "relu") -> tuple[dict[str, float], dict[str, np.ndarray], np.ndarray]:
+    """Loss terms, gradients of the online parameters, and TD errors (see the module docstring).
+
+    Computed in the parameters' float dtype (float32 for training, float64 for gradient checks)."""
+    dtype = np.result_type(*params.values())
+    obs = np.asarray(batch["obs"], dtype).reshape(len(batch["obs"]), -1)
+    next_obs = np.asarray(batch["next_obs"], dtype).reshape(len(obs), -1)
     actions = np.asarray(batch["actions"], np.int64)
-    n = len(obs)
-    p64 = {k: v.astype(np.float64) for k, v in params.items()}
-    t64 = {k: v.astype(np.float64) for k, v in target_params.items()}
-    q_all, cache = forward(p64, "q", obs)
-    q = q_all[np.arange(n), actions]
-    q_next_target = forward(t64, "q", next_obs)[0]
-    best = (forward(p64, "q", next_obs)[0] if double_q else q_next_target).argmax(axis=1)
+    n, rows = len(obs), np.arange(len(obs))
+    q_all, cache = forward(params, "q", obs, activation)
+    q = q_all[rows, actions]
+    q_next_target = forward(target_params, "q", next_obs, activation)[0]
+    best = (forward(params, "q", next_obs, activation)[0] if double_q else q_next_target).argmax(axis=1)
     discount = gamma ** np.asarray(batch.get("n_step", np.ones(n)), np.float64)
     not_done = 1.0 - np.asarray(batch["terminateds"], np.float64)
-    target = np.asarray(batch["rewards"], np.float64) + discount * not_done * q_next_target[np.arange(n), best]
+    target = np.asarray(batch["rewards"], np.float64) + discount * not_done * q_next_target[rows, best]
     td = q - target
     weights = np.asarray(batch.get("weights", np.ones(n)), np.float64)
     loss, d_loss = _huber(td, huber_delta)
     grad_q = np.zeros_like(q_all)
-    grad_q[np.arange(n), actions] = weights * d_loss / n
-    grads = backward(p64, "q", cache, grad_q)
+    grad_q[rows, actions] = weights * d_loss / n
+    grads = backward(params, "q", cache, grad_q, activation)
     terms = {"loss": float((weights * loss).mean()), "q_mean": float(q.mean()), "td_abs_mean": float(np.abs(td).mean())}
-    return terms, {k: g.astype(params[k].dtype) for k, g in grads.items()}, td
+    return terms, {k: g.astype(params[k].dtype, copy=False) for k, g in grads.items()}, td
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,7 +132,14 @@ class DQNConfig:
 
 
 class DQNLearner:
-    """A QModule, its target network and Adam; one gradient step per ``update_from_batch``."""
+    """A QModule, its target network and Adam; one gradient step per ``update_from_batch``.
+
+    The step is split for data-parallel groups as in the PPO Learner: ``pull_from_replay`` takes
+    the next batches from a ReplayActor (one round trip), ``compute_gradients(j)`` works on batch
+    ``j`` and ``apply_gradients`` takes the step (and copies the target network every
+    ``target_update_every`` steps); ``push_priorities`` sends |TD errors| back to a prioritized
+    replay.
+    """
 
     def __init__(self, module: QModule, config: DQNConfig | None = None) -> None:
         self.module = module
@@ -136,13 +147,83 @@ class DQNLearner:
         self.target_params = {k: v.copy() for k, v in module.params.items()}
         self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
         self.num_updates = 0
+        self._batches: list[dict[str, Any]] = []
+        self._td: dict[int, np.ndarray] = {}
 
-    def update_from_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """One step on a replay batch; metrics include ``td_errors`` (for update_priorities)."""
+    # ---------------------------------------------------------------- gradient steps
+    def compute_gradients(self, batch_index: int | dict[str, Any]) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
+        """Loss terms, gradients and row count of a batch (pulled batch ``batch_index``, or given)."""
+        batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
+        n = len(batch["obs"])
+        if not n:
+            return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
         terms, grads, td = dqn_loss_and_grads(self.module.params, self.target_params, batch, gamma=self.config.gamma,
-                                              huber_delta=self.config.huber_delta, double_q=self.config.double_q)
+                                              huber_delta=self.config.huber_delta, double_q=self.config.double_q,
+                                              activation=self.module.activation)
+        if isinstance(batch_index, int):
+            self._td[batch_index] = td
+        terms["td_errors"] = td
+        return terms, grads, n
+
+    def apply_gradients(self, grads: dict[str, np.ndarray]) -> float:
+        """One optimizer step (and the target copy when due); returns the gradients' global norm."""
         norm = self.optimizer.step(self.module.params, grads)
         self.num_updates += 1
         if self.num_updates % self.config.target_update_every == 0:
             self.target_params = {k: v.copy() for k, v in self.module.params.items()}
-        return {**terms, "grad_norm": norm, "td_errors": td, "num_updates": self.num_updates}
+        return norm
+
+    def update_from_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """One step on a replay batch; metrics include ``td_errors`` (for update_priorities)."""
+        terms, grads, _ = self.compute_gradients(batch)
+        norm = self.apply_gradients(grads)
+        return {**terms, "grad_norm": norm, "num_updates": self.num_updates}
+
+    # ---------------------------------------------------------------- replay
+    def pull_from_replay(self, replay: Any, num_batches: int, batch_size_B: int, *, n_step: int = 1,
+                         timeout_s: float | None = None) -> int:
+        """Takes ``num_batches`` batches of ``batch_size_B`` from a ReplayActor (or a local
+        ReplayActor / buffer) for the next steps; returns the rows pulled."""
+        self._td = {}
+        if batch_size_B == 0:
+            self._batches = [{"obs": np.zeros((0,))}] * num_batches
+            return 0
+        kwargs = {"n_step": n_step, "gamma": self.config.gamma}
+        if hasattr(replay, "sample_batches"):
+            call = replay.sample_batches
+            if hasattr(call, "remote"):
+                import ray
+
+                self._batches = ray.get(call.remote(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs))
+            else:
+                self._batches = call(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
+        else:  # a plain EpisodeReplayBuffer
+            self._batches = [replay.sample(batch_size_B, **kwargs) for _ in range(num_batches)]
+        return batch_size_B * num_batches
+
+    def push_priorities(self, replay: Any) -> int:
+        """Sends the |TD errors| of the pulled batches' steps to a prioritized replay; the count sent."""
+        if not self._td:
+            return 0
+        keys = np.concatenate([self._batches[j]["keys"] for j in sorted(self._td)])
+        td = np.abs(np.concatenate([self._td[j] for j in sorted(self._td)]))
+        self._td = {}
+        if hasattr(replay.update_priorities, "remote"):
+            import ray
+
+            ray.get(replay.update_priorities.remote(keys, td))
+        else:
+            replay.update_priorities(keys, td)
+        return len(keys)
+
+    # ---------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        return {"module": self.module.get_state(), "target": {k: v.copy() for k, v in self.target_params.items()},
+                "num_updates": self.num_updates,
+                "optimizer": self.optimizer.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.module.set_state(state["module"])
+        self.target_params = {k: np.asarray(v, np.float32).copy() for k, v in state["target"].items()}
+        self.num_updates = int(state["num_updates"])
+        self.optimizer.set_state(state["optimizer"])

@@ -147,15 +147,12 @@ class Learner:
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        opt = self.optimizer
         return {"module": self.module.get_state(), "weights_version": self.weights_version,
-                "optimizer": {"t": opt.t, "m": {k: v.copy() for k, v in opt.m.items()},
-                              "v": {k: v.copy() for k, v in opt.v.items()}},
+                "optimizer": self.optimizer.get_state(),
                 "rng": self.rng.bit_generator.state}
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.module.set_state(state["module"])
         self.weights_version = state["weights_version"]
-        opt = state["optimizer"]
-        self.optimizer.t, self.optimizer.m, self.optimizer.v = opt["t"], dict(opt["m"]), dict(opt["v"])
+        self.optimizer.set_state(state["optimizer"])
         self.rng.bit_generator.state = state["rng"]

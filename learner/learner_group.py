@@ -6,6 +6,11 @@ actors from the same module state; ``update_from_episodes`` shards the episodes 
 minibatch, averages them weighted by minibatch rows (the gradient of the mean loss over all of
 them) and sends the one average back (one ``ray.put``): every learner applies the same step,
 so all keep identical weights.
+
+``update_from_replay`` does the same for off-policy learners (DQNLearner): each learner pulls
+its share of every batch straight from a ReplayActor (the data never passes through the
+driver), the gradients are averaged per step, and with prioritized replay each learner sends
+its |TD errors| back to the replay.
 """
 
 from __future__ import annotations
@@ -36,21 +41,21 @@ def shard_episodes(episodes: list[SingleAgentEpisode], num_shards: int) -> list[
 class LearnerGroup:
     """One local learner, or ``num_learners`` learner actors in lockstep (see the module docstring)."""
 
-    def __init__(self, make_module: Callable[[], Any], config: PPOConfig | None = None, *, num_learners: int = 0,
-                 num_cpus_per_learner: float = 1.0, timeout_s: float = 600.0) -> None:
+    def __init__(self, make_module: Callable[[], Any], config: Any = None, *, learner_class: type = Learner,
+                 num_learners: int = 0, num_cpus_per_learner: float = 1.0, timeout_s: float = 600.0) -> None:
         if not isinstance(num_learners, int) or num_learners < 0:
             raise ConfigError(f"'num_learners' must be an int >= 0 (got {num_learners!r})")
-        self.config = config or PPOConfig()
         self.timeout_s = timeout_s
-        self.local: Learner | None = None
+        self.local: Any = None
         self.actors: list[Any] = []
+        first = learner_class(make_module(), config)  # every actor starts from this one's state
+        self.config: PPOConfig | Any = first.config
         if num_learners == 0:
-            self.local = Learner(make_module(), self.config)
+            self.local = first
             return
         import ray
 
-        remote = ray.remote(Learner).options(num_cpus=num_cpus_per_learner)
-        first = Learner(make_module(), self.config)  # every actor starts from this one's state
+        remote = ray.remote(learner_class).options(num_cpus=num_cpus_per_learner)
         state_ref = ray.put(first.get_state())
         self.actors = [remote.remote(make_module(), self.config) for _ in range(num_learners)]
         self._get([a.set_state.remote(state_ref) for a in self.actors])
@@ -87,6 +92,42 @@ class LearnerGroup:
         return {**{k: float(np.mean([t[k] for t in terms_seen[-len(self.actors):]])) for k in keys},
                 "grad_norm_mean": float(np.mean(norms)) if norms else 0.0, "batch_size": sum(rows),
                 "num_gradient_steps": len(norms), "num_learners": len(self.actors)}
+
+    def update_from_replay(self, replay: Any, num_updates: int, batch_size_B: int, *, n_step: int = 1,
+                           prioritized: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
+        """``num_updates`` gradient steps on batches of ``batch_size_B`` pulled from ``replay`` (a
+        ReplayActor), the rows of every batch split across the learners; metrics."""
+        for name, value in (("num_updates", num_updates), ("batch_size_B", batch_size_B)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
+        m = len(self.actors) or 1
+        if batch_size_B < m:
+            raise ConfigError(f"'batch_size_B' ({batch_size_B}) must be >= the number of learners ({m})")
+        sizes = [batch_size_B * (i + 1) // m - batch_size_B * i // m for i in range(m)]
+        self._each("pull_from_replay", [(replay, num_updates, b) for b in sizes], n_step=n_step, timeout_s=timeout_s)
+        terms_seen: list[dict[str, Any]] = []
+        norms = []
+        for j in range(num_updates):
+            results = self._each("compute_gradients", [(j,)] * m)
+            if self.local is not None:
+                grads = results[0][1]
+            else:
+                import ray
+
+                grads = ray.put({k: sum(g[k] * (n / batch_size_B) for _, g, n in results) for k in results[0][1]})
+            norms.append(self._each("apply_gradients", [(grads,)] * m)[0])
+            terms_seen += [t for t, _, _ in results]
+        if prioritized:
+            self._each("push_priorities", [(replay,)] * m)
+        scalar = [k for k, v in terms_seen[0].items() if np.ndim(v) == 0]
+        return {**{k: float(np.mean([t[k] for t in terms_seen])) for k in scalar}, "grad_norm_mean": float(np.mean(norms)),
+                "num_gradient_steps": num_updates, "batch_size": batch_size_B, "num_learners": len(self.actors)}
+
+    def _each(self, method: str, args: list[tuple[Any, ...]], **kwargs: Any) -> list[Any]:
+        """``method(*args[i], **kwargs)`` on learner i (the local one, or actors in parallel)."""
+        if self.local is not None:
+            return [getattr(self.local, method)(*args[0], **kwargs)]
+        return self._get([getattr(a, method).remote(*call, **kwargs) for a, call in zip(self.actors, args, strict=True)])
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The module weights (identical on every learner)."""

@@ -3,7 +3,8 @@
 ``forward(params, head, x)`` returns the head's output and what ``backward`` needs;
 ``backward(params, head, cache, grad_out)`` returns the gradients of the parameters of that
 head (``{head}.{layer}.w`` / ``.b``), given the gradient of the loss with respect to its output.
-Layers are tanh except the last, as in :class:`ray_sampler.module.MLPModule`.
+Hidden layers are tanh (as in :class:`ray_sampler.module.MLPModule`) or ReLU
+(``activation="relu"``, as in :class:`learner.dqn.QModule`); the last layer is linear.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["backward", "forward", "num_layers"]
+__all__ = ["ACTIVATIONS", "backward", "forward", "num_layers"]
 
 
 def num_layers(params: dict[str, np.ndarray], head: str) -> int:
     return sum(1 for k in params if k.startswith(f"{head}.") and k.endswith(".w"))
 
 
-def forward(params: dict[str, np.ndarray], head: str, x: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+ACTIVATIONS = ("tanh", "relu")
+
+
+def forward(params: dict[str, np.ndarray], head: str, x: np.ndarray, activation: str = "tanh",
+            ) -> tuple[np.ndarray, list[Any]]:
     cache = []
     n = num_layers(params, head)
     for layer in range(n):
@@ -27,11 +32,12 @@ def forward(params: dict[str, np.ndarray], head: str, x: np.ndarray) -> tuple[np
         cache.append(x)
         x = x @ w + b
         if layer < n - 1:
-            x = np.tanh(x)
+            x = np.tanh(x) if activation == "tanh" else np.maximum(x, 0.0)
     return x, cache
 
 
-def backward(params: dict[str, np.ndarray], head: str, cache: list[Any], grad_out: np.ndarray) -> dict[str, np.ndarray]:
+def backward(params: dict[str, np.ndarray], head: str, cache: list[Any], grad_out: np.ndarray,
+             activation: str = "tanh") -> dict[str, np.ndarray]:
     grads: dict[str, np.ndarray] = {}
     n = num_layers(params, head)
     grad = grad_out
@@ -40,6 +46,7 @@ def backward(params: dict[str, np.ndarray], head: str, cache: list[Any], grad_ou
         w = params[f"{head}.{layer}.w"]
         grads[f"{head}.{layer}.w"] = x_in.T @ grad
         grads[f"{head}.{layer}.b"] = grad.sum(axis=0)
-        if layer:
-            grad = (grad @ w.T) * (1.0 - x_in * x_in)  # x_in is the tanh output of the layer below
+        if layer:  # x_in is the activation output of the layer below
+            grad = grad @ w.T
+            grad *= (1.0 - x_in * x_in) if activation == "tanh" else (x_in > 0)
     return grads

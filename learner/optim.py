@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["Adam"]
@@ -19,14 +21,30 @@ class Adam:
 
     def step(self, params: dict[str, np.ndarray], grads: dict[str, np.ndarray]) -> float:
         """Updates ``params`` in place; returns the gradients' global norm (before clipping)."""
-        norm = float(np.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads.values())))
+        flat = [g.reshape(-1).astype(np.float64) for g in grads.values()]
+        norm = float(np.sqrt(sum(float(f @ f) for f in flat)))
         scale = self.grad_clip / norm if self.grad_clip is not None and norm > self.grad_clip else 1.0
         self.t += 1
         b1, b2 = self.betas
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
         for k, g in grads.items():
             g = g * scale
-            m = self.m[k] = b1 * self.m.get(k, np.zeros_like(g)) + (1 - b1) * g
-            v = self.v[k] = b2 * self.v.get(k, np.zeros_like(g)) + (1 - b2) * g * g
-            m_hat, v_hat = m / (1 - b1**self.t), v / (1 - b2**self.t)
-            params[k] -= (self.lr * m_hat / (np.sqrt(v_hat) + self.eps)).astype(params[k].dtype)
+            if k not in self.m:
+                self.m[k], self.v[k] = np.zeros_like(g), np.zeros_like(g)
+            m, v = self.m[k], self.v[k]
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * (g * g)
+            denom = np.sqrt(v / c2)
+            denom += self.eps
+            params[k] -= (self.lr / c1) * m / denom
         return norm
+
+    def get_state(self) -> dict[str, Any]:
+        return {"t": self.t, "m": {k: v.copy() for k, v in self.m.items()}, "v": {k: v.copy() for k, v in self.v.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.t = state["t"]
+        self.m = {k: v.copy() for k, v in state["m"].items()}  # updated in place from here on
+        self.v = {k: v.copy() for k, v in state["v"].items()}

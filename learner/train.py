@@ -22,7 +22,7 @@ from ray_sampler.env_runner_group import EnvRunnerGroup
 from ray_sampler.errors import ConfigError
 from ray_sampler.module import MLPModule
 
-__all__ = ["PPOTrainingConfig", "train_ppo"]
+__all__ = ["PPOTrainingConfig", "ReturnTracker", "env_spaces", "train_ppo"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,37 +55,73 @@ class PPOTrainingConfig:
                 raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
 
 
-def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Trains until ``target_return`` or ``max_iterations``; returns what it reached."""
-    probe = gym.make(cfg.env)
+def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
+    """The (observation, action) spaces of gymnasium id ``env``."""
+    probe = gym.make(env)
     spaces = (probe.observation_space, probe.action_space)
     probe.close()
+    return spaces
+
+
+class ReturnTracker:
+    """The mean return of the last 20 finished episodes, and the stop rule on it."""
+
+    def __init__(self, target_return: float, window: int = 20) -> None:
+        self.target_return = target_return
+        self.returns: deque[float] = deque(maxlen=window)
+        self.start = time.perf_counter()
+
+    def add(self, returns: list[float]) -> None:
+        self.returns.extend(returns)
+
+    @property
+    def count(self) -> int:
+        return len(self.returns)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    @property
+    def reached(self) -> bool:
+        return self.count == self.returns.maxlen and self.mean >= self.target_return
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def finish(self, env_steps: int, log: Callable[[str], None]) -> dict[str, Any]:
+        """Logs the verdict; what was reached."""
+        verdict = "reached" if self.reached else "did not reach"
+        log(f"{verdict} mean return {self.target_return:g}: {self.mean:.1f} after {env_steps} env steps "
+            f"in {self.elapsed:.1f} s")
+        return {"reached": self.reached, "mean_return": self.mean, "env_steps": env_steps, "seconds": self.elapsed}
+
+
+def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Trains until ``target_return`` or ``max_iterations``; returns what it reached."""
+    spaces = env_spaces(cfg.env)
     runner_config = EnvRunnerConfig(env=cfg.env, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
                                      rollout_fragment_length=cfg.rollout_fragment_length, seed=cfg.seed)
     runners = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners,
                                                                  num_cpus_per_env_runner=0.5))
     learners = LearnerGroup(lambda: MLPModule(*spaces, seed=cfg.seed), PPOConfig(lr=cfg.lr, seed=cfg.seed),
                             num_learners=cfg.num_learners, num_cpus_per_learner=0.5)
-    returns: deque[float] = deque(maxlen=20)
-    steps, start, mean, reached = 0, time.perf_counter(), float("nan"), False
+    tracker = ReturnTracker(cfg.target_return)
+    steps = 0
     try:
         runners.sync_weights(learners.get_weights())
         for it in range(1, cfg.max_iterations + 1):
             episodes = runners.sample()
             steps += sum(len(ep) for ep in episodes)
-            returns.extend(runners.metrics["episode_returns"])
+            tracker.add(runners.metrics["episode_returns"])
             metrics = learners.update_from_episodes(episodes)
             version = runners.sync_weights(learners.get_weights())
-            mean = float(np.mean(returns)) if returns else float("nan")
-            log(f"iter {it}: {steps} env steps, mean return {mean:.1f} (last {len(returns)} episodes), "
-                f"policy loss {metrics['policy_loss']:.3f}, weights v{version}, {time.perf_counter() - start:.1f} s")
-            if len(returns) == returns.maxlen and mean >= cfg.target_return:
-                reached = True
+            log(f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
+                f"policy loss {metrics['policy_loss']:.3f}, weights v{version}, {tracker.elapsed:.1f} s")
+            if tracker.reached:
                 break
     finally:
         learners.stop()
         runners.stop()
-    elapsed = time.perf_counter() - start
-    verdict = "reached" if reached else "did not reach"
-    log(f"{verdict} mean return {cfg.target_return:g}: {mean:.1f} after {steps} env steps in {elapsed:.1f} s")
-    return {"reached": reached, "mean_return": mean, "env_steps": steps, "seconds": elapsed}
+    return tracker.finish(steps, log)

@@ -1,8 +1,9 @@
 """The ``ray-sampler`` command line.
 
 ``ray-sampler train`` (the main job) starts a local Ray cluster in-process and trains PPO on
-CartPole-v1 with remote env runners, a line per iteration; ``ray-sampler sample`` only samples
-with the runners; ``ray-sampler demo`` builds, cuts, joins and packs real episodes without Ray.
+CartPole-v1 with remote env runners, a line per iteration; ``ray-sampler train-dqn`` trains DQN
+through a replay actor; ``ray-sampler sample`` only samples with the runners;
+``ray-sampler demo`` builds, cuts, joins and packs real episodes without Ray.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 
-__all__ = ["DemoConfig", "SampleJobConfig", "main", "run_demo", "run_sample_job", "run_training"]
+__all__ = ["DemoConfig", "SampleJobConfig", "add_config_arguments", "main", "run_demo", "run_sample_job",
+           "run_training"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -172,19 +174,39 @@ def run_demo(cfg: DemoConfig) -> None:
 
 
 def run_training(cfg: Any) -> None:
-    """``ray-sampler train``: PPO on an in-process Ray cluster (see learner.train)."""
+    """``ray-sampler train`` / ``train-dqn``: PPO or DQN on an in-process Ray cluster (see
+    learner.train and learner.train_dqn)."""
     import ray
 
-    from learner.train import train_ppo
+    from learner.train import PPOTrainingConfig, train_ppo
+    from learner.train_dqn import train_dqn
 
+    ppo = isinstance(cfg, PPOTrainingConfig)
     ray.init(num_cpus=max(os.cpu_count() or 1, 2), include_dashboard=False, log_to_driver=False,
              configure_logging=False)
     try:
-        print(f"ray-sampler train: PPO on {cfg.env}, {cfg.num_env_runners} env runners x "
+        print(f"ray-sampler train: {'PPO' if ppo else 'DQN'} on {cfg.env}, {cfg.num_env_runners} env runners x "
               f"{cfg.num_envs_per_env_runner} sub-envs (local Ray cluster)")
-        train_ppo(cfg)
+        (train_ppo if ppo else train_dqn)(cfg)
     finally:
         ray.shutdown()
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false (got {text!r})")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) -> None:
+    """A ``--field-name`` option per field of a config dataclass, typed by its default."""
+    for field in dataclasses.fields(config_class):
+        kind = _parse_bool if isinstance(field.default, bool) else type(field.default)
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default,
+                            help=f"(default: {field.default})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -192,16 +214,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ray-sampler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     from learner.train import PPOTrainingConfig
+    from learner.train_dqn import DQNTrainingConfig
 
     jobs = {
         "train": (PPOTrainingConfig, run_training, "train PPO with env runners on a local Ray cluster"),
+        "train-dqn": (DQNTrainingConfig, run_training, "train DQN: env runners -> replay actor -> learners"),
         "sample": (SampleJobConfig, run_sample_job, "sample with a group of env runners on a local Ray cluster"),
         "demo": (DemoConfig, run_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
     }
     for name, (config_class, _, help_text) in jobs.items():
-        job = sub.add_parser(name, help=help_text)
-        for field in dataclasses.fields(config_class):
-            job.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+        add_config_arguments(sub.add_parser(name, help=help_text), config_class)
     args = parser.parse_args(argv)
     config_class, run, _ = jobs[args.command]
     run(config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)}))

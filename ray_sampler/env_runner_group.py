@@ -315,8 +315,22 @@ class EnvRunnerGroup:
         for i in indices:
             ray.kill(self._actors.pop(i))
 
+    def collect_in_flight(self, *, timeout_s: float | None = None) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
+        """Waits for the requests still in flight (``keep_sampling`` keeps one per runner) without
+        making new ones; their (columnar object, metrics) as in ``sample_columnar`` (requests made
+        by ``sample_to_replay`` have stored their chunks in the replay already: no columnar
+        object). Call it before ``stop`` so that no sampled step is discarded.
+
+        Raises SampleTimeoutError if some are still in flight at the deadline (they stay there)."""
+        self._last_kwargs = None  # no request ahead from here on
+        self._collect(time.monotonic() + (timeout_s or self.group_config.sample_timeout_s))
+        if self._inflight:
+            raise SampleTimeoutError(f"runners {sorted(self._inflight)} still sampling at the deadline")
+        ready, self._ready = self._ready, []
+        return [result for _, result in ready]
+
     def stop(self) -> None:
-        """Kills every runner actor (unreturned results are discarded)."""
+        """Kills every runner actor (unreturned results are discarded: see ``collect_in_flight``)."""
         for actor in self._actors.values():
             ray.kill(actor)
         self._actors.clear()

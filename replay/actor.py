@@ -10,7 +10,10 @@ outlives the runner that sent it, and answers with a small acknowledgement.
   ``add_timeout_s``; then it stores anyway (data is never dropped) and counts the timeout.
   Every wait is reported in the acknowledgement and the metrics.
 - ``sample`` waits up to ``sample_timeout_s`` for ``min_size_to_sample`` steps and the ratio,
-  then raises ReplayError.
+  then raises ReplayError. ``sample_batches`` draws several batches in one call (one round trip
+  for a learner's next gradient steps).
+- With ``prioritized`` the buffer is a PrioritizedEpisodeReplayBuffer: batches carry ``weights``
+  and ``keys``, and learners send |TD errors| back with ``update_priorities``.
 - With ``checkpoint_path`` and ``checkpoint_every_s`` a background thread saves the buffer
   (atomically, see replay.persistence); an actor started with an existing ``checkpoint_path``
   restores from it.
@@ -28,6 +31,7 @@ from ray_sampler.columnar import ColumnarEpisodes
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, ReplayError
 from replay.buffer import EpisodeReplayBuffer
+from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from replay.rate_limiter import RateLimiter
 
 __all__ = ["ReplayActor", "ReplayConfig", "create_replay_actor"]
@@ -59,6 +63,12 @@ class ReplayConfig:
     """Leave infos out of checkpoints (for infos that are not JSON-representable)."""
     seed: int | None = None
     """Seed of the sampling RNG."""
+    prioritized: bool = False
+    """Proportional prioritized replay instead of uniform."""
+    alpha: float = 0.6
+    """Prioritized replay: how much priorities count (0: uniform)."""
+    beta: float = 0.4
+    """Prioritized replay: importance-weight correction (1: full)."""
 
     def __post_init__(self) -> None:
         for name in ("add_timeout_s", "sample_timeout_s"):
@@ -70,13 +80,36 @@ class ReplayConfig:
                 raise ConfigError(f"'checkpoint_every_s' must be a number > 0 or None (got {self.checkpoint_every_s!r})")
             if self.checkpoint_path is None:
                 raise ConfigError("'checkpoint_every_s' needs 'checkpoint_path'")
+        if not isinstance(self.prioritized, bool):
+            raise ConfigError(f"'prioritized' must be a bool (got {self.prioritized!r})")
         # The buffer and the limiter check their own fields.
-        EpisodeReplayBuffer(capacity_env_steps=self.capacity_env_steps, capacity_bytes=self.capacity_bytes)
+        try:
+            self.make_buffer()
+        except ReplayError as e:
+            raise ConfigError(str(e)) from None
         RateLimiter(min_size_to_sample=self.min_size_to_sample, samples_per_insert=self.samples_per_insert,
                     samples_per_insert_tolerance=self.samples_per_insert_tolerance)
         if self.capacity_env_steps < self.min_size_to_sample:
             raise ConfigError(f"'capacity_env_steps' ({self.capacity_env_steps}) must be >= 'min_size_to_sample' "
                               f"({self.min_size_to_sample}), or no sample could ever go")
+
+    def _buffer_class_and_kwargs(self) -> tuple[type, dict[str, Any]]:
+        if self.prioritized:
+            return PrioritizedEpisodeReplayBuffer, {"alpha": self.alpha, "beta": self.beta}
+        return EpisodeReplayBuffer, {}
+
+    def make_buffer(self) -> EpisodeReplayBuffer:
+        """An empty buffer of this config."""
+        cls, kwargs = self._buffer_class_and_kwargs()
+        return cls(capacity_env_steps=self.capacity_env_steps, capacity_bytes=self.capacity_bytes, seed=self.seed,
+                   **kwargs)
+
+    def restore_buffer(self, path: str) -> EpisodeReplayBuffer:
+        """The buffer saved at ``path``, of this config's kind and capacities."""
+        cls, kwargs = self._buffer_class_and_kwargs()
+        buffer = cls.restore(path, seed=self.seed, **kwargs)
+        buffer.set_capacity(self.capacity_env_steps, self.capacity_bytes)  # the config's, not the file's
+        return buffer
 
 
 class ReplayActor:
@@ -86,19 +119,17 @@ class ReplayActor:
         self.config = config
         path = config.checkpoint_path
         if path is not None and os.path.exists(path):
-            self.buffer = EpisodeReplayBuffer.restore(path, seed=config.seed)
-            self.buffer.set_capacity(config.capacity_env_steps, config.capacity_bytes)  # the config's, not the file's
+            self.buffer = config.restore_buffer(path)
             self.restored_from = path
         else:
-            self.buffer = EpisodeReplayBuffer(capacity_env_steps=config.capacity_env_steps,
-                                              capacity_bytes=config.capacity_bytes, seed=config.seed)
+            self.buffer = config.make_buffer()
             self.restored_from = None
         self.limiter = RateLimiter(min_size_to_sample=config.min_size_to_sample,
                                    samples_per_insert=config.samples_per_insert,
                                    samples_per_insert_tolerance=config.samples_per_insert_tolerance)
         self._cond = threading.Condition()
         self._started = time.monotonic()
-        self._counts = {"num_adds": 0, "num_env_steps_added": 0, "num_samples": 0, "num_transitions_sampled": 0,
+        self._counts = {"num_adds": 0, "num_env_steps_received": 0, "num_env_steps_added": 0, "num_samples": 0, "num_transitions_sampled": 0,
                         "backpressure_s": 0.0, "num_add_timeouts": 0, "sample_wait_s": 0.0, "num_checkpoints": 0,
                         "num_checkpoint_errors": 0, "last_checkpoint_error": None}
         self._stop = threading.Event()
@@ -126,6 +157,7 @@ class ReplayActor:
             kept = self.buffer.add(data)  # steps still stored after eviction: only those count as delivered
             self.limiter.inserted(kept, stored_before=before)
             self._counts["num_adds"] += 1
+            self._counts["num_env_steps_received"] += n
             self._counts["num_env_steps_added"] += kept
             self._counts["backpressure_s"] += waited
             self._cond.notify_all()
@@ -135,10 +167,19 @@ class ReplayActor:
     def sample(self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99,
                timeout_s: float | None = None) -> dict[str, Any]:
         """A flat batch (see EpisodeReplayBuffer.sample), once the limits allow it."""
+        return self.sample_batches(batch_size_B, 1, n_step=n_step, gamma=gamma, timeout_s=timeout_s)[0]
+
+    def sample_batches(self, batch_size_B: int, num_batches: int, *, n_step: int = 1, gamma: float = 0.99,
+                       timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """``num_batches`` flat batches in one call, once the limits allow all of them."""
+        for name, value in (("batch_size_B", batch_size_B), ("num_batches", num_batches)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ReplayError(f"'{name}' must be an int >= 1 (got {value!r})")
+        total = batch_size_B * num_batches
         t0 = time.monotonic()
         deadline = t0 + (self.config.sample_timeout_s if timeout_s is None else timeout_s)
         with self._cond:
-            while not self.limiter.can_sample(batch_size=batch_size_B, stored=len(self.buffer)):
+            while not self.limiter.can_sample(batch_size=total, stored=len(self.buffer)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ReplayError(
@@ -147,13 +188,20 @@ class ReplayActor:
                         f"{self.limiter.lead():.0f} (tolerance {self.limiter.tolerance:.0f})"
                     )
                 self._cond.wait(remaining)
-            batch = self.buffer.sample(batch_size_B, n_step=n_step, gamma=gamma)
-            self.limiter.sampled(batch_size_B)
-            self._counts["num_samples"] += 1
-            self._counts["num_transitions_sampled"] += batch_size_B
+            batches = [self.buffer.sample(batch_size_B, n_step=n_step, gamma=gamma) for _ in range(num_batches)]
+            self.limiter.sampled(total)
+            self._counts["num_samples"] += num_batches
+            self._counts["num_transitions_sampled"] += total
             self._counts["sample_wait_s"] += time.monotonic() - t0
             self._cond.notify_all()
-            return batch
+            return batches
+
+    def update_priorities(self, keys: Any, priorities: Any) -> None:
+        """New priorities (e.g. |TD errors|) for sampled steps, by the batches' ``keys``."""
+        if not isinstance(self.buffer, PrioritizedEpisodeReplayBuffer):
+            raise ReplayError("update_priorities needs a prioritized replay (ReplayConfig(prioritized=True))")
+        with self._cond:
+            self.buffer.update_priorities(keys, priorities)
 
     def sample_episodes(self, batch_size_B: int, batch_length_T: int, *, lookback: int = 1) -> list[SingleAgentEpisode]:
         """Episode chunks with lookback (see EpisodeReplayBuffer.sample_episodes); counts as B samples."""

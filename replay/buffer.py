@@ -147,12 +147,12 @@ class EpisodeReplayBuffer:
         return save_buffer(self, path, row_group_env_steps=row_group_env_steps, drop_infos=drop_infos)
 
     @classmethod
-    def restore(cls, path: str, *, seed: int | None = None) -> EpisodeReplayBuffer:
+    def restore(cls, path: str, *, seed: int | None = None, **kwargs: Any) -> EpisodeReplayBuffer:
         """The buffer saved at ``path``: same contents, eviction order and sampling RNG state
-        (``seed`` overrides the RNG state)."""
+        (``seed`` overrides the RNG state); ``kwargs`` go to the constructor (e.g. ``alpha``)."""
         from replay.persistence import restore_buffer
 
-        return restore_buffer(path, seed=seed)
+        return restore_buffer(path, seed=seed, buffer_class=cls, **kwargs)
 
     def set_capacity(self, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
         """New capacities; the oldest episodes go now if the buffer holds more."""

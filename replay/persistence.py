@@ -84,10 +84,14 @@ def save_buffer(buffer: EpisodeReplayBuffer, path: str | os.PathLike, *, row_gro
     return groups
 
 
-def restore_buffer(path: str | os.PathLike, *, seed: int | None = None) -> EpisodeReplayBuffer:
-    """A buffer equal to the one saved at ``path`` (contents, eviction order, RNG state)."""
+def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_class: type | None = None,
+                   **buffer_kwargs: Any) -> EpisodeReplayBuffer:
+    """A buffer equal to the one saved at ``path`` (contents, eviction order, RNG state), built as
+    ``buffer_class(capacity..., seed=seed, **buffer_kwargs)`` (EpisodeReplayBuffer by default;
+    a prioritized buffer gives every restored step the same, initial priority)."""
     from replay.buffer import EpisodeReplayBuffer
 
+    buffer_class = buffer_class or EpisodeReplayBuffer
     try:
         pf = pq.ParquetFile(path, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as e:
@@ -95,8 +99,8 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None) -> Episo
     raw = (pf.schema_arrow.metadata or {}).get(_REPLAY_KEY)
     try:
         meta: dict[str, Any] = json.loads(raw) if raw is not None else None
-        buffer = EpisodeReplayBuffer(capacity_env_steps=meta["capacity_env_steps"],
-                                     capacity_bytes=meta.get("capacity_bytes"), seed=seed)
+        buffer = buffer_class(capacity_env_steps=meta["capacity_env_steps"], capacity_bytes=meta.get("capacity_bytes"),
+                              seed=seed, **buffer_kwargs)
         counters = {k: meta.get(k, 0) for k in ("num_evicted_episodes", "num_evicted_env_steps", "first_order")}
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values()):
             raise ValueError(f"counters must be ints >= 0 (got {counters})")

@@ -141,7 +141,7 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         if keys.shape != values.shape:
             raise ReplayError(f"'keys' and 'priorities' must have the same shape ({keys.shape} vs {values.shape})")
         s = self.storage
-        rows = np.array([s.step_row(int(k) >> 32, int(k) & 0xFFFFFFFF) for k in keys.tolist()], np.int64)
+        rows = s.step_rows(keys)
         found = rows >= 0
         rows, values = rows[found], values[found]
         if not len(rows):

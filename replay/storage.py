@@ -100,7 +100,7 @@ class EpisodeStorage:
         plan = self._plan(col)
         if not plan:
             return 0
-        snapshot = self._snapshot()
+        snapshot = self._snapshot({col.ids[i] for i, _ in plan})
         try:
             self._apply(col, plan)
         except Exception:
@@ -110,11 +110,14 @@ class EpisodeStorage:
         self.version += 1
         return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self.episodes)
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _snapshot(self, touched: set[str]) -> dict[str, Any]:
+        """What ``_restore`` needs to undo an add of the episodes ``touched``. Arrays are replaced, not
+        written, before any in-place change; only the touched episodes' records are copied."""
         rows = {name: (r, r.rows, r.leaves, r.spec) for name, r in self._all_rows().items()}
-        tables = {k: v for k, v in vars(self).items() if k.startswith("seg_")}
-        episodes = {k: dataclasses.replace(v) for k, v in self.episodes.items()}
-        return {"rows": rows, "tables": tables, "episodes": episodes, "extras": self.extras,
+        tables = {k: v for k, v in vars(self).items() if k.startswith("seg_") and k != "seg_episode"}
+        episodes = (dict(self.episodes), {k: dataclasses.replace(self.episodes[k]) for k in touched if k in self.episodes})
+        return {"rows": rows, "tables": tables, "episodes": episodes, "num_segments": len(self.seg_episode),
+                "extras": self.extras,
                 "lb_extras": dict(self.lb_extras), "infos": dict(self.infos), "lb_infos": dict(self.lb_infos),
                 "counters": (self.num_steps, self._live_obs_rows, self._next_order, dict(self.order_to_id)),
                 "priorities": self.priorities}
@@ -124,7 +127,10 @@ class EpisodeStorage:
             r.rows, r.leaves, r.spec = n, leaves, spec
         for k, v in snap["tables"].items():
             setattr(self, k, v)
-        self.episodes, self.extras, self.lb_extras = snap["episodes"], snap["extras"], snap["lb_extras"]
+        self.episodes, records = snap["episodes"]
+        self.episodes.update(records)  # the touched records as they were
+        del self.seg_episode[snap["num_segments"]:]
+        self.extras, self.lb_extras = snap["extras"], snap["lb_extras"]
         self.infos, self.lb_infos, self.priorities = snap["infos"], snap["lb_infos"], snap["priorities"]
         self.num_steps, self._live_obs_rows, self._next_order, self.order_to_id = snap["counters"]
 
@@ -342,14 +348,23 @@ class EpisodeStorage:
 
     def step_row(self, order: int, t: int) -> int:
         """The step row of timestep ``t`` of the episode inserted as ``order``; -1 if not stored."""
-        id_ = self.order_to_id.get(order)
-        if id_ is None:
-            return -1
-        for seg in self.segments_of(id_):
-            start = int(self.seg_t[seg])
-            if start <= t < start + int(self.seg_len[seg]):
-                return int(self.seg_step[seg]) + t - start
-        return -1
+        return int(self.step_rows(np.array([(order << 32) | t], np.int64))[0])
+
+    def step_rows(self, keys: np.ndarray) -> np.ndarray:
+        """Step rows of sampling keys (``order << 32 | t``, as ``sample`` gives them); -1 where not stored.
+
+        Vectorized: live segments sorted by (order, first t), then one ``searchsorted``."""
+        keys = np.asarray(keys, np.int64)
+        live = np.flatnonzero(self.seg_alive)
+        if not len(live):
+            return np.full(len(keys), -1, np.int64)
+        starts = (self.seg_order[live] << 32) | self.seg_t[live]
+        by_start = np.argsort(starts, kind="stable")
+        live, starts = live[by_start], starts[by_start]
+        at = np.maximum(np.searchsorted(starts, keys, side="right") - 1, 0)
+        seg, offset = live[at], keys - starts[at]
+        found = ((keys >> 32) == self.seg_order[seg]) & (offset >= 0) & (offset < self.seg_len[seg])
+        return np.where(found, self.seg_step[seg] + offset, -1).astype(np.int64)
 
     def segments_of(self, id_: str) -> list[int]:
         """The live segments of episode ``id_`` in time order."""

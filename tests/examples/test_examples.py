@@ -56,3 +56,15 @@ def test_train_cartpole_example_learns() -> None:
     last = float(re.search(r"mean return ([\d.]+)", iters[-1]).group(1))  # type: ignore[union-attr]
     first = float(re.search(r"mean return ([\d.]+)", iters[0]).group(1))  # type: ignore[union-attr]
     assert first < 40 and last > 80  # random play averages about 22
+
+
+def test_train_cartpole_dqn_example_runs_through_the_replay() -> None:
+    lines = run("train_cartpole_dqn.py", "--max-env-steps", "3000", "--learning-starts", "500", "--prioritized", "true",
+                "--num-env-runners", "2")
+    assert lines[0] == ("DQN on CartPole-v1: 2 env runners x 4 sub-envs -> prioritized replay -> one local learner(s), "
+                        "seed 0")
+    progress = [line for line in lines if re.match(r"\d+ env steps, mean return ", line)]
+    assert progress and re.search(r", epsilon [\d.]+, \d+ updates, loss [\d.na]+, weights v\d+, ", progress[-1])
+    assert lines[-2].startswith("did not reach mean return 450: ") and "after 3072 env steps" in lines[-2]
+    sent = re.fullmatch(r"replay received (\d+) env steps; the runners reported (\d+)", lines[-1]).groups()  # type: ignore[union-attr]
+    assert sent[0] == sent[1] and int(sent[0]) >= 3072

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
 import pytest
 
-from ray_sampler.cli import DemoConfig, main
+from ray_sampler.cli import DemoConfig, add_config_arguments, main
 from ray_sampler.errors import ConfigError
 
 
@@ -69,3 +70,16 @@ def test_train_job_prints_progress_and_learns() -> None:
     assert lines[-1].startswith("did not reach mean return 450: ") and "after 12288 env steps" in lines[-1]
     final = float(lines[-1].split(": ")[1].split(" ")[0])
     assert final > 60  # random play averages about 22
+
+
+def test_config_arguments_parse_booleans_and_types() -> None:
+    from learner.train_dqn import DQNTrainingConfig
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, DQNTrainingConfig)
+    args = parser.parse_args(["--prioritized", "false", "--keep-sampling", "0", "--lr", "0.01", "--n-step", "2"])
+    assert (args.prioritized, args.keep_sampling, args.lr, args.n_step) == (False, False, 0.01, 2)
+    assert parser.parse_args(["--prioritized", "True"]).prioritized is True
+    assert parser.parse_args([]).prioritized is False
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--prioritized", "maybe"])

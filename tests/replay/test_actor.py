@@ -43,7 +43,11 @@ def test_rate_limiter_ratio_and_tolerance() -> None:
     ({"checkpoint_every_s": 5}, "'checkpoint_every_s' needs 'checkpoint_path'"),
     ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
     ({"capacity_env_steps": 10, "min_size_to_sample": 100}, "must be >= 'min_size_to_sample' \\(100\\)"),
-], ids=["min_size", "spi", "tolerance", "add_timeout", "checkpoint", "capacity", "capacity_below_min_size"])
+    ({"prioritized": 1}, "'prioritized' must be a bool"),
+    ({"prioritized": True, "alpha": 1.5}, "'alpha' must be in \\[0, 1\\]"),
+    ({"prioritized": True, "beta": -0.1}, "'beta' must be in \\[0, 1\\]"),
+], ids=["min_size", "spi", "tolerance", "add_timeout", "checkpoint", "capacity", "capacity_below_min_size",
+        "prioritized", "alpha", "beta"])
 def test_bad_replay_config_raises(kwargs: dict, match: str) -> None:
     with pytest.raises((ConfigError, ReplayError), match=match):
         ReplayConfig(**kwargs)
@@ -205,3 +209,57 @@ def test_restore_applies_the_configured_capacity(tmp_path: Path) -> None:
     first.save()
     smaller = ReplayActor(ReplayConfig(checkpoint_path=path, capacity_env_steps=5))
     assert list(smaller.buffer.storage.episodes) == ["b"] and smaller.buffer.storage.capacity_env_steps == 5
+
+
+def test_sample_batches_draws_several_batches_and_counts_them() -> None:
+    actor = ReplayActor(ReplayConfig(seed=0))
+    actor.add([episode("a", 6, terminated=True)])
+    batches = actor.sample_batches(4, 3, n_step=2)
+    assert [len(b["obs"]) for b in batches] == [4, 4, 4]
+    assert all((b["n_step"] <= 2).all() and "keys" in b for b in batches)
+    metrics = actor.get_metrics()
+    assert (metrics["num_samples"], metrics["num_transitions_sampled"]) == (3, 12)
+    with pytest.raises(ReplayError, match="'num_batches' must be an int >= 1"):
+        actor.sample_batches(4, 0)
+    with pytest.raises(ReplayError, match="'batch_size_B' must be an int >= 1"):
+        actor.sample_batches(0, 2)
+
+
+def test_sample_batches_waits_for_the_ratio_of_all_its_batches() -> None:
+    actor = ReplayActor(ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=10, sample_timeout_s=0.2))
+    actor.add([episode("a", 10)])
+    assert len(actor.sample_batches(5, 2)) == 2  # 10 of the 10 + 10 allowed
+    with pytest.raises(ReplayError, match="samples-per-insert lead"):
+        actor.sample_batches(5, 3)  # 25 would run 15 ahead: more than the tolerance
+
+
+def test_prioritized_actor_takes_priorities_and_samples_by_them() -> None:
+    actor = ReplayActor(ReplayConfig(prioritized=True, alpha=1.0, beta=1.0, seed=0))
+    actor.add([episode("a", 2, terminated=True)])
+    batch = actor.sample(100)  # both steps, with equal priorities so far
+    assert set(batch["t"].tolist()) == {0, 1} and np.allclose(batch["weights"], 1.0)
+    key_of = {int(t): int(k) for t, k in zip(batch["t"], batch["keys"], strict=True)}
+    actor.update_priorities([key_of[0], key_of[1]], [9.0, 1.0])
+    drawn = actor.sample(4000)
+    assert 0.87 < float((drawn["t"] == 0).mean()) < 0.93  # 9 / (9 + 1)
+    assert drawn["weights"][drawn["t"] == 1].max() == pytest.approx(1.0)  # the rarer step weighs most
+
+
+def test_uniform_actor_refuses_priorities() -> None:
+    actor = ReplayActor(ReplayConfig())
+    actor.add([episode("a", 3)])
+    with pytest.raises(ReplayError, match="update_priorities needs a prioritized replay"):
+        actor.update_priorities(actor.sample(1)["keys"], [1.0])
+
+
+def test_prioritized_actor_restores_from_a_checkpoint(tmp_path: Path) -> None:
+    path = str(tmp_path / "p.parquet")
+    first = ReplayActor(ReplayConfig(checkpoint_path=path, prioritized=True, seed=0))
+    first.add([episode("a", 4, terminated=True), episode("b", 3)])
+    first.update_priorities(first.sample(2)["keys"], [5.0, 5.0])
+    first.save()
+    again = ReplayActor(ReplayConfig(checkpoint_path=path, prioritized=True, alpha=0.5, seed=0))
+    assert again.restored_from == path and len(again.buffer) == 7 and again.buffer.alpha == 0.5
+    stored = again.buffer.storage.priorities[:again.buffer.storage.actions.rows]
+    assert sorted(stored[stored > 0].tolist()) == [1.0] * 7  # every restored step starts equal
+    assert len(again.sample(3)["weights"]) == 3

@@ -202,3 +202,57 @@ def test_capacity_bytes_also_triggers_compaction() -> None:
         storage.add(episodes_to_columnar([episode(f"e{k}", 10, terminated=True)]))
     assert storage.num_steps * storage.step_nbytes() <= 20 * 24
     assert storage.obs.rows <= 4 * 11  # dead rows do not pile up past a quarter of the byte capacity
+
+
+def test_step_rows_finds_every_stored_step_by_key_and_nothing_else() -> None:
+    storage = EpisodeStorage(capacity_env_steps=40)
+    orders = {}
+    for k in range(30):  # continuation chunks of 3 steps with lookback, interleaved; old episodes evicted
+        for ep in (f"a{k}", f"b{k}"):
+            storage.add(episodes_to_columnar([episode(ep, 3)]))
+            storage.add(episodes_to_columnar([episode(ep, 3, start=3, lookback=1)]))
+            storage.add(episodes_to_columnar([episode(ep, 2, start=6, lookback=1, terminated=True)]))
+            orders[ep] = storage.episodes[ep].order if ep in storage.episodes else orders.get(ep)
+    assert storage.num_evicted_episodes > 0
+    keys, expected_t = [], []
+    for ep, order in orders.items():
+        for t in range(-1, 10):
+            keys.append((order << 32) | t)
+            expected_t.append(t if ep in storage.episodes and 0 <= t < 8 else None)
+    rows = storage.step_rows(np.array(keys, np.int64))
+    for row, t in zip(rows.tolist(), expected_t, strict=True):
+        if t is None:
+            assert row == -1
+        else:  # the helper's episodes have reward t + 1 at step t
+            assert storage.rewards.gather(np.array([row]))[0] == t + 1
+    assert (rows >= 0).sum() == storage.num_steps
+    assert storage.rewards.gather(np.array([storage.step_row(orders["b29"], 7)]))[0] == 8
+
+
+def test_a_failure_inside_an_add_rolls_everything_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    import replay.storage as storage_module
+
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 3), episode("z", 2)]))
+    before = ({k: dataclasses.replace(v) for k, v in storage.episodes.items()}, list(storage.seg_episode),
+              storage.num_steps, storage.obs.rows, dict(storage.order_to_id))
+    real, calls = storage_module.StoredEpisode, {"n": 0}
+
+    def fail_on_second_new_episode(*args: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("boom")
+        return real(*args)
+
+    monkeypatch.setattr(storage_module, "StoredEpisode", fail_on_second_new_episode)
+    chunk = episodes_to_columnar([episode("a", 2, start=3, lookback=1), episode("b", 2), episode("c", 2)])
+    with pytest.raises(RuntimeError, match="boom"):
+        storage.add(chunk)  # "a" continued and "b" created before "c" fails
+    monkeypatch.undo()
+    after = (storage.episodes, storage.seg_episode, storage.num_steps, storage.obs.rows, storage.order_to_id)
+    assert after == before
+    storage.add(chunk)
+    assert storage.seg_episode == ["a", "z", "a", "b", "c"]
+    assert stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and stored_obs(storage, "c") == [0.0, 1.0, 2.0]

@@ -1,0 +1,45 @@
+"""Train DQN on CartPole-v1 off-policy: env runners -> ReplayActor -> learners -> weights -> runners.
+
+    python examples/train_cartpole_dqn.py --num-env-runners 2 --prioritized false
+
+The loop lives in ``learner/train_dqn.py`` (``train_dqn``, also behind ``ray-sampler
+train-dqn``). Each round the runners send their chunks straight to the ReplayActor (through the
+object store, not the driver) and, with ``--keep-sampling``, sample the next fragment at once;
+the LearnerGroup pulls ``--batch-size`` n-step transitions per gradient step from the replay
+(one round trip for a round's steps; ``--num-learners`` actors split every batch and average
+their gradients) and takes ``--updates-per-env-step`` steps per new env step, copying the target
+network every ``--target-update-every`` steps; with ``--prioritized true`` they send |TD errors|
+back as priorities. The weights go to the runners with the exploration rate of the schedule
+(epsilon 1 down to ``--epsilon-final`` over ``--epsilon-steps`` env steps). It stops once the
+mean return of the last 20 finished episodes reaches ``--target-return``. At the end it prints
+how many env steps the replay received, which equals what the runners reported (nothing lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import ray
+
+from learner.train_dqn import DQNTrainingConfig, train_dqn
+from ray_sampler.cli import add_config_arguments
+
+
+def main(cfg: DQNTrainingConfig) -> dict:
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        print(f"DQN on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs -> "
+              f"{'prioritized' if cfg.prioritized else 'uniform'} replay -> "
+              f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}")
+        result = train_dqn(cfg)
+        print(f"replay received {result['replay_num_env_steps_received']} env steps; "
+              f"the runners reported {result['runner_env_steps_sent']}")
+        return result
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_arguments(parser, DQNTrainingConfig)
+    main(DQNTrainingConfig(**vars(parser.parse_args())))
