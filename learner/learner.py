@@ -11,6 +11,7 @@ interface (``compute_gradients``/``apply_gradients``/``get_state``/``set_state``
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import numpy as np
@@ -127,8 +128,12 @@ class Learner:
         return self.optimizer.step(self.module.params, grads)
 
     def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> dict[str, Any]:
-        """Runs the learner pipeline on ``episodes``, then ``update_from_batch``; metrics."""
-        return self.update_from_batch(self.build_batch(episodes))
+        """Runs the learner pipeline on ``episodes``, then ``update_from_batch``; metrics (with the
+        pipeline's wall time, ``learner_connector_s``)."""
+        t0 = time.perf_counter()
+        batch = self.build_batch(episodes)
+        pipeline_s = time.perf_counter() - t0
+        return {**self.update_from_batch(batch), "learner_connector_s": pipeline_s}
 
     def update_from_batch(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         """``num_epochs`` passes of shuffled minibatch steps over ``batch``; metrics."""

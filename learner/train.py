@@ -99,7 +99,9 @@ class ReturnTracker:
 
 
 def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Trains until ``target_return`` or ``max_iterations``; returns what it reached."""
+    """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
+    time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
+    learner actors)."""
     spaces = env_spaces(cfg.env)
     runner_config = EnvRunnerConfig(env=cfg.env, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
                                      rollout_fragment_length=cfg.rollout_fragment_length, seed=cfg.seed)
@@ -108,14 +110,19 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
     learners = LearnerGroup(lambda: MLPModule(*spaces, seed=cfg.seed), PPOConfig(lr=cfg.lr, seed=cfg.seed),
                             num_learners=cfg.num_learners, num_cpus_per_learner=0.5)
     tracker = ReturnTracker(cfg.target_return)
-    steps = 0
+    steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
     try:
         runners.sync_weights(learners.get_weights())
         for it in range(1, cfg.max_iterations + 1):
+            t0 = time.perf_counter()
             episodes = runners.sample()
+            t1 = time.perf_counter()
             steps += sum(len(ep) for ep in episodes)
             tracker.add(runners.metrics["episode_returns"])
             metrics = learners.update_from_episodes(episodes)
+            timings["sample_s"] += t1 - t0
+            timings["update_s"] += time.perf_counter() - t1
+            timings["learner_connector_s"] += metrics.get("learner_connector_s", float("nan"))
             version = runners.sync_weights(learners.get_weights())
             log(f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
                 f"policy loss {metrics['policy_loss']:.3f}, weights v{version}, {tracker.elapsed:.1f} s")
@@ -124,4 +131,4 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
     finally:
         learners.stop()
         runners.stop()
-    return tracker.finish(steps, log)
+    return {**tracker.finish(steps, log), "iterations": it, **timings}
