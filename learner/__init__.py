@@ -1,4 +1,5 @@
-"""Learners: the numpy PPO learner, the data-parallel LearnerGroup, their gradients and optimizer."""
+"""Learners: numpy PPO and DQN learners, the data-parallel LearnerGroup, their gradients and optimizer
+(the training loops are in learner.train and learner.train_dqn)."""
 
 from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
 from learner.learner import Learner, PPOConfig

@@ -11,6 +11,12 @@ so all keep identical weights.
 its share of every batch straight from a ReplayActor (the data never passes through the
 driver), the gradients are averaged per step, and with prioritized replay each learner sends
 its |TD errors| back to the replay.
+
+Any learner class with this interface fits (a torch learner too; gradients only need ``*`` by
+a float and ``+``): ``__init__(module, config)`` and ``.config``; ``get_state``/``set_state``;
+``compute_gradients(index) -> (loss terms, gradients, rows)`` and ``apply_gradients(grads)``;
+for episodes ``set_batch(episodes)``/``plan_epoch(n)`` (as :class:`learner.learner.Learner`),
+for a replay ``pull_from_replay``/``push_priorities`` (as :class:`learner.dqn.DQNLearner`).
 """
 
 from __future__ import annotations
