@@ -71,6 +71,8 @@ class EnvRunnerGroup:
         self._num_dropped_by_scale = 0
         self._connector_ref: ray.ObjectRef | None = None  # the last merged connector state
         self._stopped_connector_states: list[dict[str, Any]] = []  # unsynced moments of stopped runners
+        self.merged_connector_states: dict[str, Any] | None = None
+        """The connector states of the last sync (for a learner pipeline's copy of e.g. MeanStdFilter)."""
         self.weights_version = 0
         self.metrics: dict[str, Any] = {}
         self.scale(self.group_config.num_env_runners)
@@ -224,20 +226,37 @@ class EnvRunnerGroup:
         }
 
     # ---------------------------------------------------------------- weights
-    def sync_weights(self, module_state: dict[str, Any], *, timeout_s: float | None = None) -> int:
-        """Sends ``module_state`` to every runner (one ``ray.put``); returns the new weights version."""
+    def sync_weights(self, module_state: dict[str, Any], *, connector_states: bool = False,
+                     timeout_s: float | None = None) -> int:
+        """Sends ``module_state`` to every runner (one ``ray.put``); returns the new weights version.
+
+        With ``connector_states`` the runners' env-to-module connector states are merged first (as
+        in ``sync_connector_states``) and broadcast with the weights, in the same object."""
+        timeout_s = timeout_s or self.group_config.sample_timeout_s
+        state: dict[str, Any] = {"module": module_state}
+        if connector_states:
+            state["env_to_module"] = self.merged_connector_states = self._merge_connector_states(timeout_s)
+            # Kept apart too: runners added later take the weights, then the newest connector states.
+            self._connector_ref = ray.put({"env_to_module": state["env_to_module"]})
         self.weights_version += 1
-        self._weights_ref = ray.put({"module": module_state, "weights_version": self.weights_version})
+        self._weights_ref = ray.put({**state, "weights_version": self.weights_version})
         refs = {actor.set_state.remote(self._weights_ref): index for index, actor in self._actors.items()}
-        self._wait_all(refs, timeout_s or self.group_config.sample_timeout_s, "take the new weights")
+        self._wait_all(refs, timeout_s, "take the new weights")
         return self.weights_version
 
     def sync_connector_states(self, *, timeout_s: float | None = None) -> dict[str, Any]:
         """Merges the runners' env-to-module connector states (by piece name; e.g. MeanStdFilter's
         moments, exactly) and sends the result to every runner with one ``ray.put``; returns it."""
+        timeout_s = timeout_s or self.group_config.sample_timeout_s
+        merged = self.merged_connector_states = self._merge_connector_states(timeout_s)
+        self._connector_ref = ray.put({"env_to_module": merged})
+        self._wait_all({a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s,
+                       "take the states")
+        return merged
+
+    def _merge_connector_states(self, timeout_s: float) -> dict[str, Any]:
         from connectors.pipeline import ConnectorPipelineV2
 
-        timeout_s = timeout_s or self.group_config.sample_timeout_s
         states = self._wait_all({a.get_state.remote(): i for i, a in self._actors.items()}, timeout_s, "report state")
         # The user's pieces come first in every runner's pipeline (the defaults hold no state), so
         # their names, and so their states' keys, are the same as here. Runners stopped since the
@@ -245,9 +264,6 @@ class EnvRunnerGroup:
         merged = ConnectorPipelineV2(list(self.config.env_to_module_connectors)).merge_states(
             [s["env_to_module"] for s in states] + self._stopped_connector_states)
         self._stopped_connector_states = []
-        self._connector_ref = ray.put({"env_to_module": merged})
-        self._wait_all({a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s,
-                       "take the states")
         return merged
 
     def _wait_all(self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str) -> list[Any]:

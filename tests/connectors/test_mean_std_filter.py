@@ -76,6 +76,26 @@ def test_group_syncs_filter_states_of_its_runners_exactly() -> None:
             assert state["env_to_module"]["MeanStdFilter"]["local"]["count"] == 0.0
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_connector_states_go_with_the_weights_in_one_sync() -> None:
+    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=10,
+                             env_to_module_connectors=(MeanStdFilter(),))
+    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
+        group.sample()
+        weights = {k: v + 1.0 for k, v in ray.get(group.actor(1).get_state.remote())["module"].items()}
+        version = group.sync_weights(weights, connector_states=True)
+        assert group.merged_connector_states["MeanStdFilter"]["global"]["count"] == 2 * 10 * 2
+        group.scale(3)  # a runner added later takes the same weights and filter state
+        group.sync_weights(weights)  # weights alone: the filter state stays what was agreed
+        group.scale(4)
+        states: list[Any] = ray.get([group.actor(i).get_state.remote() for i in group.worker_indices])
+        for state in states:
+            assert state["env_to_module"]["MeanStdFilter"]["global"]["count"] == 2 * 10 * 2
+            assert state["env_to_module"]["MeanStdFilter"]["local"]["count"] == 0.0
+            assert all(np.array_equal(state["module"][k], w) for k, w in weights.items())
+            assert state["weights_version"] == version + 1
+
+
 def test_copies_of_one_state_are_not_counted_twice() -> None:
     source = MeanStdFilter()
     feed(source, np.array([[1.0], [2.0]]))
