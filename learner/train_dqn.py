@@ -1,4 +1,4 @@
-"""DQN training through a ReplayActor: the off-policy loop behind ``ray-sampler train --algo dqn``.
+"""DQN training through a ReplayActor: the off-policy loop behind ``ray-sampler train-dqn``.
 
 Every iteration the runners send their chunks straight to the ReplayActor
 (``EnvRunnerGroup.sample_to_replay``; with ``keep_sampling`` they sample the next fragment
@@ -31,7 +31,7 @@ __all__ = ["DQNTrainingConfig", "epsilon_at", "train_dqn"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DQNTrainingConfig:
-    """Knobs of ``ray-sampler train --algo dqn`` (defaults that train CartPole-v1)."""
+    """Knobs of ``ray-sampler train-dqn`` (defaults that train CartPole-v1)."""
 
     env: str = "CartPole-v1"
     """Gymnasium id to train on."""
@@ -84,8 +84,15 @@ class DQNTrainingConfig:
             raise ConfigError(f"'learning_starts' must be an int in [0, replay_capacity] (got {self.learning_starts!r})")
         if not 0 <= self.epsilon_final <= 1:
             raise ConfigError(f"'epsilon_final' must be in [0, 1] (got {self.epsilon_final!r})")
-        if not self.updates_per_env_step > 0:
-            raise ConfigError(f"'updates_per_env_step' must be > 0 (got {self.updates_per_env_step!r})")
+        for name in ("lr", "updates_per_env_step"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ConfigError(f"'{name}' must be a finite number > 0 (got {value!r})")
+        if not isinstance(self.num_learners, int) or self.num_learners < 0:
+            raise ConfigError(f"'num_learners' must be an int >= 0 (got {self.num_learners!r})")
+        if self.batch_size < self.num_learners:
+            raise ConfigError(f"'batch_size' ({self.batch_size}) must be >= 'num_learners' ({self.num_learners}): "
+                              "every learner takes a share of each batch")
 
 
 def epsilon_at(cfg: DQNTrainingConfig, env_steps: int) -> float:

@@ -92,6 +92,7 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_c
     from replay.buffer import EpisodeReplayBuffer
 
     buffer_class = buffer_class or EpisodeReplayBuffer
+    buffer_class(seed=seed, **buffer_kwargs)  # the caller's own arguments (e.g. alpha) raise as theirs, not the file's
     try:
         pf = pq.ParquetFile(path, page_checksum_verification=True)
     except (pa.ArrowException, OSError) as e:

@@ -104,6 +104,16 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         self._tree = None  # rebuilt on the next sample (rows moved, appeared or were evicted)
         return added
 
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Replaces everything with ``get_state()`` output; every step starts at the same priority
+        (priorities are not part of the state, as in ``restore``)."""
+        super().set_state(state)
+        s = self.storage
+        s.priorities = np.zeros(s.actions.rows)
+        for seg in np.flatnonzero(s.seg_alive).tolist():  # 1 on every stored step, 0 on dead rows
+            s.priorities[s.seg_step[seg]:s.seg_step[seg] + s.seg_len[seg]] = 1.0
+        self.max_priority, self._tree = 1.0, None
+
     def _sum_tree(self) -> SumTree:
         if self._tree is None:
             s = self.storage
@@ -138,6 +148,9 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         """New priorities (e.g. |TD error|) for sampled steps; keys of evicted steps are skipped."""
         keys = np.asarray(keys, np.int64)
         values = np.abs(np.asarray(priorities, np.float64)) + self.epsilon
+        if not np.isfinite(values).all():
+            raise ReplayError(f"'priorities' must be finite (got {int((~np.isfinite(values)).sum())} NaN or inf; "
+                              "a diverged learner step?)")
         if keys.shape != values.shape:
             raise ReplayError(f"'keys' and 'priorities' must have the same shape ({keys.shape} vs {values.shape})")
         s = self.storage

@@ -1,7 +1,10 @@
 """RateLimiter: Reverb-style limits between inserting env steps and sampling transitions.
 
 - ``min_size_to_sample``: sampling waits until that many env steps are stored; inserts up to
-  then are never held back (the warm-up).
+  then are never held back (the warm-up). The warm-up ends once: when evictions of whole
+  episodes later leave fewer steps stored, sampling goes on (a buffer whose capacity is close
+  to ``min_size_to_sample`` could otherwise never reach it again). It also ends once that many
+  env steps were inserted, even if evictions kept the stored count lower.
 - ``samples_per_insert`` (SPI) with ``samples_per_insert_tolerance``: after the warm-up, with
   ``inserted`` env steps and ``sampled`` transitions since, the *lead* ``SPI * inserted -
   sampled`` must stay within ``[-tolerance, +tolerance]``. An insert that would push it above
@@ -47,6 +50,15 @@ class RateLimiter:
         self.tolerance = float(samples_per_insert_tolerance)
         self.num_inserted = 0.0
         self.num_sampled = 0.0
+        self.num_received = 0
+        """Env steps inserted in all (the warm-up's too)."""
+        self.warmed_up = False
+
+    def _warm(self, stored: int) -> bool:
+        """Whether the warm-up is over (it ends once, for good)."""
+        if not self.warmed_up:
+            self.warmed_up = max(stored, self.num_received) >= self.min_size_to_sample
+        return self.warmed_up
 
     def lead(self) -> float:
         """``SPI * inserted - sampled`` since the warm-up (0 without a ratio)."""
@@ -55,14 +67,14 @@ class RateLimiter:
         return self.samples_per_insert * self.num_inserted - self.num_sampled
 
     def can_insert(self, *, num_env_steps: int, stored: int) -> bool:
-        if self.samples_per_insert is None or stored < self.min_size_to_sample:
+        if self.samples_per_insert is None or not self._warm(stored):
             return True
         # An insert larger than the whole tolerance may go when nothing is outstanding, or it never could.
         room = self.tolerance - self.lead()
         return self.samples_per_insert * num_env_steps <= room or self.lead() <= 0
 
     def can_sample(self, *, batch_size: int, stored: int) -> bool:
-        if stored < self.min_size_to_sample:
+        if stored <= 0 or not self._warm(stored):
             return False
         # A batch larger than the whole tolerance may go once inserts are not behind (the mirror
         # of can_insert), or sampling and inserting would wait on each other.
@@ -71,8 +83,9 @@ class RateLimiter:
 
     def inserted(self, num_env_steps: int, *, stored_before: int) -> None:
         """Counts an insert; steps that only fill the buffer up to ``min_size_to_sample`` are free."""
-        free = max(0, min(num_env_steps, self.min_size_to_sample - stored_before))
+        free = 0 if self._warm(stored_before) else max(0, min(num_env_steps, self.min_size_to_sample - stored_before))
         self.num_inserted += num_env_steps - free
+        self.num_received += num_env_steps
 
     def sampled(self, batch_size: int) -> None:
         self.num_sampled += batch_size

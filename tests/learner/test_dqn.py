@@ -10,7 +10,7 @@ import pytest
 
 from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
 from learner.mlp_grad import forward
-from ray_sampler.errors import SpaceError
+from ray_sampler.errors import ConfigError, SpaceError
 
 
 def problem(seed: int = 0, activation: str = "relu") -> tuple[QModule, dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -82,3 +82,17 @@ def test_q_module_explores_epsilon_greedily() -> None:
     assert counts.min() > 120  # uniform over the 3 actions
     with pytest.raises(SpaceError, match="needs a Discrete action space"):
         QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1, 1, (2,)))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"lr": 0.0}, "'lr' must be a finite number > 0"),
+    ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
+    ({"huber_delta": -1.0}, "'huber_delta' must be a finite number > 0"),
+    ({"grad_clip": 0}, "'grad_clip' must be a number > 0 or None"),
+    ({"target_update_every": 0}, "'target_update_every' must be an int >= 1"),
+    ({"gamma": 1.5}, "'gamma' must be in \\[0, 1\\]"),
+])
+def test_bad_dqn_config_raises(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        DQNConfig(**kwargs)
+

@@ -263,3 +263,25 @@ def test_prioritized_actor_restores_from_a_checkpoint(tmp_path: Path) -> None:
     stored = again.buffer.storage.priorities[:again.buffer.storage.actions.rows]
     assert sorted(stored[stored > 0].tolist()) == [1.0] * 7  # every restored step starts equal
     assert len(again.sample(3)["weights"]) == 3
+
+
+def test_sampling_goes_on_when_evictions_leave_fewer_than_min_size_stored() -> None:
+    # Whole-episode eviction: 4 x 30 steps into 100 leaves 90, below min_size_to_sample = capacity.
+    actor = ReplayActor(ReplayConfig(capacity_env_steps=100, min_size_to_sample=100, sample_timeout_s=0.2))
+    for k in range(3):
+        actor.add([episode(f"e{k}", 30)])
+    with pytest.raises(ReplayError, match="90 env steps stored"):
+        actor.sample(4)  # still warming up: 90 of 100
+    actor.add([episode("e3", 30)])
+    assert len(actor.buffer) == 90  # 120 inserted, e0 evicted
+    assert len(actor.sample(4)["obs"]) == 4  # the warm-up is over for good
+
+
+def test_a_restored_actor_samples_at_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "w.parquet")
+    first = ReplayActor(ReplayConfig(checkpoint_path=path))
+    first.add([episode("a", 20)])
+    first.save()
+    again = ReplayActor(ReplayConfig(checkpoint_path=path, min_size_to_sample=10, sample_timeout_s=0.2))
+    assert len(again.sample(3)["obs"]) == 3
+

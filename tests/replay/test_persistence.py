@@ -198,3 +198,17 @@ def test_contents_that_break_continuity_or_exceed_capacity_raise(buffer: Episode
     pq.write_table(table, path)
     with pytest.raises(DataFormatError, match=r"r.parquet: row group 0: chunk 1"):
         EpisodeReplayBuffer.restore(path)
+
+
+def test_restore_blames_bad_arguments_on_the_caller_not_the_file(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
+    from ray_sampler.errors import ReplayError
+    from replay.prioritized import PrioritizedEpisodeReplayBuffer
+
+    path = str(tmp_path / "b.parquet")
+    buffer.save(path)
+    with pytest.raises(ReplayError, match="'alpha' must be in \\[0, 1\\]"):
+        PrioritizedEpisodeReplayBuffer.restore(path, alpha=2.0)
+    with pytest.raises(TypeError, match="alpah"):
+        PrioritizedEpisodeReplayBuffer.restore(path, alpah=0.5)
+    restored = PrioritizedEpisodeReplayBuffer.restore(path, alpha=0.5)
+    assert len(restored) == len(buffer) and restored.alpha == 0.5

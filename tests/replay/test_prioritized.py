@@ -109,3 +109,32 @@ def test_bad_arguments_raise() -> None:
     buffer.add([episode("a", 2)])
     with pytest.raises(ReplayError, match="'keys' and 'priorities' must have the same shape"):
         buffer.update_priorities([1, 2], [1.0])
+
+
+def test_set_state_gives_every_stored_step_one_equal_priority() -> None:
+    source = PrioritizedEpisodeReplayBuffer(capacity_env_steps=12, alpha=1.0, seed=0)
+    for k in range(4):  # 4 x 5 steps into 12: the oldest episodes were evicted (dead rows in the source)
+        source.add([episode(f"e{k}", 5, terminated=True)])
+    source.update_priorities(source.sample(4)["keys"], [7.0] * 4)
+    target = PrioritizedEpisodeReplayBuffer(capacity_env_steps=12, alpha=1.0, seed=1)
+    target.add([episode("old", 3)])
+    target.sample(2)  # builds the sum tree that set_state must drop
+    target.set_state(source.get_state())
+    s = target.storage
+    assert len(target) == 10 and sorted(s.priorities[:s.actions.rows].tolist()) == [1.0] * 10
+    batch = target.sample(200)
+    assert set(batch["obs"][:, 0].tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0} and np.allclose(batch["weights"], 1.0)
+    target.update_priorities(batch["keys"][:1], [3.0])
+    assert target.max_priority == pytest.approx(3.0 + target.epsilon)
+
+
+def test_non_finite_priorities_raise_and_change_nothing() -> None:
+    buf = PrioritizedEpisodeReplayBuffer(capacity_env_steps=10, seed=0)
+    buf.add([episode("a", 3)])
+    keys = buf.sample(2)["keys"]
+    before = buf.storage.priorities.copy()
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ReplayError, match="'priorities' must be finite"):
+            buf.update_priorities(keys, [1.0, bad])
+    np.testing.assert_array_equal(buf.storage.priorities, before)
+    assert np.isfinite(buf.sample(5)["weights"]).all()
