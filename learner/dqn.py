@@ -153,14 +153,13 @@ class DQNLearner:
         self.target_params = {k: v.copy() for k, v in module.params.items()}
         self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
         self.num_updates = 0
-        self._batches: list[dict[str, Any] | None] = []
-        self._pending: dict[int, tuple[int, Any]] = {}  # first batch index: (batches, request) still out
+        self._batches: list[dict[str, Any]] = []
         self._td: dict[int, np.ndarray] = {}
 
     # ---------------------------------------------------------------- gradient steps
     def compute_gradients(self, batch_index: int | dict[str, Any]) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
         """Loss terms, gradients and row count of a batch (pulled batch ``batch_index``, or given)."""
-        batch = self._batch(batch_index) if isinstance(batch_index, int) else batch_index
+        batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
         n = len(batch["obs"])
         if not n:
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
@@ -188,41 +187,25 @@ class DQNLearner:
 
     # ---------------------------------------------------------------- replay
     def pull_from_replay(self, replay: Any, num_batches: int, batch_size_B: int, *, n_step: int = 1,
-                         timeout_s: float | None = None, chunk: int = 16) -> int:
-        """Takes ``num_batches`` batches of ``batch_size_B`` from a ReplayActor (or a local
-        ReplayActor / buffer) for the next steps; returns the rows pulled.
-
-        From a remote actor the batches come in requests of ``chunk`` batches, all sent at once:
-        the first steps start as soon as the first request is back while the replay draws the
-        rest (the draws are the same as in one request)."""
+                         timeout_s: float | None = None) -> int:
+        """Takes ``num_batches`` batches of ``batch_size_B`` from a ReplayActor (one request), a local
+        ReplayActor or a buffer, for the next steps; returns the rows pulled."""
         self._td = {}
         if batch_size_B == 0:
             self._batches = [{"obs": np.zeros((0,))}] * num_batches
             return 0
         kwargs = {"n_step": n_step, "gamma": self.config.gamma}
-        self._pending = {}
         if hasattr(replay, "sample_batches"):
             call = replay.sample_batches
             if hasattr(call, "remote"):
-                self._batches = [None] * num_batches
-                for start in range(0, num_batches, chunk):
-                    size = min(chunk, num_batches - start)
-                    self._pending[start] = (size, call.remote(batch_size_B, size, timeout_s=timeout_s, **kwargs))
+                import ray
+
+                self._batches = ray.get(call.remote(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs))
             else:
                 self._batches = call(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
         else:  # a plain EpisodeReplayBuffer
             self._batches = [replay.sample(batch_size_B, **kwargs) for _ in range(num_batches)]
         return batch_size_B * num_batches
-
-    def _batch(self, index: int) -> dict[str, Any]:
-        """Pulled batch ``index``, waiting for its request if it is still out."""
-        if self._batches[index] is None:
-            import ray
-
-            start = max(s for s in self._pending if s <= index)
-            size, ref = self._pending.pop(start)
-            self._batches[start:start + size] = ray.get(ref)
-        return self._batches[index]
 
     def push_priorities(self, replay: Any) -> int:
         """Sends the |TD errors| of the pulled batches' steps to a prioritized replay; the count sent."""
