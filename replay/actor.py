@@ -30,7 +30,7 @@ from typing import Any
 from ray_sampler.columnar import ColumnarEpisodes
 from ray_sampler.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, ReplayError
-from replay.buffer import EpisodeReplayBuffer
+from replay.buffer import BatchList, EpisodeReplayBuffer
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from replay.rate_limiter import RateLimiter
 
@@ -170,8 +170,9 @@ class ReplayActor:
         return self.sample_batches(batch_size_B, 1, n_step=n_step, gamma=gamma, timeout_s=timeout_s)[0]
 
     def sample_batches(self, batch_size_B: int, num_batches: int, *, n_step: int = 1, gamma: float = 0.99,
-                       timeout_s: float | None = None) -> list[dict[str, Any]]:
-        """``num_batches`` flat batches in one call, once the limits allow all of them."""
+                       timeout_s: float | None = None) -> BatchList:
+        """``num_batches`` flat batches in one call (one draw, shipped as one BatchList), once the
+        limits allow all of them."""
         for name, value in (("batch_size_B", batch_size_B), ("num_batches", num_batches)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ReplayError(f"'{name}' must be an int >= 1 (got {value!r})")
@@ -188,7 +189,7 @@ class ReplayActor:
                         f"{self.limiter.lead():.0f} (tolerance {self.limiter.tolerance:.0f})"
                     )
                 self._cond.wait(remaining)
-            batches = [self.buffer.sample(batch_size_B, n_step=n_step, gamma=gamma) for _ in range(num_batches)]
+            batches = self.buffer.sample_batches(batch_size_B, num_batches, n_step=n_step, gamma=gamma)
             self.limiter.sampled(total)
             self._counts["num_samples"] += num_batches
             self._counts["num_transitions_sampled"] += total

@@ -157,3 +157,23 @@ def test_infos_survive_eviction_and_compaction() -> None:
     lb_infos = dict(zip(col.lookback_info_rows.tolist(), col.lookback_info_values, strict=True))
     for row, (_, _, e, t) in enumerate(col.lookback_observations.tolist()):
         assert lb_infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_sample_batches_are_one_draw_split_into_equal_batches(prioritized: bool) -> None:
+    from replay.prioritized import PrioritizedEpisodeReplayBuffer
+
+    cls = PrioritizedEpisodeReplayBuffer if prioritized else EpisodeReplayBuffer
+    one, split = cls(capacity_env_steps=500, seed=3), cls(capacity_env_steps=500, seed=3)
+    fill_from_runner(one, 2)
+    fill_from_runner(split, 2)
+    whole = one.sample(12, n_step=3)
+    batches = split.sample_batches(4, 3, n_step=3)
+    assert len(batches) == 3 and [len(b["obs"]) for b in batches] == [4, 4, 4]
+    for key, value in whole.items():
+        np.testing.assert_array_equal(np.concatenate([b[key] for b in batches]), value)
+    assert batches[-1]["t"].tolist() == batches[2]["t"].tolist()
+    with pytest.raises(IndexError):
+        batches[3]
+    with pytest.raises(ReplayError, match="'num_batches' must be an int >= 1"):
+        split.sample_batches(4, 0)
