@@ -1,6 +1,6 @@
 """Train DQN on CartPole-v1 off-policy: env runners -> ReplayActor -> learners -> weights -> runners.
 
-    python examples/train_cartpole_dqn.py --num-env-runners 2 --prioritized false
+    python examples/train_cartpole_dqn.py --num-env-runners 2 [--prioritized false]
 
 The loop lives in ``learner/train_dqn.py`` (``train_dqn``, also behind ``ray-sampler
 train-dqn``). Each round the runners send their chunks straight to the ReplayActor (through the
@@ -8,11 +8,12 @@ object store, not the driver) and, with ``--keep-sampling``, sample the next fra
 the LearnerGroup pulls ``--batch-size`` n-step transitions per gradient step from the replay
 (one round trip for a round's steps; ``--num-learners`` actors split every batch and average
 their gradients) and takes ``--updates-per-env-step`` steps per new env step, copying the target
-network every ``--target-update-every`` steps; with ``--prioritized true`` they send |TD errors|
-back as priorities. The weights go to the runners with the exploration rate of the schedule
-(epsilon 1 down to ``--epsilon-final`` over ``--epsilon-steps`` env steps). It stops once the
-mean return of the last 20 finished episodes reaches ``--target-return``. At the end it prints
-how many env steps the replay received, which equals what the runners reported (nothing lost).
+network every ``--target-update-every`` steps; with prioritized replay (the default;
+``--prioritized false`` for uniform) they send |TD errors| back as priorities. The weights go to
+the runners with the exploration rate of the schedule (epsilon 1 down to ``--epsilon-final``
+over ``--epsilon-steps`` env steps). It stops once the mean return of the last 20 finished
+episodes reaches ``--target-return``. At the end it prints how many env steps the replay
+received, which equals what the runners reported (nothing lost).
 """
 
 from __future__ import annotations

@@ -59,9 +59,9 @@ def test_train_cartpole_example_learns() -> None:
 
 
 def test_train_cartpole_dqn_example_runs_through_the_replay() -> None:
-    lines = run("train_cartpole_dqn.py", "--max-env-steps", "3000", "--learning-starts", "500", "--prioritized", "true",
+    lines = run("train_cartpole_dqn.py", "--max-env-steps", "3000", "--learning-starts", "500", "--prioritized", "false",
                 "--num-env-runners", "2")
-    assert lines[0] == ("DQN on CartPole-v1: 2 env runners x 4 sub-envs -> prioritized replay -> one local learner(s), "
+    assert lines[0] == ("DQN on CartPole-v1: 2 env runners x 4 sub-envs -> uniform replay -> one local learner(s), "
                         "seed 0")
     progress = [line for line in lines if re.match(r"\d+ env steps, mean return ", line)]
     assert progress and re.search(r", epsilon [\d.]+, \d+ updates, loss [\d.na]+, weights v\d+, ", progress[-1])

@@ -80,6 +80,6 @@ def test_config_arguments_parse_booleans_and_types() -> None:
     args = parser.parse_args(["--prioritized", "false", "--keep-sampling", "0", "--lr", "0.01", "--n-step", "2"])
     assert (args.prioritized, args.keep_sampling, args.lr, args.n_step) == (False, False, 0.01, 2)
     assert parser.parse_args(["--prioritized", "True"]).prioritized is True
-    assert parser.parse_args([]).prioritized is False
+    assert parser.parse_args([]).prioritized is True  # the config's default
     with pytest.raises(SystemExit):
         parser.parse_args(["--prioritized", "maybe"])
