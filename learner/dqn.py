@@ -28,7 +28,13 @@ __all__ = ["DQNConfig", "DQNLearner", "QModule", "dqn_loss_and_grads"]
 
 
 class QModule:
-    """An MLP of Q-values per action; explores epsilon-greedily (``epsilon`` travels with the weights)."""
+    """An MLP of Q-values per action; explores epsilon-greedily (``epsilon`` travels with the weights).
+
+    ``forward_exploration`` gives the epsilon-greedy distribution as ``action_dist_inputs``
+    (log of ``epsilon / n`` plus ``1 - epsilon`` on the greedy action), so the runner's
+    module-to-env pipeline draws from it with its own per-runner seeded generator (runners
+    explore independently) and records the behaviour policy's ``action_logp``.
+    """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, hidden_sizes: tuple[int, ...] = (64, 64),
                  seed: int | None = 0, epsilon: float = 1.0, activation: str = "relu") -> None:
@@ -45,7 +51,6 @@ class QModule:
             gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
             self.params[f"q.{layer}.w"], self.params[f"q.{layer}.b"] = _init_layer(rng, a, b, gain)
         self.epsilon = float(epsilon)
-        self._rng = np.random.default_rng(None if seed is None else seed + 1)
 
     def q_values(self, obs: Any) -> np.ndarray:
         x = np.asarray(obs, np.float32).reshape(len(obs), -1)
@@ -56,10 +61,12 @@ class QModule:
         return {Columns.ACTIONS: q.argmax(axis=1) + self.action_space.start}
 
     def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
-        actions = self.forward_inference(batch)[Columns.ACTIONS]
-        explore = self._rng.random(len(actions)) < self.epsilon
-        random = self._rng.integers(0, self.action_space.n, len(actions)) + self.action_space.start
-        return {Columns.ACTIONS: np.where(explore, random, actions)}
+        greedy = self.q_values(batch[Columns.OBS]).argmax(axis=1)
+        n = int(self.action_space.n)
+        probs = np.full((len(greedy), n), self.epsilon / n)
+        probs[np.arange(len(greedy)), greedy] += 1.0 - self.epsilon
+        # A zero probability becomes the smallest float32 (logits stay finite; it is never drawn).
+        return {Columns.ACTION_DIST_INPUTS: np.log(np.maximum(probs, np.finfo(np.float32).tiny)).astype(np.float32)}
 
     def get_state(self) -> dict[str, Any]:
         return {**{k: v.copy() for k, v in self.params.items()}, "epsilon": np.float64(self.epsilon)}

@@ -75,13 +75,31 @@ def test_target_network_is_copied_every_k_updates() -> None:
 def test_q_module_explores_epsilon_greedily() -> None:
     module = QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3, start=1), seed=0, epsilon=0.0)
     obs = {"obs": np.random.default_rng(0).normal(size=(500, 2))}
-    greedy = module.forward_exploration(obs)["actions"]
-    np.testing.assert_array_equal(greedy, module.q_values(obs["obs"]).argmax(1) + 1)
-    module.set_state({**module.get_state(), "epsilon": np.float64(1.0)})
-    counts = np.bincount(module.forward_exploration(obs)["actions"], minlength=4)[1:]
-    assert counts.min() > 120  # uniform over the 3 actions
+    greedy = module.q_values(obs["obs"]).argmax(1)
+    np.testing.assert_array_equal(module.forward_inference(obs)["actions"], greedy + 1)
+    np.testing.assert_array_equal(np.exp(module.forward_exploration(obs)["action_dist_inputs"]).round(6),
+                                  np.eye(3)[greedy])
+    module.set_state({**module.get_state(), "epsilon": np.float64(0.3)})
+    probs = np.exp(module.forward_exploration(obs)["action_dist_inputs"].astype(np.float64))
+    np.testing.assert_allclose(probs, 0.1 + 0.7 * np.eye(3)[greedy], rtol=1e-6)
     with pytest.raises(SpaceError, match="needs a Discrete action space"):
         QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1, 1, (2,)))
+
+
+def test_runners_explore_independently_and_log_the_behaviour_policy() -> None:
+    from ray_sampler.config import EnvRunnerConfig
+    from ray_sampler.env_runner import EnvRunner
+
+    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=1, rollout_fragment_length=200, seed=0,
+                             module_class=QModule, module_config={"epsilon": 1.0})
+    actions = []
+    for worker_index in (1, 2):
+        runner = EnvRunner(config, worker_index=worker_index)
+        episodes = runner.sample()
+        actions.append(np.concatenate([np.asarray(ep.get_actions()) for ep in episodes]))
+        logp = np.concatenate([np.asarray(ep.get_extra_model_outputs("action_logp")) for ep in episodes])
+        np.testing.assert_allclose(logp, np.log(0.5), rtol=1e-6)  # epsilon 1: uniform over 2 actions
+    assert 0.4 < actions[0].mean() < 0.6 and (actions[0] != actions[1]).mean() > 0.3  # not the same draws
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
