@@ -23,6 +23,7 @@ from learner.optim import Adam
 from ray_sampler.columns import Columns
 from ray_sampler.errors import ConfigError, SpaceError
 from ray_sampler.module import _init_layer
+from replay.buffer import EpisodeReplayBuffer
 
 __all__ = ["DQNConfig", "DQNLearner", "QModule", "dqn_loss_and_grads"]
 
@@ -33,7 +34,9 @@ class QModule:
     ``forward_exploration`` gives the epsilon-greedy distribution as ``action_dist_inputs``
     (log of ``epsilon / n`` plus ``1 - epsilon`` on the greedy action), so the runner's
     module-to-env pipeline draws from it with its own per-runner seeded generator (runners
-    explore independently) and records the behaviour policy's ``action_logp``.
+    explore independently) and records the behaviour policy's ``action_logp`` (with
+    ``random_actions=True`` the uniformly drawn actions are scored under the epsilon-greedy
+    distribution instead: not the behaviour policy's; DQN never reads it).
     """
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, hidden_sizes: tuple[int, ...] = (64, 64),
@@ -50,23 +53,29 @@ class QModule:
         for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
             gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
             self.params[f"q.{layer}.w"], self.params[f"q.{layer}.b"] = _init_layer(rng, a, b, gain)
-        self.epsilon = float(epsilon)
+        self.epsilon = _checked_epsilon(epsilon)
 
     def q_values(self, obs: Any) -> np.ndarray:
         x = np.asarray(obs, np.float32).reshape(len(obs), -1)
         return forward(self.params, "q", x, self.activation)[0]
 
-    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
-        q = self.q_values(batch[Columns.OBS])
-        return {Columns.ACTIONS: q.argmax(axis=1) + self.action_space.start}
-
-    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
+    def _greedy_and_dist(self, batch: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         greedy = self.q_values(batch[Columns.OBS]).argmax(axis=1)
         n = int(self.action_space.n)
         probs = np.full((len(greedy), n), self.epsilon / n)
         probs[np.arange(len(greedy)), greedy] += 1.0 - self.epsilon
         # A zero probability becomes the smallest float32 (logits stay finite; it is never drawn).
-        return {Columns.ACTION_DIST_INPUTS: np.log(np.maximum(probs, np.finfo(np.float32).tiny)).astype(np.float32)}
+        return greedy, np.log(np.maximum(probs, np.finfo(np.float32).tiny)).astype(np.float32)
+
+    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Greedy actions, with the epsilon-greedy distribution they are scored under (so explore
+        and inference steps record the same model outputs)."""
+        greedy, dist = self._greedy_and_dist(batch)
+        return {Columns.ACTIONS: greedy + self.action_space.start, Columns.ACTION_DIST_INPUTS: dist}
+
+    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """The epsilon-greedy distribution, for the runner's action sampling to draw from."""
+        return {Columns.ACTION_DIST_INPUTS: self._greedy_and_dist(batch)[1]}
 
     def get_state(self) -> dict[str, Any]:
         return {**{k: v.copy() for k, v in self.params.items()}, "epsilon": np.float64(self.epsilon)}
@@ -77,7 +86,14 @@ class QModule:
             raise ValueError(f"QModule.set_state: keys differ (got {sorted(weights)})")
         self.params = {k: np.asarray(v, np.float32).copy() for k, v in weights.items()}
         if "epsilon" in state:
-            self.epsilon = float(state["epsilon"])
+            self.epsilon = _checked_epsilon(state["epsilon"])
+
+
+def _checked_epsilon(epsilon: Any) -> float:
+    value = float(epsilon)
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"'epsilon' must be in [0, 1] (got {epsilon!r})")
+    return value
 
 
 def _huber(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +171,9 @@ class DQNLearner:
     """
 
     def __init__(self, module: QModule, config: DQNConfig | None = None) -> None:
+        if not isinstance(module.observation_space, gym.spaces.Box):
+            raise SpaceError(f"DQNLearner needs a Box observation space: its loss reads replay observations as "
+                             f"arrays (got {module.observation_space})")
         self.module = module
         self.config = config or DQNConfig()
         self.target_params = {k: v.copy() for k, v in module.params.items()}
@@ -167,6 +186,8 @@ class DQNLearner:
     def compute_gradients(self, batch_index: int | dict[str, Any]) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
         """Loss terms, gradients and row count of a batch (pulled batch ``batch_index``, or given)."""
         batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
+        if self.module.action_space.start:  # env actions of Discrete(n, start): columns 0..n-1
+            batch = {**batch, "actions": np.asarray(batch["actions"]) - self.module.action_space.start}
         n = len(batch["obs"])
         if not n:
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
@@ -202,16 +223,15 @@ class DQNLearner:
             self._batches = [{"obs": np.zeros((0,))}] * num_batches
             return 0
         kwargs = {"n_step": n_step, "gamma": self.config.gamma}
-        if hasattr(replay, "sample_batches"):
-            call = replay.sample_batches
-            if hasattr(call, "remote"):
-                import ray
+        call = replay.sample_batches
+        if hasattr(call, "remote"):  # a ReplayActor
+            import ray
 
-                self._batches = ray.get(call.remote(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs))
-            else:
-                self._batches = call(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
-        else:  # a plain EpisodeReplayBuffer
-            self._batches = [replay.sample(batch_size_B, **kwargs) for _ in range(num_batches)]
+            self._batches = ray.get(call.remote(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs))
+        elif isinstance(replay, EpisodeReplayBuffer):  # a plain buffer: nothing to wait for
+            self._batches = call(batch_size_B, num_batches, **kwargs)
+        else:  # a local ReplayActor
+            self._batches = call(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
         return batch_size_B * num_batches
 
     def push_priorities(self, replay: Any) -> int:

@@ -113,15 +113,17 @@ def train_dqn(cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log
     replay_config = ReplayConfig(capacity_env_steps=cfg.replay_capacity, min_size_to_sample=max(cfg.learning_starts, 1),
                                  prioritized=cfg.prioritized, seed=cfg.seed)
     dqn_config = DQNConfig(lr=cfg.lr, target_update_every=cfg.target_update_every)
-    replay = create_replay_actor(replay_config, num_cpus=0)
-    runners = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(
-        num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5, keep_sampling=cfg.keep_sampling))
+    # The learners first: a space they cannot train on raises before the replay and runners start.
     learners = LearnerGroup(lambda: QModule(*spaces, hidden_sizes=hidden, seed=cfg.seed), dqn_config,
                             learner_class=DQNLearner, num_learners=cfg.num_learners, num_cpus_per_learner=0.5)
+    replay, runners = None, None
     tracker = ReturnTracker(cfg.target_return)
     steps, owed, num_updates, last_log = 0, 0.0, 0, float("-inf")
     metrics: dict[str, Any] = {}
     try:
+        replay = create_replay_actor(replay_config, num_cpus=0)
+        runners = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(
+            num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5, keep_sampling=cfg.keep_sampling))
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
         while steps < cfg.max_env_steps and not tracker.reached:
             runners.sample_to_replay(replay)
@@ -144,9 +146,11 @@ def train_dqn(cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m["num_env_steps"] for _, m in runners.collect_in_flight())
         replay_metrics = ray.get(replay.get_metrics.remote(), timeout=60)
-    finally:
+    finally:  # whatever was started stops, also when starting the rest failed
         learners.stop()
-        runners.stop()
-        ray.kill(replay)
+        if runners is not None:
+            runners.stop()
+        if replay is not None:
+            ray.kill(replay)
     return {**tracker.finish(steps, log), "num_updates": num_updates, "runner_env_steps_sent": steps_sent,
             "replay_num_env_steps_received": replay_metrics["num_env_steps_received"]}

@@ -258,6 +258,8 @@ class EnvRunnerGroup:
         from connectors.pipeline import ConnectorPipelineV2
 
         states = self._wait_all({a.get_state.remote(): i for i, a in self._actors.items()}, timeout_s, "report state")
+        if not states and not self._stopped_connector_states and self.merged_connector_states is not None:
+            return self.merged_connector_states  # nobody saw anything since: what was agreed stands
         # The user's pieces come first in every runner's pipeline (the defaults hold no state), so
         # their names, and so their states' keys, are the same as here. Runners stopped since the
         # last sync still count with what they saw.

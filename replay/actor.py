@@ -127,6 +127,7 @@ class ReplayActor:
         self.limiter = RateLimiter(min_size_to_sample=config.min_size_to_sample,
                                    samples_per_insert=config.samples_per_insert,
                                    samples_per_insert_tolerance=config.samples_per_insert_tolerance)
+        self._count_restored_steps()
         self._cond = threading.Condition()
         self._started = time.monotonic()
         self._counts = {"num_adds": 0, "num_env_steps_received": 0, "num_env_steps_added": 0, "num_samples": 0, "num_transitions_sampled": 0,
@@ -218,7 +219,14 @@ class ReplayActor:
     def set_state(self, state: dict[str, Any]) -> None:
         with self._cond:
             self.buffer.set_state(state)
+            self._count_restored_steps()
             self._cond.notify_all()
+
+    def _count_restored_steps(self) -> None:
+        """Steps a restored buffer received before count toward the warm-up (evicted ones too), so
+        a replay that was sampling samples again at once."""
+        s = self.buffer.storage
+        self.limiter.num_received = max(self.limiter.num_received, len(self.buffer) + s.num_evicted_steps)
 
     def get_metrics(self) -> dict[str, Any]:
         with self._cond:

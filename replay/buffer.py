@@ -23,6 +23,7 @@ deterministic given the buffer's seed.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,20 +48,22 @@ class BatchList(Sequence):
     (3, [2, 3], [4, 5])
     """
 
-    def __init__(self, whole: dict[str, np.ndarray], batch_size_B: int) -> None:
+    def __init__(self, whole: dict[str, Any], batch_size_B: int) -> None:
         self.whole, self.batch_size_B = whole, batch_size_B
-        self._len = len(next(iter(whole.values()))) // batch_size_B if whole else 0
+        self._len = len(tree.first_leaf(next(iter(whole.values())))) // batch_size_B if whole else 0
 
     def __len__(self) -> int:
         return self._len
 
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:  # type: ignore[override]
-        if not isinstance(index, int):
-            raise TypeError(f"BatchList indices must be ints (got {type(index).__name__})")
+    def __getitem__(self, index: int) -> dict[str, Any]:  # type: ignore[override]
+        if isinstance(index, slice):
+            raise TypeError("BatchList takes one batch index, not a slice")
+        index = operator.index(index)
         if not -self._len <= index < self._len:
             raise IndexError(f"batch {index} of {self._len}")
         start = (index % self._len) * self.batch_size_B
-        return {k: v[start:start + self.batch_size_B] for k, v in self.whole.items()}
+        # Observations of Dict/Tuple spaces are nested: every leaf is cut the same way.
+        return {k: tree.map_structure(lambda a: a[start:start + self.batch_size_B], v) for k, v in self.whole.items()}
 
 
 class EpisodeReplayBuffer:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ray_sampler.arrow_format import arrow_to_columnar, columnar_to_arrow
-from ray_sampler.errors import DataFormatError, RaySamplerError
+from ray_sampler.errors import DataFormatError, RaySamplerError, ReplayError
 
 if TYPE_CHECKING:
     from replay.buffer import EpisodeReplayBuffer
@@ -92,6 +92,10 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_c
     from replay.buffer import EpisodeReplayBuffer
 
     buffer_class = buffer_class or EpisodeReplayBuffer
+    taken = sorted({"capacity_env_steps", "capacity_bytes", "seed"} & buffer_kwargs.keys())
+    if taken:
+        raise ReplayError(f"restore takes {taken} from the file (seed: the 'seed' argument); change capacities "
+                          "afterwards with set_capacity")
     buffer_class(seed=seed, **buffer_kwargs)  # the caller's own arguments (e.g. alpha) raise as theirs, not the file's
     try:
         pf = pq.ParquetFile(path, page_checksum_verification=True)

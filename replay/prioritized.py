@@ -31,6 +31,9 @@ from replay.buffer import EpisodeReplayBuffer
 
 __all__ = ["PrioritizedEpisodeReplayBuffer", "SumTree"]
 
+_MAX_PRIORITY = 1e30
+"""Largest priority taken: sums over millions of steps stay finite."""
+
 
 class SumTree:
     """Sums and minimums over leaf values, updated and searched for whole batches at once."""
@@ -148,8 +151,9 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         """New priorities (e.g. |TD error|) for sampled steps; keys of evicted steps are skipped."""
         keys = np.asarray(keys, np.int64)
         values = np.abs(np.asarray(priorities, np.float64)) + self.epsilon
-        if not np.isfinite(values).all():
-            raise ReplayError(f"'priorities' must be finite (got {int((~np.isfinite(values)).sum())} NaN or inf; "
+        if not (np.isfinite(values) & (values <= _MAX_PRIORITY)).all():
+            raise ReplayError(f"'priorities' must be finite and at most {_MAX_PRIORITY:g} (got "
+                              f"{values[~(np.isfinite(values) & (values <= _MAX_PRIORITY))][:3].tolist()}; "
                               "a diverged learner step?)")
         if keys.shape != values.shape:
             raise ReplayError(f"'keys' and 'priorities' must have the same shape ({keys.shape} vs {values.shape})")

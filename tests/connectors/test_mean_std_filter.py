@@ -94,6 +94,12 @@ def test_connector_states_go_with_the_weights_in_one_sync() -> None:
             assert state["env_to_module"]["MeanStdFilter"]["local"]["count"] == 0.0
             assert all(np.array_equal(state["module"][k], w) for k, w in weights.items())
             assert state["weights_version"] == version + 1
+        group.scale(0)
+        for _ in range(2):  # no runner saw anything since: what was agreed stands
+            group.sync_weights(weights, connector_states=True)
+        group.scale(1)
+        state = ray.get(group.actor(group.worker_indices[0]).get_state.remote())
+        assert state["env_to_module"]["MeanStdFilter"]["global"]["count"] == 2 * 10 * 2
 
 
 def test_copies_of_one_state_are_not_counted_twice() -> None:

@@ -114,3 +114,28 @@ def test_bad_dqn_config_raises(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNConfig(**kwargs)
 
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_q_runner_switches_between_exploring_and_not(columnar: bool) -> None:
+    from ray_sampler.config import EnvRunnerConfig
+    from ray_sampler.env_runner import EnvRunner
+
+    runner = EnvRunner(EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=50, seed=0, module_class=QModule,
+                                       module_config={"epsilon": 0.5, "hidden_sizes": (8,)},
+                                       columnar_sampling=columnar), worker_index=1)
+    for explore in (True, False, True):  # e.g. an evaluation pass between training samples
+        episodes = runner.sample(explore=explore)
+        assert all(sorted(ep.extra_model_outputs) == ["action_dist_inputs", "action_logp"] for ep in episodes)
+    runner.module.set_state({**runner.module.get_state(), "epsilon": np.float64(0.0)})
+    greedy = runner.sample(explore=False)
+    logp = np.concatenate([np.asarray(ep.get_extra_model_outputs("action_logp")) for ep in greedy])
+    np.testing.assert_allclose(logp, 0.0, atol=1e-6)  # greedy actions have probability 1 at epsilon 0
+
+
+def test_q_module_refuses_epsilon_outside_0_1() -> None:
+    with pytest.raises(ConfigError, match="'epsilon' must be in \\[0, 1\\]"):
+        QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), epsilon=1.5)
+    module = QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2))
+    with pytest.raises(ConfigError, match="'epsilon' must be in \\[0, 1\\]"):
+        module.set_state({**module.get_state(), "epsilon": np.float64(-0.1)})
+

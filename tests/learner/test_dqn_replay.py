@@ -123,3 +123,40 @@ def test_update_from_replay_refuses_bad_arguments() -> None:
         group.update_from_replay(FixedReplay(random_batches(1, 4)), 0, 4)
     with pytest.raises(ConfigError, match="'batch_size_B' must be an int >= 1"):
         group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 0)
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_pull_from_a_plain_buffer(prioritized: bool) -> None:
+    from replay.buffer import EpisodeReplayBuffer
+    from replay.prioritized import PrioritizedEpisodeReplayBuffer
+
+    buffer = (PrioritizedEpisodeReplayBuffer if prioritized else EpisodeReplayBuffer)(capacity_env_steps=50, seed=0)
+    buffer.add([episode("a", 6, terminated=True)])
+    learner = DQNLearner(QModule(gym.spaces.Box(-np.inf, np.inf, (1,)), gym.spaces.Discrete(2), seed=0))
+    assert learner.pull_from_replay(buffer, 3, 4, n_step=2) == 12
+    terms, _, n = learner.compute_gradients(2)
+    assert n == 4 and np.isfinite(terms["loss"])
+    if prioritized:
+        assert learner.push_priorities(buffer) == 4
+
+
+def test_dqn_learns_the_right_action_of_a_discrete_space_with_a_start() -> None:
+    # A bandit: reward 1 only for env action +1 of Discrete(3, start=-1), one-step episodes.
+    space = gym.spaces.Discrete(3, start=-1)
+    learner = DQNLearner(QModule(gym.spaces.Box(-1, 1, (2,)), space, hidden_sizes=(16,), seed=0), DQNConfig(lr=1e-2))
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        actions = rng.integers(-1, 2, 32)
+        learner.update_from_batch({"obs": rng.uniform(-1, 1, (32, 2)), "next_obs": rng.uniform(-1, 1, (32, 2)),
+                                   "actions": actions, "rewards": (actions == 1).astype(float),
+                                   "terminateds": np.ones(32, bool)})
+    obs = {"obs": rng.uniform(-1, 1, (50, 2))}
+    assert set(learner.module.forward_inference(obs)["actions"].tolist()) == {1}
+
+
+def test_dqn_learner_refuses_observations_its_loss_cannot_read() -> None:
+    from ray_sampler.errors import SpaceError
+
+    spaces = (gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,))}), gym.spaces.Discrete(2))
+    with pytest.raises(SpaceError, match="DQNLearner needs a Box observation space"):
+        DQNLearner(QModule(*spaces))

@@ -285,3 +285,18 @@ def test_a_restored_actor_samples_at_once(tmp_path: Path) -> None:
     again = ReplayActor(ReplayConfig(checkpoint_path=path, min_size_to_sample=10, sample_timeout_s=0.2))
     assert len(again.sample(3)["obs"]) == 3
 
+
+def test_a_restored_replay_that_was_sampling_samples_again_at_once(tmp_path: Path) -> None:
+    # Capacity == min_size_to_sample: whole-episode eviction keeps 90 of 100 stored for good.
+    path = str(tmp_path / "r.parquet")
+    config = ReplayConfig(capacity_env_steps=100, min_size_to_sample=100, sample_timeout_s=0.2, checkpoint_path=path)
+    first = ReplayActor(config)
+    for k in range(4):
+        first.add([episode(f"e{k}", 30)])
+    assert len(first.sample(2)["obs"]) == 2
+    first.save()
+    for again in (ReplayActor(config), ReplayActor(ReplayConfig(**{**vars(config), "checkpoint_path": None}))):
+        if again.restored_from is None:
+            again.set_state(first.get_state())
+        assert len(again.buffer) == 90 and len(again.sample(2)["obs"]) == 2
+

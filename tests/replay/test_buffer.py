@@ -177,3 +177,29 @@ def test_sample_batches_are_one_draw_split_into_equal_batches(prioritized: bool)
         batches[3]
     with pytest.raises(ReplayError, match="'num_batches' must be an int >= 1"):
         split.sample_batches(4, 0)
+
+
+def test_sample_batches_split_nested_observations_leaf_by_leaf() -> None:
+    from ray_sampler.episode import SingleAgentEpisode
+    from replay.actor import ReplayActor, ReplayConfig
+
+    def obs(t: int) -> dict:
+        return {"pos": np.array([t, -t], np.float32), "deep": (np.float32(t), np.array([t], np.int64))}
+
+    eps = [SingleAgentEpisode(f"e{k}", observations=[obs(t) for t in range(9)], actions=list(range(8)),
+                              rewards=[float(t) for t in range(8)]) for k in range(2)]
+    one, split = EpisodeReplayBuffer(seed=4), EpisodeReplayBuffer(seed=4)
+    one.add(eps)
+    split.add(eps)
+    whole, batches = one.sample(6), split.sample_batches(2, 3)
+    assert len(batches) == 3
+    for j, batch in enumerate(batches):
+        assert batch["obs"]["pos"].shape == (2, 2) and batch["obs"]["deep"][1].shape == (2, 1)
+        np.testing.assert_array_equal(batch["obs"]["deep"][0], whole["obs"]["deep"][0][2 * j:2 * j + 2])
+        np.testing.assert_array_equal(batch["obs"]["pos"][:, 0], batch["actions"])  # rows stay aligned
+    actor = ReplayActor(ReplayConfig(seed=0))
+    actor.add(eps)
+    assert actor.sample(3)["obs"]["pos"].shape == (3, 2)
+    assert batches[np.int64(1)]["t"].tolist() == batches[1]["t"].tolist()
+    with pytest.raises(TypeError, match="not a slice"):
+        batches[0:2]

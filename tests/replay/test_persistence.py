@@ -210,5 +210,7 @@ def test_restore_blames_bad_arguments_on_the_caller_not_the_file(buffer: Episode
         PrioritizedEpisodeReplayBuffer.restore(path, alpha=2.0)
     with pytest.raises(TypeError, match="alpah"):
         PrioritizedEpisodeReplayBuffer.restore(path, alpah=0.5)
+    with pytest.raises(ReplayError, match="restore takes \\['capacity_env_steps'\\] from the file"):
+        EpisodeReplayBuffer.restore(path, capacity_env_steps=50)
     restored = PrioritizedEpisodeReplayBuffer.restore(path, alpha=0.5)
     assert len(restored) == len(buffer) and restored.alpha == 0.5
