@@ -54,8 +54,9 @@ def child(algo: str, seed: int) -> dict[str, Any]:
         else:
             from learner.train_dqn import DQNTrainingConfig, train_dqn
 
-            result = train_dqn(DQNTrainingConfig(seed=seed, prioritized=algo == "dqn-prioritized"), log=_log,
-                               log_every_s=5.0)
+            result = train_dqn(
+                DQNTrainingConfig(seed=seed, prioritized=algo == "dqn-prioritized"), log=_log, log_every_s=5.0
+            )
     finally:
         ray.shutdown()
     return {**result, "whole_s": time.perf_counter() - t_start}
@@ -64,12 +65,13 @@ def child(algo: str, seed: int) -> dict[str, Any]:
 def connector_throughput() -> dict[str, float]:
     """Our learner pipeline on 4,000-step episode lists (8 sub-envs x 500 steps), median of 5."""
     from learner.learner import Learner
-    from ray_sampler.config import EnvRunnerConfig
-    from ray_sampler.env_runner import EnvRunner
-    from ray_sampler.module import MLPModule
+    from ray_sampler.modules.mlp_module import MLPModule
+    from ray_sampler.sampling.config import EnvRunnerConfig
+    from ray_sampler.sampling.env_runner import EnvRunner
 
-    runner = EnvRunner(EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=500,
-                                       seed=0))
+    runner = EnvRunner(
+        EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=500, seed=0)
+    )
     learner = Learner(MLPModule(runner.observation_space, runner.action_space, seed=0))
     rates = []
     for _ in range(6):
@@ -125,20 +127,26 @@ def main() -> None:
             result = run_json([args.rllib_python, "bench/rllib_e2e.py", "--seed", str(seed)])
             if result is not None:
                 theirs.append(result)
-    print(f"{'run':<24}{'seed':>5}{'reached':>9}{'env steps':>11}{'loop s':>9}{'whole s':>9}{'raw gym s':>10}"
-          f"{'whole / RLlib':>15}")
+    print(
+        f"{'run':<24}{'seed':>5}{'reached':>9}{'env steps':>11}{'loop s':>9}{'whole s':>9}{'raw gym s':>10}"
+        f"{'whole / RLlib':>15}"
+    )
     rllib_by_seed = {r["seed"]: r for r in theirs}
     for algo in algos:
         for r in ours[algo]:
             r["raw_gym_s"] = raw_stepping_s(r["env_steps"])
             other = rllib_by_seed.get(r["seed"])
             ratio = f"{r['whole_s'] / other['whole_s']:.2f}" if other and other.get("reached") else "n/a"
-            print(f"{'ours ' + algo:<24}{r['seed']:>5}{r['reached']!s:>9}{r['env_steps']:>11}{r['seconds']:>9.1f}"
-                  f"{r['whole_s']:>9.1f}{r['raw_gym_s']:>10.2f}{ratio:>15}")
+            print(
+                f"{'ours ' + algo:<24}{r['seed']:>5}{r['reached']!s:>9}{r['env_steps']:>11}{r['seconds']:>9.1f}"
+                f"{r['whole_s']:>9.1f}{r['raw_gym_s']:>10.2f}{ratio:>15}"
+            )
     for r in theirs:
         r["raw_gym_s"] = raw_stepping_s(r["env_steps"])
-        print(f"{'RLlib 2.60 PPO':<24}{r['seed']:>5}{r['reached']!s:>9}{r['env_steps']:>11}{r['seconds']:>9.1f}"
-              f"{r['whole_s']:>9.1f}{r['raw_gym_s']:>10.2f}{'1.00':>15}")
+        print(
+            f"{'RLlib 2.60 PPO':<24}{r['seed']:>5}{r['reached']!s:>9}{r['env_steps']:>11}{r['seconds']:>9.1f}"
+            f"{r['whole_s']:>9.1f}{r['raw_gym_s']:>10.2f}{'1.00':>15}"
+        )
     summary: dict[str, Any] = {}
     for algo in algos:
         if ours[algo]:

@@ -66,7 +66,9 @@ def measure(impl: str) -> dict[str, float]:
     obs, actions, rewards = cartpole_data(1000)
     for extra in (False, True):
         key = "add_env_step_per_s" + ("_ppo_outputs" if extra else "")
-        out[key] = 20 * 1000 / best_of(lambda: [build(SingleAgentEpisode, obs, actions, rewards, extra) for _ in range(20)])
+        out[key] = (
+            20 * 1000 / best_of(lambda: [build(SingleAgentEpisode, obs, actions, rewards, extra) for _ in range(20)])
+        )
 
     long = build(SingleAgentEpisode, obs, actions, rewards, False)
     for h in (1, 64):
@@ -151,8 +153,11 @@ def main() -> None:
     parser.add_argument("--impl", choices=["ours", "rllib"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--processes", type=int, default=3, help="fresh processes per implementation (default 3)")
     default_rllib = ROOT / ".venv-rllib" / "bin" / "python"
-    parser.add_argument("--rllib-python", default=str(default_rllib) if default_rllib.exists() else None,
-                        help="interpreter of a separate venv with ray[rllib] (default: .venv-rllib if present)")
+    parser.add_argument(
+        "--rllib-python",
+        default=str(default_rllib) if default_rllib.exists() else None,
+        help="interpreter of a separate venv with ray[rllib] (default: .venv-rllib if present)",
+    )
     args = parser.parse_args()
     if args.impl is not None:
         print(json.dumps({**measure(args.impl), "raw_steps_per_s": raw_gym_steps_per_s()}))
@@ -167,11 +172,16 @@ def main() -> None:
     if ours is None:
         raise SystemExit("our benchmark process failed")
     raw = ours["raw_steps_per_s"]
-    print(f"episode_bench  {time.strftime('%Y-%m-%d')}  python {platform.python_version()}  "
-          f"{platform.machine()}  RLlib: {'yes' if theirs else 'not installed / not given'}  "
-          f"best of {args.processes} processes per side")
-    print(f"baseline: raw gymnasium CartPole-v1 env.step: {raw / 1e6:.3f} M steps/s "
-          f"({1e6 / raw:.2f} us/step)" + (f"; in RLlib's processes {theirs['raw_steps_per_s'] / 1e6:.3f}" if theirs else ""))
+    print(
+        f"episode_bench  {time.strftime('%Y-%m-%d')}  python {platform.python_version()}  "
+        f"{platform.machine()}  RLlib: {'yes' if theirs else 'not installed / not given'}  "
+        f"best of {args.processes} processes per side"
+    )
+    print(
+        f"baseline: raw gymnasium CartPole-v1 env.step: {raw / 1e6:.3f} M steps/s "
+        f"({1e6 / raw:.2f} us/step)"
+        + (f"; in RLlib's processes {theirs['raw_steps_per_s'] / 1e6:.3f}" if theirs else "")
+    )
     print(f"{'figure':44s} {'ours':>10s} {'RLlib':>10s} {'ours/RLlib':>11s} {'vs raw step':>12s}")
     for key, label, unit, scale, higher_is_better in ROWS:
         mine = ours.get(key)
@@ -187,10 +197,14 @@ def main() -> None:
         elif unit == "us":
             vs_raw = f"{mine / (1e6 / raw):.1f} steps"
         fmt = (lambda v: f"{v * scale:.3f}") if scale != 1 else (lambda v: f"{v:.1f}")
-        print(f"{label + ' [' + unit + ']':44s} {fmt(mine):>10s} {fmt(other) if other else '-':>10s} "
-              f"{ratio:>11s} {vs_raw:>12s}")
-    print(f"raw bytes per step (obs + action + reward + 2 flags): {ours['raw_bytes_per_step']:.0f} B; "
-          f"packed / raw = {ours['packed_bytes_per_step'] / ours['raw_bytes_per_step']:.3f}")
+        print(
+            f"{label + ' [' + unit + ']':44s} {fmt(mine):>10s} {fmt(other) if other else '-':>10s} "
+            f"{ratio:>11s} {vs_raw:>12s}"
+        )
+    print(
+        f"raw bytes per step (obs + action + reward + 2 flags): {ours['raw_bytes_per_step']:.0f} B; "
+        f"packed / raw = {ours['packed_bytes_per_step'] / ours['raw_bytes_per_step']:.3f}"
+    )
     print("ours/RLlib > 1 means ours is better (faster or smaller); 'vs raw step' compares with one env.step.")
 
 

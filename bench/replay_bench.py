@@ -36,21 +36,30 @@ RAW_STEP_BYTES = 16 + 8 + 8 + 2
 
 
 def make_columnar(num_episodes: int, steps: int, tag: str, seed: int = 0) -> Any:
-    from ray_sampler.columnar import ColumnarEpisodes
+    from ray_sampler.data.columnar import ColumnarEpisodes
 
     rng = np.random.default_rng(seed)
     n = num_episodes * steps
     empty = np.zeros(0, np.int64)
     return ColumnarEpisodes(
         ids=[f"{tag}-{i}" for i in range(num_episodes)],
-        t_started=np.zeros(num_episodes, np.int64), lens=np.full(num_episodes, steps, np.int64),
-        lookback_lens=np.zeros(num_episodes, np.int64), terminated=np.ones(num_episodes, bool),
+        t_started=np.zeros(num_episodes, np.int64),
+        lens=np.full(num_episodes, steps, np.int64),
+        lookback_lens=np.zeros(num_episodes, np.int64),
+        terminated=np.ones(num_episodes, bool),
         truncated=np.zeros(num_episodes, bool),
         observations=rng.standard_normal((n + num_episodes, 4)).astype(np.float32),
-        actions=rng.integers(0, 2, n), rewards=np.ones(n), extra_model_outputs={},
-        info_rows=empty, info_values=[], lookback_observations=np.zeros((0, 4), np.float32),
-        lookback_actions=np.zeros(0, np.int64), lookback_rewards=np.zeros(0), lookback_extra_model_outputs={},
-        lookback_info_rows=empty, lookback_info_values=[],
+        actions=rng.integers(0, 2, n),
+        rewards=np.ones(n),
+        extra_model_outputs={},
+        info_rows=empty,
+        info_values=[],
+        lookback_observations=np.zeros((0, 4), np.float32),
+        lookback_actions=np.zeros(0, np.int64),
+        lookback_rewards=np.zeros(0),
+        lookback_extra_model_outputs={},
+        lookback_info_rows=empty,
+        lookback_info_values=[],
     )
 
 
@@ -122,8 +131,12 @@ def measure_parquet(part: str, path: str) -> dict[str, float]:
         seconds = time.perf_counter() - t0
         assert len(buf) == 1_000_000
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"seconds": seconds, "peak_rss_mib": peak / 2**20, "peak_over_start_mib": (peak - base) / 2**20,
-            "file_mib": os.path.getsize(path) / 2**20}
+    return {
+        "seconds": seconds,
+        "peak_rss_mib": peak / 2**20,
+        "peak_over_start_mib": (peak - base) / 2**20,
+        "file_mib": os.path.getsize(path) / 2**20,
+    }
 
 
 def raw_gym_steps_per_s() -> float:
@@ -174,22 +187,34 @@ def main() -> None:
 
     row("insert 1M steps (50k per add)", ours.get("insert_steps_per_s"), rl.get("add_steps_per_s"), "M steps/s")
     row("insert with eviction (100k-step buffer)", ours.get("insert_evicting_steps_per_s"), None, "M steps/s")
-    row("sample B=256, T=1, next_obs", ours.get("sample_n1_per_s"), rl.get("sample_batch_transitions_per_s"),
-        "M transitions/s")
-    row("sample B=256, n_step=3", ours.get("sample_n3_per_s"), rl.get("sample_transitions_per_s_n3"),
-        "M transitions/s")
-    row("prioritized: sample B=256 + update_priorities", ours.get("prioritized_sample_update_per_s"), None,
-        "M transitions/s")
-    row("RSS growth per stored step", ours.get("rss_bytes_per_step"), rl.get("stored_bytes_per_step"), "B",
-        higher=False)
-    print(f"memory per stored step / raw ({RAW_STEP_BYTES} B): arrays {ours.get('arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} "
-          f"(1M-step buffer), {ours.get('evicting_arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} (evicting 100k); "
-          f"RSS growth {ours.get('rss_bytes_per_step', 0) / RAW_STEP_BYTES:.2f}; RLlib RSS growth "
-          f"{(rl.get('stored_bytes_per_step') or 0) / RAW_STEP_BYTES:.2f}")
+    row(
+        "sample B=256, T=1, next_obs",
+        ours.get("sample_n1_per_s"),
+        rl.get("sample_batch_transitions_per_s"),
+        "M transitions/s",
+    )
+    row("sample B=256, n_step=3", ours.get("sample_n3_per_s"), rl.get("sample_transitions_per_s_n3"), "M transitions/s")
+    row(
+        "prioritized: sample B=256 + update_priorities",
+        ours.get("prioritized_sample_update_per_s"),
+        None,
+        "M transitions/s",
+    )
+    row(
+        "RSS growth per stored step", ours.get("rss_bytes_per_step"), rl.get("stored_bytes_per_step"), "B", higher=False
+    )
+    print(
+        f"memory per stored step / raw ({RAW_STEP_BYTES} B): arrays {ours.get('arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} "
+        f"(1M-step buffer), {ours.get('evicting_arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} (evicting 100k); "
+        f"RSS growth {ours.get('rss_bytes_per_step', 0) / RAW_STEP_BYTES:.2f}; RLlib RSS growth "
+        f"{(rl.get('stored_bytes_per_step') or 0) / RAW_STEP_BYTES:.2f}"
+    )
     if save and restore:
-        print(f"Parquet, 1M steps: save {save['seconds']:.2f} s (peak RSS +{save['peak_over_start_mib']:.0f} MiB over "
-              f"the filled buffer), restore {restore['seconds']:.2f} s (peak RSS {restore['peak_rss_mib']:.0f} MiB), "
-              f"file {save['file_mib']:.1f} MiB")
+        print(
+            f"Parquet, 1M steps: save {save['seconds']:.2f} s (peak RSS +{save['peak_over_start_mib']:.0f} MiB over "
+            f"the filled buffer), restore {restore['seconds']:.2f} s (peak RSS {restore['peak_rss_mib']:.0f} MiB), "
+            f"file {save['file_mib']:.1f} MiB"
+        )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ def connector_throughput(algo: Any, config: Any) -> float:
             episodes = runner.sample(num_timesteps=4000, explore=True)
             steps = sum(len(e) for e in episodes)
             t0 = time.perf_counter()
-            learner._learner_connector(rl_module=learner.module, batch={}, episodes=episodes, shared_data={},
-                                       metrics=learner.metrics)
+            learner._learner_connector(
+                rl_module=learner.module, batch={}, episodes=episodes, shared_data={}, metrics=learner.metrics
+            )
             rates.append(steps / (time.perf_counter() - t0))
     finally:
         runner.stop()
@@ -80,8 +81,14 @@ def main() -> None:
                 log(f"iter {iters}: {steps} env steps, mean return {mean:.1f}, {time.perf_counter() - t0:.1f} s")
                 if mean >= args.target:
                     break
-            out.update(reached=bool(mean >= args.target), mean_return=mean, env_steps=int(steps), iterations=iters,
-                       seconds=time.perf_counter() - t0, whole_s=time.perf_counter() - t_start)
+            out.update(
+                reached=bool(mean >= args.target),
+                mean_return=mean,
+                env_steps=int(steps),
+                iterations=iters,
+                seconds=time.perf_counter() - t0,
+                whole_s=time.perf_counter() - t_start,
+            )
         out["learner_connector_steps_per_s"] = connector_throughput(algo, config)
     finally:
         algo.stop()

@@ -233,8 +233,7 @@ def bench_memory(args, capacity: int) -> dict:
     per_tuple = sys.getsizeof(idx[0]) if n_idx else 0
     big_ints = sum(1 for a, b in idx for v in (a, b) if not (-5 <= v <= 256))
     out["indices_bytes_per_step"] = (
-        (sys.getsizeof(idx) + n_idx * per_tuple + big_ints * sys.getsizeof(10**6)) / steps
-        if n_idx else None
+        (sys.getsizeof(idx) + n_idx * per_tuple + big_ints * sys.getsizeof(10**6)) / steps if n_idx else None
     )
     del buf, data
     gc.collect()
@@ -247,8 +246,12 @@ def main() -> None:
     p.add_argument("--steps-per-episode", type=int, default=500)
     p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per sample measurement")
     p.add_argument("--batch-size", type=int, default=256, help="B per sample() call")
-    p.add_argument("--episode-form", choices=("numpy", "list"), default="numpy",
-                   help="numpy: to_numpy()-ed like SingleAgentEnvRunner ships them (default)")
+    p.add_argument(
+        "--episode-form",
+        choices=("numpy", "list"),
+        default="numpy",
+        help="numpy: to_numpy()-ed like SingleAgentEnvRunner ships them (default)",
+    )
     p.add_argument("--add-repeats", type=int, default=3)
     args = p.parse_args()
 
@@ -283,13 +286,13 @@ def main() -> None:
             "python": platform.python_version(),
         }
         out["cpu_count"] = os.cpu_count()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out["errors"].append(f"versions: {type(e).__name__}: {e}")
 
     def part(name: str, fn) -> Any:
         try:
             return fn()
-        except Exception as e:  # noqa: BLE001 - report, don't crash
+        except Exception as e:
             log(f"[{name}] FAILED:\n{traceback.format_exc()}")
             out["errors"].append(f"{name}: {type(e).__name__}: {e}")
             return None
@@ -311,7 +314,8 @@ def main() -> None:
         out["build_seconds"] = time.perf_counter() - t0
         out["episode_form"] = (
             "numpy (SingleAgentEpisode.to_numpy(), as SingleAgentEnvRunner.sample() returns with "
-            "episodes_to_numpy=True)" if args.episode_form == "numpy"
+            "episodes_to_numpy=True)"
+            if args.episode_form == "numpy"
             else "list (not numpy'ized; episodes_to_numpy=False)"
         )
         out["payload_bytes_per_step"] = part("payload", lambda: payload_bytes_per_step(episodes))

@@ -156,7 +156,7 @@ def bench_remote(n: int, args) -> dict:
         for a in actors:
             try:
                 ray.get(a.stop.remote(), timeout=30)
-            except Exception:  # noqa: BLE001 - best effort
+            except Exception:
                 pass
             ray.kill(a)
     return {
@@ -200,8 +200,12 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per measurement")
     p.add_argument("--remote", default="1,2", help="comma-separated remote runner counts ('' = none)")
     p.add_argument("--rollout-fragment-length", type=int, default=128)
-    p.add_argument("--local-calls", type=int, default=0,
-                   help="fixed number of timed local sample() calls (0 = as many as fit in --seconds)")
+    p.add_argument(
+        "--local-calls",
+        type=int,
+        default=0,
+        help="fixed number of timed local sample() calls (0 = as many as fit in --seconds)",
+    )
     args = p.parse_args()
     remote_ns = [int(x) for x in args.remote.split(",") if x.strip()]
 
@@ -233,13 +237,13 @@ def main() -> None:
         # OMP_NUM_THREADS=num_cpus=1.
         out["torch_num_threads_local"] = torch.get_num_threads()
         out["cpu_count"] = os.cpu_count()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         out["errors"].append(f"versions: {type(e).__name__}: {e}")
 
     def part(name: str, fn) -> Any:
         try:
             return fn()
-        except Exception as e:  # noqa: BLE001 - report, don't crash
+        except Exception as e:
             log(f"[{name}] FAILED:\n{traceback.format_exc()}")
             out["errors"].append(f"{name}: {type(e).__name__}: {e}")
             return None
@@ -269,7 +273,7 @@ def main() -> None:
                 logging_level="ERROR",
             )
             ray_started = True
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log(f"[ray.init] FAILED:\n{traceback.format_exc()}")
             out["errors"].append(f"ray.init: {type(e).__name__}: {e}")
         if ray_started:
@@ -278,16 +282,14 @@ def main() -> None:
                 res = part(f"remote[{n}]", lambda n=n: bench_remote(n, args))
                 if res:
                     out["remote_steps_per_s"][str(n)] = res["steps_per_s"]
-                    details[str(n)] = {
-                        k: res[k] for k in ("steps_per_s_median_round", "rounds", "steps_per_round")
-                    }
+                    details[str(n)] = {k: res[k] for k in ("steps_per_s_median_round", "rounds", "steps_per_round")}
                     if out["runner_rss_mib"] is None and res["rss_mib"] is not None:
                         out["runner_rss_mib"] = res["rss_mib"]
                         out["torch_num_threads_actor"] = res["torch_num_threads_actor"]
             out["remote_details"] = details
             try:
                 ray.shutdown()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 out["errors"].append(f"ray.shutdown: {type(e).__name__}: {e}")
 
     out["loadavg_1m_end"] = os.getloadavg()[0]

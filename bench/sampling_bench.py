@@ -38,8 +38,8 @@ def _bare_loop(num_envs: int, steps: int, mode: str) -> float:
     """Steps/s of the env stepping with the same MLP forward and action sampling, nothing else."""
     import gymnasium as gym
 
-    from ray_sampler.distributions import Categorical
-    from ray_sampler.module import MLPModule
+    from ray_sampler.modules.distributions import Categorical
+    from ray_sampler.modules.mlp_module import MLPModule
 
     env = gym.make_vec("CartPole-v1", num_envs, vectorization_mode=mode)
     module = MLPModule(env.single_observation_space, env.single_action_space)
@@ -59,8 +59,11 @@ def _runner_loop(num_envs: int, steps: int, mode: str) -> float:
     """Steps/s of one EnvRunner's ``sample_columnar()`` (what a remote runner ships)."""
     from ray_sampler import EnvRunner, EnvRunnerConfig
 
-    runner = EnvRunner(EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=num_envs,
-                                       rollout_fragment_length=steps, vectorization_mode=mode))
+    runner = EnvRunner(
+        EnvRunnerConfig(
+            env="CartPole-v1", num_envs_per_env_runner=num_envs, rollout_fragment_length=steps, vectorization_mode=mode
+        )
+    )
     runner.sample_columnar()  # warm-up
     t0 = time.perf_counter()
     col, _ = runner.sample_columnar()
@@ -124,8 +127,9 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
         for a in raw:
             ray.kill(a)
         for keep_sampling in (False, True):
-            group_config = EnvRunnerGroupConfig(num_env_runners=n, num_cpus_per_env_runner=1,
-                                                keep_sampling=keep_sampling)
+            group_config = EnvRunnerGroupConfig(
+                num_env_runners=n, num_cpus_per_env_runner=1, keep_sampling=keep_sampling
+            )
             with EnvRunnerGroup(config, group_config) as group:
                 group.sample_columnar()
                 t0, steps, sample = time.perf_counter(), 0, None
@@ -140,8 +144,9 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
                     raw_bytes = sample.raw_step_nbytes() * sample.num_env_steps
                     out["shipped_over_raw"] = sample.serialized_nbytes() / raw_bytes
                     out["shipped_over_raw_with_model_outputs"] = sample.serialized_nbytes() / (raw_bytes + extra)
-                    out["runner_rss_mib"] = ray.get(group.actor(group.worker_indices[0]).__ray_call__.remote(
-                        lambda runner: _rss_mib()))
+                    out["runner_rss_mib"] = ray.get(
+                        group.actor(group.worker_indices[0]).__ray_call__.remote(lambda runner: _rss_mib())
+                    )
     ray.shutdown()
     return out
 
@@ -165,14 +170,25 @@ def main() -> None:
 
     runs = [r for r in (run_json([sys.executable, __file__, "--part", "local"]) for _ in range(args.processes)) if r]
     local = {k: max(r[k] for r in runs) for k in runs[0]}
-    groups = run_json([sys.executable, __file__, "--part", "groups", "--runners", args.runners,
-                       "--seconds", str(args.seconds)])
+    groups = run_json(
+        [sys.executable, __file__, "--part", "groups", "--runners", args.runners, "--seconds", str(args.seconds)]
+    )
     rllib = None
     if args.rllib_python:
-        rllib = run_json([args.rllib_python, str(ROOT / "bench" / "rllib_sampling.py"), "--remote", args.runners,
-                          "--seconds", str(args.seconds)])
-    print(f"sampling_bench  {time.strftime('%Y-%m-%d')}  local figures: best of {len(runs)} processes; "
-          f"RLlib: {'yes' if rllib else 'not installed / not given'}")
+        rllib = run_json(
+            [
+                args.rllib_python,
+                str(ROOT / "bench" / "rllib_sampling.py"),
+                "--remote",
+                args.runners,
+                "--seconds",
+                str(args.seconds),
+            ]
+        )
+    print(
+        f"sampling_bench  {time.strftime('%Y-%m-%d')}  local figures: best of {len(runs)} processes; "
+        f"RLlib: {'yes' if rllib else 'not installed / not given'}"
+    )
     print(f"{'figure':58s} {'ours':>10s} {'baseline':>10s} {'ratio':>7s} {'RLlib':>9s} {'ours/RLlib':>10s}")
 
     def row(label: str, mine: float, base: float | None, theirs: float | None = None, unit: str = "k/s") -> None:
@@ -180,22 +196,39 @@ def main() -> None:
         ratio = f"{mine / base:.2f}" if base else "-"
         vs = f"{mine / theirs:.1f}x" if theirs else "-"
         fmt = lambda v: f"{v * scale:.1f}" if v is not None else "-"  # noqa: E731
-        print(f"{label + ' [' + unit + ']':58s} {fmt(mine):>10s} {fmt(base):>10s} {ratio:>7s} {fmt(theirs):>9s} {vs:>10s}")
+        print(
+            f"{label + ' [' + unit + ']':58s} {fmt(mine):>10s} {fmt(base):>10s} {ratio:>7s} {fmt(theirs):>9s} {vs:>10s}"
+        )
 
     rl = rllib or {}
-    row("local runner, CartPole x8, MLP 2x64 (baseline: bare loop)", local["runner_x8"], local["bare_x8"],
-        rl.get("local_steps_per_s"))
+    row(
+        "local runner, CartPole x8, MLP 2x64 (baseline: bare loop)",
+        local["runner_x8"],
+        local["bare_x8"],
+        rl.get("local_steps_per_s"),
+    )
     row("local runner, native vector CartPole x1024, MLP", local["runner_x1024"], local["bare_x1024"])
     if groups:
         for n in counts:
             theirs = (rl.get("remote_steps_per_s") or {}).get(str(n))
-            row(f"group of {n} runner(s) x8, shipped to driver (baseline: raw fleet)", groups["group"][str(n)],
-                groups["raw_fleet"][str(n)], theirs)
+            row(
+                f"group of {n} runner(s) x8, shipped to driver (baseline: raw fleet)",
+                groups["group"][str(n)],
+                groups["raw_fleet"][str(n)],
+                theirs,
+            )
             row("  ... keep_sampling=True", groups["group_keep_sampling"][str(n)], groups["raw_fleet"][str(n)], theirs)
-        row("RSS of one runner actor (baseline: raw stepping actor)", groups["runner_rss_mib"],
-            groups["raw_actor_rss_mib"], rl.get("runner_rss_mib"), unit="MiB")
-        print(f"bytes shipped per step / raw (obs+action+reward+2 flags): {groups['shipped_over_raw']:.3f}; "
-              f"/ raw incl. the model outputs shipped: {groups['shipped_over_raw_with_model_outputs']:.3f}")
+        row(
+            "RSS of one runner actor (baseline: raw stepping actor)",
+            groups["runner_rss_mib"],
+            groups["raw_actor_rss_mib"],
+            rl.get("runner_rss_mib"),
+            unit="MiB",
+        )
+        print(
+            f"bytes shipped per step / raw (obs+action+reward+2 flags): {groups['shipped_over_raw']:.3f}; "
+            f"/ raw incl. the model outputs shipped: {groups['shipped_over_raw_with_model_outputs']:.3f}"
+        )
     if rl.get("errors"):
         print(f"RLlib errors: {rl['errors']}")
     print("ratio = ours / baseline (higher is better for k/s, lower for MiB); ours/RLlib > 1: ours faster (k/s).")

@@ -1,9 +1,12 @@
 """ConnectorV2 pieces and pipelines: env-to-module, module-to-env (and learner pieces, issue #5)."""
 
-# ray_sampler's package imports these modules (its EnvRunner builds pipelines) and they import
-# ray_sampler's helpers: loading ray_sampler first keeps one import order whichever comes first.
-import ray_sampler  # noqa: F401  isort: skip
 from connectors.connector_v2 import ConnectorV2
+from connectors.env_to_module import (
+    AddObservationsFromEpisodesToBatch,
+    FlattenObservations,
+    default_env_to_module,
+    flatten_batch,
+)
 from connectors.learner import (
     DEFAULT_MODULE_ID,
     AddColumnsFromEpisodesToTrainBatch,
@@ -14,12 +17,6 @@ from connectors.learner import (
     PrevActionsPrevRewards,
 )
 from connectors.mean_std_filter import MeanStdFilter
-from connectors.env_to_module import (
-    AddObservationsFromEpisodesToBatch,
-    FlattenObservations,
-    default_env_to_module,
-    flatten_batch,
-)
 from connectors.module_to_env import GetActions, NormalizeAndClipActions, default_module_to_env
 from connectors.pipeline import ConnectorPipelineV2
 
@@ -33,11 +30,11 @@ __all__ = [
     "FlattenObservations",
     "FrameStacking",
     "GeneralAdvantageEstimation",
+    "GetActions",
     "MeanStdFilter",
     "NStepReturns",
-    "PrevActionsPrevRewards",
-    "GetActions",
     "NormalizeAndClipActions",
+    "PrevActionsPrevRewards",
     "default_env_to_module",
     "default_module_to_env",
     "flatten_batch",

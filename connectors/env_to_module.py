@@ -13,8 +13,8 @@ import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
 from connectors.pipeline import ConnectorPipelineV2
-from ray_sampler import tree
-from ray_sampler.columns import Columns
+from ray_sampler.data import tree
+from ray_sampler.data.columns import Columns
 
 __all__ = ["AddObservationsFromEpisodesToBatch", "FlattenObservations", "default_env_to_module", "flatten_batch"]
 
@@ -22,8 +22,16 @@ __all__ = ["AddObservationsFromEpisodesToBatch", "FlattenObservations", "default
 class AddObservationsFromEpisodesToBatch(ConnectorV2):
     """``batch["obs"]``: the last observation of each episode, stacked (kept if already set)."""
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         if Columns.OBS in batch:
             return batch
         vector_obs = (shared_data or {}).get("vector_obs")
@@ -47,8 +55,13 @@ def flatten_batch(space: gym.Space, x: Any) -> np.ndarray:
         return ((x - space.start)[:, None] == np.arange(space.n)).astype(np.float32)
     if isinstance(space, gym.spaces.MultiDiscrete):
         flat = (x - space.start).reshape(n, -1)
-        return np.concatenate([(flat[:, j, None] == np.arange(k)).astype(np.float32)
-                               for j, k in enumerate(np.asarray(space.nvec).reshape(-1))], axis=-1)
+        return np.concatenate(
+            [
+                (flat[:, j, None] == np.arange(k)).astype(np.float32)
+                for j, k in enumerate(np.asarray(space.nvec).reshape(-1))
+            ],
+            axis=-1,
+        )
     return x.reshape(n, -1).astype(np.float32, copy=False)
 
 
@@ -58,8 +71,16 @@ class FlattenObservations(ConnectorV2):
     def __init__(self, observation_space: gym.Space) -> None:
         self.observation_space = observation_space
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         batch[Columns.OBS] = flatten_batch(self.observation_space, batch[Columns.OBS])
         return batch
 

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
-from ray_sampler import tree
-from ray_sampler.columnar import ColumnarEpisodes, episodes_to_columnar
-from ray_sampler.columns import Columns
+from ray_sampler.data import tree
+from ray_sampler.data.columnar import ColumnarEpisodes, episodes_to_columnar
+from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
 
 __all__ = [
@@ -76,13 +76,22 @@ class _LearnerPiece(ConnectorV2):
 class AddColumnsFromEpisodesToTrainBatch(_LearnerPiece):
     """Per step: obs, actions, rewards, terminateds, truncateds and the chosen model outputs."""
 
-    def __init__(self, extra_model_outputs: tuple[str, ...] = (Columns.ACTION_LOGP,), *,
-                 module_id: str = DEFAULT_MODULE_ID) -> None:
+    def __init__(
+        self, extra_model_outputs: tuple[str, ...] = (Columns.ACTION_LOGP,), *, module_id: str = DEFAULT_MODULE_ID
+    ) -> None:
         super().__init__(module_id=module_id)
         self.extra_model_outputs = tuple(extra_model_outputs)
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         chunk, k = step_index(col)
         last = k == col.lens[chunk] - 1
@@ -94,8 +103,9 @@ class AddColumnsFromEpisodesToTrainBatch(_LearnerPiece):
         out["truncateds"] = last & col.truncated[chunk]
         for key in self.extra_model_outputs:
             if key not in col.extra_model_outputs:
-                raise ConfigError(f"extra model output {key!r} is not in the episodes (they have "
-                                  f"{sorted(col.extra_model_outputs)})")
+                raise ConfigError(
+                    f"extra model output {key!r} is not in the episodes (they have {sorted(col.extra_model_outputs)})"
+                )
             out[key] = col.extra_model_outputs[key]
         return batch
 
@@ -103,12 +113,21 @@ class AddColumnsFromEpisodesToTrainBatch(_LearnerPiece):
 class AddNextObservationsFromEpisodesToTrainBatch(_LearnerPiece):
     """Per step: the observation it led to (gathered from the stored observations)."""
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         chunk, k = step_index(col)
         _module_batch(batch, self.module_id)["next_obs"] = tree.map_structure(
-            lambda a: a[col.obs_offsets[chunk] + k + 1], col.observations)
+            lambda a: a[col.obs_offsets[chunk] + k + 1], col.observations
+        )
         return batch
 
 
@@ -131,16 +150,30 @@ class GeneralAdvantageEstimation(_LearnerPiece):
     bootstrap value.
     """
 
-    def __init__(self, *, gamma: float = 0.99, lambda_: float = 0.95, standardize_advantages: bool = True,
-                 module_id: str = DEFAULT_MODULE_ID) -> None:
+    def __init__(
+        self,
+        *,
+        gamma: float = 0.99,
+        lambda_: float = 0.95,
+        standardize_advantages: bool = True,
+        module_id: str = DEFAULT_MODULE_ID,
+    ) -> None:
         super().__init__(module_id=module_id)
         for name, value in (("gamma", gamma), ("lambda_", lambda_)):
             if not 0.0 <= value <= 1.0:
                 raise ConfigError(f"'{name}' must be in [0, 1] (got {value!r})")
         self.gamma, self.lambda_, self.standardize = gamma, lambda_, standardize_advantages
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         chunk, k = step_index(col)
         # Values of every stored observation (the bootstrap ones included); an observation transform
@@ -186,8 +219,16 @@ class NStepReturns(_LearnerPiece):
             raise ConfigError(f"'gamma' must be in [0, 1] (got {gamma!r})")
         self.n_step, self.gamma = n_step, gamma
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         chunk, k = step_index(col)
         remaining = col.lens[chunk] - k
@@ -204,8 +245,9 @@ class NStepReturns(_LearnerPiece):
         return batch
 
 
-def _history_rows(col: ColumnarEpisodes, chunk: np.ndarray, k: np.ndarray, shifts: np.ndarray,
-                  per_step_obs: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _history_rows(
+    col: ColumnarEpisodes, chunk: np.ndarray, k: np.ndarray, shifts: np.ndarray, per_step_obs: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where each (step, shift) item lives: data rows, lookback rows, and which exist at all.
 
     ``shift`` 0 is the step itself (observations) and negative shifts go back in time.
@@ -220,8 +262,9 @@ def _history_rows(col: ColumnarEpisodes, chunk: np.ndarray, k: np.ndarray, shift
     return np.where(in_data, data_rows, -1), np.where(~in_data & exists, lb_rows, -1), exists
 
 
-def _gather_history(data: np.ndarray, lookback: np.ndarray, rows: tuple[np.ndarray, np.ndarray, np.ndarray],
-                    fill: float) -> np.ndarray:
+def _gather_history(
+    data: np.ndarray, lookback: np.ndarray, rows: tuple[np.ndarray, np.ndarray, np.ndarray], fill: float
+) -> np.ndarray:
     data_rows, lb_rows, exists = rows
     fits = np.asarray(fill).astype(data.dtype) == fill  # keep the data's dtype when the fill fits it
     dtype = data.dtype if bool(np.all(fits)) else np.result_type(data, np.asarray(fill))
@@ -237,23 +280,34 @@ class PrevActionsPrevRewards(_LearnerPiece):
     """``prev_actions`` [N, n_prev_actions] and ``prev_rewards`` [N, n_prev_rewards]: the steps before
     each step (oldest first), from the chunk's data and lookback; ``fill`` before that."""
 
-    def __init__(self, *, n_prev_actions: int = 1, n_prev_rewards: int = 1, fill: float = 0.0,
-                 module_id: str = DEFAULT_MODULE_ID) -> None:
+    def __init__(
+        self, *, n_prev_actions: int = 1, n_prev_rewards: int = 1, fill: float = 0.0, module_id: str = DEFAULT_MODULE_ID
+    ) -> None:
         super().__init__(module_id=module_id)
         for name, value in (("n_prev_actions", n_prev_actions), ("n_prev_rewards", n_prev_rewards)):
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"'{name}' must be an int >= 0 (got {value!r})")
         self.n_prev_actions, self.n_prev_rewards, self.fill = n_prev_actions, n_prev_rewards, fill
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         if self.n_prev_actions and not isinstance(col.actions, np.ndarray):
             raise ConfigError("PrevActionsPrevRewards needs array actions (not a Dict/Tuple space)")
         chunk, k = step_index(col)
         out = _module_batch(batch, self.module_id)
-        for name, n, data, lookback in (("prev_actions", self.n_prev_actions, col.actions, col.lookback_actions),
-                                        ("prev_rewards", self.n_prev_rewards, col.rewards, col.lookback_rewards)):
+        for name, n, data, lookback in (
+            ("prev_actions", self.n_prev_actions, col.actions, col.lookback_actions),
+            ("prev_rewards", self.n_prev_rewards, col.rewards, col.lookback_rewards),
+        ):
             if n:
                 rows = _history_rows(col, chunk, k, np.arange(-n, 0), per_step_obs=False)
                 out[name] = _gather_history(np.asarray(data), np.asarray(lookback), rows, self.fill)
@@ -265,15 +319,24 @@ class FrameStacking(_LearnerPiece):
     [N, num_frames, ...], from the chunk's data and lookback (``fill`` before that); with
     ``as_next_obs`` the same for ``next_obs``."""
 
-    def __init__(self, *, num_frames: int = 4, fill: float = 0.0, as_next_obs: bool = False,
-                 module_id: str = DEFAULT_MODULE_ID) -> None:
+    def __init__(
+        self, *, num_frames: int = 4, fill: float = 0.0, as_next_obs: bool = False, module_id: str = DEFAULT_MODULE_ID
+    ) -> None:
         super().__init__(module_id=module_id)
         if not isinstance(num_frames, int) or num_frames < 1:
             raise ConfigError(f"'num_frames' must be an int >= 1 (got {num_frames!r})")
         self.num_frames, self.fill, self.as_next_obs = num_frames, fill, as_next_obs
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
         if not isinstance(col.observations, np.ndarray):
             raise ConfigError("FrameStacking needs array observations (not a Dict/Tuple space)")
@@ -281,5 +344,6 @@ class FrameStacking(_LearnerPiece):
         shift = 1 if self.as_next_obs else 0
         rows = _history_rows(col, chunk, k, np.arange(-self.num_frames + 1 + shift, 1 + shift), per_step_obs=True)
         _module_batch(batch, self.module_id)["next_obs" if self.as_next_obs else Columns.OBS] = _gather_history(
-            col.observations, col.lookback_observations, rows, self.fill)
+            col.observations, col.lookback_observations, rows, self.fill
+        )
         return batch

@@ -28,7 +28,7 @@ import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
 from connectors.env_to_module import AddObservationsFromEpisodesToBatch
-from ray_sampler.columns import Columns
+from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
 
 __all__ = ["MeanStdFilter", "combine_moments"]
@@ -47,12 +47,17 @@ def combine_moments(a: Moments, b: Moments) -> Moments:
     if not a["count"]:
         return dict(b)
     if np.shape(a["mean"]) != np.shape(b["mean"]):
-        raise ConfigError(f"MeanStdFilter: moments of observations of shape {np.shape(a['mean'])} and "
-                          f"{np.shape(b['mean'])} cannot be merged")
+        raise ConfigError(
+            f"MeanStdFilter: moments of observations of shape {np.shape(a['mean'])} and "
+            f"{np.shape(b['mean'])} cannot be merged"
+        )
     n = a["count"] + b["count"]
     delta = b["mean"] - a["mean"]
-    return {"count": n, "mean": a["mean"] + delta * (b["count"] / n),
-            "m2": a["m2"] + b["m2"] + delta * delta * (a["count"] * b["count"] / n)}
+    return {
+        "count": n,
+        "mean": a["mean"] + delta * (b["count"] / n),
+        "m2": a["m2"] + b["m2"] + delta * delta * (a["count"] * b["count"] / n),
+    }
 
 
 def _moments_of(x: np.ndarray) -> Moments:
@@ -63,8 +68,15 @@ def _moments_of(x: np.ndarray) -> Moments:
 class MeanStdFilter(ConnectorV2):
     """Normalizes ``batch["obs"]`` to zero mean and unit std (clipped), learning the moments."""
 
-    def __init__(self, *, update: bool = True, clip: float = 10.0, epsilon: float = 1e-8,
-                 module_id: str | None = None, observation_space: gym.Space | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        update: bool = True,
+        clip: float = 10.0,
+        epsilon: float = 1e-8,
+        module_id: str | None = None,
+        observation_space: gym.Space | None = None,
+    ) -> None:
         if observation_space is not None and not isinstance(observation_space, gym.spaces.Box):
             raise ConfigError(f"MeanStdFilter needs a Box observation space (got {observation_space})")
         self.update, self.clip, self.epsilon, self.module_id = update, clip, epsilon, module_id
@@ -80,8 +92,16 @@ class MeanStdFilter(ConnectorV2):
             obs = np.clip((obs - moments["mean"]) / (std + self.epsilon), -self.clip, self.clip)
         return obs.astype(np.float32)
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         """Env-to-module (``module_id`` None): normalizes ``batch["obs"]``, learning from it. Learner
         (``module_id`` set): normalizes ``batch[module_id]["obs"]`` and ``["next_obs"]`` and hands GAE
         the same normalization (``shared_data["value_obs_transform"]``)."""
@@ -94,8 +114,9 @@ class MeanStdFilter(ConnectorV2):
                 shared_data["value_obs_transform"] = self.normalize
             return batch
         if Columns.OBS not in batch:  # user pieces run before the defaults: fetch the observations as they do
-            batch = AddObservationsFromEpisodesToBatch()(rl_module=rl_module, batch=batch, episodes=episodes,
-                                                         shared_data=shared_data)
+            batch = AddObservationsFromEpisodesToBatch()(
+                rl_module=rl_module, batch=batch, episodes=episodes, shared_data=shared_data
+            )
         obs = self._checked(batch[Columns.OBS])
         if self.update and explore is not False and len(obs):
             self.local_moments = combine_moments(self.local_moments, _moments_of(obs))

@@ -17,8 +17,8 @@ import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
 from connectors.pipeline import ConnectorPipelineV2
-from ray_sampler.columns import Columns
-from ray_sampler.distributions import dist_class_for
+from ray_sampler.data.columns import Columns
+from ray_sampler.modules.distributions import dist_class_for
 
 __all__ = ["GetActions", "NormalizeAndClipActions", "default_module_to_env"]
 
@@ -31,8 +31,16 @@ class GetActions(ConnectorV2):
         self.rng = np.random.default_rng(seed)
         self._offset = int(getattr(action_space, "start", 0)) if isinstance(action_space, gym.spaces.Discrete) else 0
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         if Columns.ACTIONS in batch:
             # Actions chosen elsewhere (a random module, random_actions=True): score them under the
             # module's distribution when it gave one, so every step records the same outputs.
@@ -56,8 +64,16 @@ class NormalizeAndClipActions(ConnectorV2):
         self.action_space = action_space
         self.normalize_actions = normalize_actions
 
-    def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
-                 shared_data: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         space = self.action_space
         if isinstance(space, gym.spaces.Box):
             actions = np.asarray(batch[Columns.ACTIONS])
@@ -67,11 +83,19 @@ class NormalizeAndClipActions(ConnectorV2):
         return batch
 
 
-def default_module_to_env(action_space: gym.Space, user_pieces: tuple[Any, ...] = (), *, seed: int | None = None,
-                          normalize_actions: bool = False) -> ConnectorPipelineV2:
+def default_module_to_env(
+    action_space: gym.Space,
+    user_pieces: tuple[Any, ...] = (),
+    *,
+    seed: int | None = None,
+    normalize_actions: bool = False,
+) -> ConnectorPipelineV2:
     """User pieces first, then GetActions and NormalizeAndClipActions."""
     return ConnectorPipelineV2(
-        [*user_pieces, GetActions(action_space, seed=seed),
-         NormalizeAndClipActions(action_space, normalize_actions=normalize_actions)],
+        [
+            *user_pieces,
+            GetActions(action_space, seed=seed),
+            NormalizeAndClipActions(action_space, normalize_actions=normalize_actions),
+        ],
         name="ModuleToEnvPipeline",
     )

@@ -56,8 +56,9 @@ class ConnectorPipelineV2(ConnectorV2):
         if shared_data is None:
             shared_data = {}
         for piece in self.connectors:
-            batch = piece(rl_module=rl_module, batch=batch, episodes=episodes, explore=explore,
-                          shared_data=shared_data, **kwargs)
+            batch = piece(
+                rl_module=rl_module, batch=batch, episodes=episodes, explore=explore, shared_data=shared_data, **kwargs
+            )
             if batch is None:
                 raise TypeError(f"connector piece {piece_name(piece)!r} returned None; pieces must return the batch")
         return batch
@@ -86,8 +87,9 @@ class ConnectorPipelineV2(ConnectorV2):
             if (isinstance(target, type) and isinstance(piece, target)) or piece_name(piece) == target:
                 return i
         names = [piece_name(p) for p in self.connectors]
-        raise ValueError(f"no connector piece {getattr(target, '__name__', target)!r} in pipeline {self.name!r} "
-                         f"(pieces: {names})")
+        raise ValueError(
+            f"no connector piece {getattr(target, '__name__', target)!r} in pipeline {self.name!r} (pieces: {names})"
+        )
 
     # ---------------------------------------------------------------- reading
     def __len__(self) -> int:

@@ -59,8 +59,9 @@ def make_cartpole(config: EnvContext) -> gym.Env:
     length = config["base_pole_length"] + 0.5 * config.vector_index
     env.unwrapped.length = length
     env.unwrapped.polemass_length = env.unwrapped.masspole * length
-    return StampResetInfo(env, {"worker_index": config.worker_index, "vector_index": config.vector_index,
-                                "pole_length": length})
+    return StampResetInfo(
+        env, {"worker_index": config.worker_index, "vector_index": config.vector_index, "pole_length": length}
+    )
 
 
 def main(args: Args) -> None:
@@ -74,8 +75,9 @@ def main(args: Args) -> None:
         batch_mode="complete_episodes",
         seed=0,
     )
-    group = EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=args.num_env_runners,
-                                                        num_cpus_per_env_runner=0.5))
+    group = EnvRunnerGroup(
+        config, EnvRunnerGroupConfig(num_env_runners=args.num_env_runners, num_cpus_per_env_runner=0.5)
+    )
     lengths: dict[float, list[int]] = defaultdict(list)
     sources: set[tuple[int, int]] = set()
     with group:

@@ -3,7 +3,7 @@
     python examples/offline_data.py --iterations 3 --out /tmp/cartpole.parquet
 
 Runners ship their chunks straight to a ReplayActor; the actor saves its buffer as Parquet
-(the episode table of ray_sampler.arrow_format: one row per observation, no pickle). The file
+(the episode table of ray_sampler.data.arrow_format: one row per observation, no pickle). The file
 is then read three ways: plain pyarrow, Ray Data (which needs pandas installed), and back into
 a replay buffer that samples exactly as the saved one would.
 """
@@ -44,10 +44,12 @@ def main(args: Args) -> None:
     out = args.out or os.path.join(tempfile.mkdtemp(), "offline.parquet")
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     replay = create_replay_actor(ReplayConfig(capacity_env_steps=100_000, seed=0), num_cpus=0.5)
-    config = EnvRunnerConfig(env=args.env, num_envs_per_env_runner=4,
-                             rollout_fragment_length=args.rollout_fragment_length, seed=0)
-    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=args.num_env_runners,
-                                                     num_cpus_per_env_runner=0.5)) as group:
+    config = EnvRunnerConfig(
+        env=args.env, num_envs_per_env_runner=4, rollout_fragment_length=args.rollout_fragment_length, seed=0
+    )
+    with EnvRunnerGroup(
+        config, EnvRunnerGroupConfig(num_env_runners=args.num_env_runners, num_cpus_per_env_runner=0.5)
+    ) as group:
         for it in range(1, args.iterations + 1):
             acks = group.sample_to_replay(replay)
             stored = max(m["replay"]["num_env_steps_stored"] for m in acks)
@@ -58,8 +60,10 @@ def main(args: Args) -> None:
 
     table = pq.read_table(out)
     is_step = table.column("action").is_valid().to_numpy(zero_copy_only=False)
-    print(f"pyarrow: {table.num_rows} rows, columns {', '.join(table.column_names)}; "
-          f"{int(is_step.sum())} rows with an action")
+    print(
+        f"pyarrow: {table.num_rows} rows, columns {', '.join(table.column_names)}; "
+        f"{int(is_step.sum())} rows with an action"
+    )
     try:
         from ray import data as ray_data
 
@@ -70,8 +74,10 @@ def main(args: Args) -> None:
 
     restored = EpisodeReplayBuffer.restore(out)
     batch = restored.sample(4, n_step=3, gamma=0.99)
-    print(f"restored buffer: {len(restored)} env steps, {restored.num_episodes} episodes; "
-          f"3-step returns of 4 samples: {np.round(batch['rewards'], 3).tolist()}")
+    print(
+        f"restored buffer: {len(restored)} env steps, {restored.num_episodes} episodes; "
+        f"3-step returns of 4 samples: {np.round(batch['rewards'], 3).tolist()}"
+    )
     ray.shutdown()
 
 

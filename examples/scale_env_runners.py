@@ -37,8 +37,12 @@ class Args:
 def main(args: Args) -> None:
     sizes = [int(s) for s in args.schedule.split(",")]
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    config = EnvRunnerConfig(env=args.env, num_envs_per_env_runner=args.num_envs_per_env_runner,
-                             rollout_fragment_length=args.rollout_fragment_length, seed=0)
+    config = EnvRunnerConfig(
+        env=args.env,
+        num_envs_per_env_runner=args.num_envs_per_env_runner,
+        rollout_fragment_length=args.rollout_fragment_length,
+        seed=0,
+    )
     per_runner = args.rollout_fragment_length * args.num_envs_per_env_runner
     group = EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=sizes[0], num_cpus_per_env_runner=0.25))
     total = 0
@@ -51,8 +55,10 @@ def main(args: Args) -> None:
             steps = sum(len(ep) for ep in episodes)
             total += steps
             status = "ok" if steps == size * per_runner else f"expected {size * per_runner}"
-            print(f"iter {it}: {size} runners {group.worker_indices}, scale took {scaled_s:.2f} s, "
-                  f"{steps} env steps ({status}), {group.metrics['num_episodes']} episodes done")
+            print(
+                f"iter {it}: {size} runners {group.worker_indices}, scale took {scaled_s:.2f} s, "
+                f"{steps} env steps ({status}), {group.metrics['num_episodes']} episodes done"
+            )
     print(f"total: {total} env steps over {len(sizes)} iterations; expected {sum(sizes) * per_runner}")
     ray.shutdown()
 

@@ -24,8 +24,10 @@ from ray_sampler.cli import add_config_arguments
 def main(cfg: PPOTrainingConfig) -> dict:
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        print(f"PPO on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs, "
-              f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}")
+        print(
+            f"PPO on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs, "
+            f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}"
+        )
         return train_ppo(cfg)
     finally:
         ray.shutdown()

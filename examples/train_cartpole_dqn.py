@@ -29,12 +29,16 @@ from ray_sampler.cli import add_config_arguments
 def main(cfg: DQNTrainingConfig) -> dict:
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        print(f"DQN on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs -> "
-              f"{'prioritized' if cfg.prioritized else 'uniform'} replay -> "
-              f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}")
+        print(
+            f"DQN on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs -> "
+            f"{'prioritized' if cfg.prioritized else 'uniform'} replay -> "
+            f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}"
+        )
         result = train_dqn(cfg)
-        print(f"replay received {result['replay_num_env_steps_received']} env steps; "
-              f"the runners reported {result['runner_env_steps_sent']}")
+        print(
+            f"replay received {result['replay_num_env_steps_received']} env steps; "
+            f"the runners reported {result['runner_env_steps_sent']}"
+        )
         return result
     finally:
         ray.shutdown()

@@ -1,21 +1,28 @@
-"""Learners: numpy PPO and DQN learners, the data-parallel LearnerGroup, their gradients and optimizer
-(the training loops are in learner.train and learner.train_dqn)."""
+"""Learners: numpy PPO and DQN learners, the data-parallel LearnerGroup, their optimizer and the
+training loops (``train_ppo``, ``train_dqn``) with their configs."""
 
-from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
+from learner.dqn import DQNConfig, DQNLearner, dqn_loss_and_grads
 from learner.learner import Learner, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
+from learner.train import PPOTrainingConfig, train_ppo
+from learner.train_dqn import DQNTrainingConfig, train_dqn
+from ray_sampler.modules.q_module import QModule
 
 __all__ = [
     "Adam",
     "DQNConfig",
     "DQNLearner",
+    "DQNTrainingConfig",
     "Learner",
     "LearnerGroup",
     "PPOConfig",
+    "PPOTrainingConfig",
     "QModule",
     "dqn_loss_and_grads",
     "ppo_loss_and_grads",
     "shard_episodes",
+    "train_dqn",
+    "train_ppo",
 ]

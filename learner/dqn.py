@@ -18,82 +18,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from learner.mlp_grad import ACTIVATIONS, backward, forward
 from learner.optim import Adam
-from ray_sampler.columns import Columns
 from ray_sampler.errors import ConfigError, SpaceError
-from ray_sampler.module import _init_layer
+from ray_sampler.modules.mlp import backward, forward
+from ray_sampler.modules.q_module import QModule
 from replay.buffer import EpisodeReplayBuffer
 
-__all__ = ["DQNConfig", "DQNLearner", "QModule", "dqn_loss_and_grads"]
-
-
-class QModule:
-    """An MLP of Q-values per action; explores epsilon-greedily (``epsilon`` travels with the weights).
-
-    ``forward_exploration`` gives the epsilon-greedy distribution as ``action_dist_inputs``
-    (log of ``epsilon / n`` plus ``1 - epsilon`` on the greedy action), so the runner's
-    module-to-env pipeline draws from it with its own per-runner seeded generator (runners
-    explore independently) and records the behaviour policy's ``action_logp`` (with
-    ``random_actions=True`` the uniformly drawn actions are scored under the epsilon-greedy
-    distribution instead: not the behaviour policy's; DQN never reads it).
-    """
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, hidden_sizes: tuple[int, ...] = (64, 64),
-                 seed: int | None = 0, epsilon: float = 1.0, activation: str = "relu") -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise SpaceError(f"QModule needs a Discrete action space (got {action_space})")
-        if activation not in ACTIVATIONS:
-            raise ConfigError(f"'activation' must be one of {ACTIVATIONS} (got {activation!r})")
-        self.activation = activation
-        self.observation_space, self.action_space = observation_space, action_space
-        rng = np.random.default_rng(seed)
-        sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(action_space.n))
-        self.params: dict[str, np.ndarray] = {}
-        for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-            gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
-            self.params[f"q.{layer}.w"], self.params[f"q.{layer}.b"] = _init_layer(rng, a, b, gain)
-        self.epsilon = _checked_epsilon(epsilon)
-
-    def q_values(self, obs: Any) -> np.ndarray:
-        x = np.asarray(obs, np.float32).reshape(len(obs), -1)
-        return forward(self.params, "q", x, self.activation)[0]
-
-    def _greedy_and_dist(self, batch: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-        greedy = self.q_values(batch[Columns.OBS]).argmax(axis=1)
-        n = int(self.action_space.n)
-        probs = np.full((len(greedy), n), self.epsilon / n)
-        probs[np.arange(len(greedy)), greedy] += 1.0 - self.epsilon
-        # A zero probability becomes the smallest float32 (logits stay finite; it is never drawn).
-        return greedy, np.log(np.maximum(probs, np.finfo(np.float32).tiny)).astype(np.float32)
-
-    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """Greedy actions, with the epsilon-greedy distribution they are scored under (so explore
-        and inference steps record the same model outputs)."""
-        greedy, dist = self._greedy_and_dist(batch)
-        return {Columns.ACTIONS: greedy + self.action_space.start, Columns.ACTION_DIST_INPUTS: dist}
-
-    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """The epsilon-greedy distribution, for the runner's action sampling to draw from."""
-        return {Columns.ACTION_DIST_INPUTS: self._greedy_and_dist(batch)[1]}
-
-    def get_state(self) -> dict[str, Any]:
-        return {**{k: v.copy() for k, v in self.params.items()}, "epsilon": np.float64(self.epsilon)}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        weights = {k: v for k, v in state.items() if k != "epsilon"}
-        if weights.keys() != self.params.keys():
-            raise ValueError(f"QModule.set_state: keys differ (got {sorted(weights)})")
-        self.params = {k: np.asarray(v, np.float32).copy() for k, v in weights.items()}
-        if "epsilon" in state:
-            self.epsilon = _checked_epsilon(state["epsilon"])
-
-
-def _checked_epsilon(epsilon: Any) -> float:
-    value = float(epsilon)
-    if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"'epsilon' must be in [0, 1] (got {epsilon!r})")
-    return value
+__all__ = ["DQNConfig", "DQNLearner", "dqn_loss_and_grads"]
 
 
 def _huber(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -102,9 +33,16 @@ def _huber(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
     return np.where(small, 0.5 * x * x, delta * (np.abs(x) - 0.5 * delta)), np.where(small, x, delta * np.sign(x))
 
 
-def dqn_loss_and_grads(params: dict[str, np.ndarray], target_params: dict[str, np.ndarray], batch: dict[str, Any], *,
-                       gamma: float = 0.99, huber_delta: float = 1.0, double_q: bool = True,
-                       activation: str = "relu") -> tuple[dict[str, float], dict[str, np.ndarray], np.ndarray]:
+def dqn_loss_and_grads(
+    params: dict[str, np.ndarray],
+    target_params: dict[str, np.ndarray],
+    batch: dict[str, Any],
+    *,
+    gamma: float = 0.99,
+    huber_delta: float = 1.0,
+    double_q: bool = True,
+    activation: str = "relu",
+) -> tuple[dict[str, float], dict[str, np.ndarray], np.ndarray]:
     """Loss terms, gradients of the online parameters, and TD errors (see the module docstring).
 
     Computed in the parameters' float dtype (float32 for training, float64 for gradient checks)."""
@@ -172,8 +110,10 @@ class DQNLearner:
 
     def __init__(self, module: QModule, config: DQNConfig | None = None) -> None:
         if not isinstance(module.observation_space, gym.spaces.Box):
-            raise SpaceError(f"DQNLearner needs a Box observation space: its loss reads replay observations as "
-                             f"arrays (got {module.observation_space})")
+            raise SpaceError(
+                f"DQNLearner needs a Box observation space: its loss reads replay observations as "
+                f"arrays (got {module.observation_space})"
+            )
         self.module = module
         self.config = config or DQNConfig()
         self.target_params = {k: v.copy() for k, v in module.params.items()}
@@ -183,7 +123,9 @@ class DQNLearner:
         self._td: dict[int, np.ndarray] = {}
 
     # ---------------------------------------------------------------- gradient steps
-    def compute_gradients(self, batch_index: int | dict[str, Any]) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
+    def compute_gradients(
+        self, batch_index: int | dict[str, Any]
+    ) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
         """Loss terms, gradients and row count of a batch (pulled batch ``batch_index``, or given)."""
         batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
         if self.module.action_space.start:  # env actions of Discrete(n, start): columns 0..n-1
@@ -191,9 +133,15 @@ class DQNLearner:
         n = len(batch["obs"])
         if not n:
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
-        terms, grads, td = dqn_loss_and_grads(self.module.params, self.target_params, batch, gamma=self.config.gamma,
-                                              huber_delta=self.config.huber_delta, double_q=self.config.double_q,
-                                              activation=self.module.activation)
+        terms, grads, td = dqn_loss_and_grads(
+            self.module.params,
+            self.target_params,
+            batch,
+            gamma=self.config.gamma,
+            huber_delta=self.config.huber_delta,
+            double_q=self.config.double_q,
+            activation=self.module.activation,
+        )
         if isinstance(batch_index, int):
             self._td[batch_index] = td
         terms["td_errors"] = td
@@ -214,8 +162,9 @@ class DQNLearner:
         return {**terms, "grad_norm": norm, "num_updates": self.num_updates}
 
     # ---------------------------------------------------------------- replay
-    def pull_from_replay(self, replay: Any, num_batches: int, batch_size_B: int, *, n_step: int = 1,
-                         timeout_s: float | None = None) -> int:
+    def pull_from_replay(
+        self, replay: Any, num_batches: int, batch_size_B: int, *, n_step: int = 1, timeout_s: float | None = None
+    ) -> int:
         """Takes ``num_batches`` batches of ``batch_size_B`` from a ReplayActor (one request), a local
         ReplayActor or a buffer, for the next steps; returns the rows pulled."""
         self._td = {}
@@ -251,9 +200,12 @@ class DQNLearner:
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        return {"module": self.module.get_state(), "target": {k: v.copy() for k, v in self.target_params.items()},
-                "num_updates": self.num_updates,
-                "optimizer": self.optimizer.get_state()}
+        return {
+            "module": self.module.get_state(),
+            "target": {k: v.copy() for k, v in self.target_params.items()},
+            "num_updates": self.num_updates,
+            "optimizer": self.optimizer.get_state(),
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.module.set_state(state["module"])

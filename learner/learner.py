@@ -20,7 +20,7 @@ from connectors.learner import DEFAULT_MODULE_ID, AddColumnsFromEpisodesToTrainB
 from connectors.pipeline import ConnectorPipelineV2
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 
 __all__ = ["Learner", "PPOConfig", "minibatch_plan"]
@@ -69,8 +69,10 @@ class PPOConfig:
 def minibatch_plan(num_rows: int, num_minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Row indices of ``num_minibatches`` shuffled, near-equal minibatches covering ``num_rows`` rows."""
     perm = rng.permutation(num_rows)
-    return [perm[(j * num_rows) // num_minibatches:((j + 1) * num_rows) // num_minibatches]
-            for j in range(num_minibatches)]
+    return [
+        perm[(j * num_rows) // num_minibatches : ((j + 1) * num_rows) // num_minibatches]
+        for j in range(num_minibatches)
+    ]
 
 
 _TRAIN_KEYS = ("obs", "actions", "action_logp", "advantages", "value_targets")
@@ -84,9 +86,15 @@ class Learner:
         self.config = config or PPOConfig()
         self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
         self.pipeline = ConnectorPipelineV2(
-            [*user_pieces, AddColumnsFromEpisodesToTrainBatch(),
-             GeneralAdvantageEstimation(gamma=self.config.gamma, lambda_=self.config.lambda_,
-                                        standardize_advantages=self.config.standardize_advantages)],
+            [
+                *user_pieces,
+                AddColumnsFromEpisodesToTrainBatch(),
+                GeneralAdvantageEstimation(
+                    gamma=self.config.gamma,
+                    lambda_=self.config.lambda_,
+                    standardize_advantages=self.config.standardize_advantages,
+                ),
+            ],
             name="LearnerPipeline",
         )
         self.rng = np.random.default_rng(self.config.seed)
@@ -100,8 +108,9 @@ class Learner:
         batch = self.pipeline(rl_module=self.module, batch={}, episodes=episodes, shared_data={})
         return batch[DEFAULT_MODULE_ID]
 
-    def set_batch(self, episodes: list[SingleAgentEpisode] | None = None, *,
-                  batch: dict[str, np.ndarray] | None = None) -> int:
+    def set_batch(
+        self, episodes: list[SingleAgentEpisode] | None = None, *, batch: dict[str, np.ndarray] | None = None
+    ) -> int:
         """Keeps the batch (built from ``episodes``, or given) the next gradient steps use; its rows."""
         self._batch = batch if batch is not None else self.build_batch(episodes or [])
         return len(self._batch["advantages"])
@@ -119,8 +128,13 @@ class Learner:
         minibatch = {k: self._batch[k][rows] for k in _TRAIN_KEYS}
         if not len(rows):
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items() if k != "pi.log_std"}, 0
-        terms, grads = ppo_loss_and_grads(self.module.params, minibatch, clip_param=self.config.clip_param,
-                                          vf_coeff=self.config.vf_coeff, entropy_coeff=self.config.entropy_coeff)
+        terms, grads = ppo_loss_and_grads(
+            self.module.params,
+            minibatch,
+            clip_param=self.config.clip_param,
+            vf_coeff=self.config.vf_coeff,
+            entropy_coeff=self.config.entropy_coeff,
+        )
         return terms, grads, len(rows)
 
     def apply_gradients(self, grads: dict[str, np.ndarray]) -> float:
@@ -147,14 +161,22 @@ class Learner:
                 terms, grads, _ = self.compute_gradients(j)
                 norms.append(self.apply_gradients(grads))
         self.weights_version += 1
-        return {**terms, "grad_norm_mean": float(np.mean(norms)), "batch_size": num_rows,
-                "num_gradient_steps": len(norms), "weights_version": self.weights_version}
+        return {
+            **terms,
+            "grad_norm_mean": float(np.mean(norms)),
+            "batch_size": num_rows,
+            "num_gradient_steps": len(norms),
+            "weights_version": self.weights_version,
+        }
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:
-        return {"module": self.module.get_state(), "weights_version": self.weights_version,
-                "optimizer": self.optimizer.get_state(),
-                "rng": self.rng.bit_generator.state}
+        return {
+            "module": self.module.get_state(),
+            "weights_version": self.weights_version,
+            "optimizer": self.optimizer.get_state(),
+            "rng": self.rng.bit_generator.state,
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.module.set_state(state["module"])

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from learner.learner import Learner, PPOConfig
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 
 __all__ = ["LearnerGroup", "shard_episodes"]
@@ -47,8 +47,16 @@ def shard_episodes(episodes: list[SingleAgentEpisode], num_shards: int) -> list[
 class LearnerGroup:
     """One local learner, or ``num_learners`` learner actors in lockstep (see the module docstring)."""
 
-    def __init__(self, make_module: Callable[[], Any], config: Any = None, *, learner_class: type = Learner,
-                 num_learners: int = 0, num_cpus_per_learner: float = 1.0, timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        make_module: Callable[[], Any],
+        config: Any = None,
+        *,
+        learner_class: type = Learner,
+        num_learners: int = 0,
+        num_cpus_per_learner: float = 1.0,
+        timeout_s: float = 600.0,
+    ) -> None:
         if not isinstance(num_learners, int) or num_learners < 0:
             raise ConfigError(f"'num_learners' must be an int >= 0 (got {num_learners!r})")
         self.timeout_s = timeout_s
@@ -77,8 +85,9 @@ class LearnerGroup:
             return self.local.update_from_episodes(episodes)
         import ray
 
-        rows = self._get([a.set_batch.remote(shard) for a, shard in
-                          zip(self.actors, shard_episodes(episodes, len(self.actors)))])
+        rows = self._get(
+            [a.set_batch.remote(shard) for a, shard in zip(self.actors, shard_episodes(episodes, len(self.actors)))]
+        )
         num_minibatches = max(1, -(-sum(rows) // self.config.minibatch_size))
         terms_seen: list[dict[str, float]] = []
         norms = []
@@ -95,12 +104,24 @@ class LearnerGroup:
                 terms_seen += [t for t, _, n in results if n]
         self._get([a.__ray_call__.remote(_bump_version) for a in self.actors])
         keys = terms_seen[-1].keys() if terms_seen else ()
-        return {**{k: float(np.mean([t[k] for t in terms_seen[-len(self.actors):]])) for k in keys},
-                "grad_norm_mean": float(np.mean(norms)) if norms else 0.0, "batch_size": sum(rows),
-                "num_gradient_steps": len(norms), "num_learners": len(self.actors)}
+        return {
+            **{k: float(np.mean([t[k] for t in terms_seen[-len(self.actors) :]])) for k in keys},
+            "grad_norm_mean": float(np.mean(norms)) if norms else 0.0,
+            "batch_size": sum(rows),
+            "num_gradient_steps": len(norms),
+            "num_learners": len(self.actors),
+        }
 
-    def update_from_replay(self, replay: Any, num_updates: int, batch_size_B: int, *, n_step: int = 1,
-                           prioritized: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
+    def update_from_replay(
+        self,
+        replay: Any,
+        num_updates: int,
+        batch_size_B: int,
+        *,
+        n_step: int = 1,
+        prioritized: bool = False,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
         """``num_updates`` gradient steps on batches of ``batch_size_B`` pulled from ``replay`` (a
         ReplayActor), the rows of every batch split across the learners; metrics."""
         for name, value in (("num_updates", num_updates), ("batch_size_B", batch_size_B)):
@@ -126,14 +147,21 @@ class LearnerGroup:
         if prioritized:
             self._each("push_priorities", [(replay,)] * m)
         scalar = [k for k, v in terms_seen[0].items() if np.ndim(v) == 0]
-        return {**{k: float(np.mean([t[k] for t in terms_seen])) for k in scalar}, "grad_norm_mean": float(np.mean(norms)),
-                "num_gradient_steps": num_updates, "batch_size": batch_size_B, "num_learners": len(self.actors)}
+        return {
+            **{k: float(np.mean([t[k] for t in terms_seen])) for k in scalar},
+            "grad_norm_mean": float(np.mean(norms)),
+            "num_gradient_steps": num_updates,
+            "batch_size": batch_size_B,
+            "num_learners": len(self.actors),
+        }
 
     def _each(self, method: str, args: list[tuple[Any, ...]], **kwargs: Any) -> list[Any]:
         """``method(*args[i], **kwargs)`` on learner i (the local one, or actors in parallel)."""
         if self.local is not None:
             return [getattr(self.local, method)(*args[0], **kwargs)]
-        return self._get([getattr(a, method).remote(*call, **kwargs) for a, call in zip(self.actors, args, strict=True)])
+        return self._get(
+            [getattr(a, method).remote(*call, **kwargs) for a, call in zip(self.actors, args, strict=True)]
+        )
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """The module weights (identical on every learner)."""

@@ -12,8 +12,13 @@ __all__ = ["Adam"]
 class Adam:
     """Adam (Kingma & Ba) with optional global gradient-norm clipping."""
 
-    def __init__(self, lr: float = 3e-4, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 grad_clip: float | None = None) -> None:
+    def __init__(
+        self,
+        lr: float = 3e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        grad_clip: float | None = None,
+    ) -> None:
         self.lr, self.betas, self.eps, self.grad_clip = lr, betas, eps, grad_clip
         self.m: dict[str, np.ndarray] = {}
         self.v: dict[str, np.ndarray] = {}
@@ -42,7 +47,11 @@ class Adam:
         return norm
 
     def get_state(self) -> dict[str, Any]:
-        return {"t": self.t, "m": {k: v.copy() for k, v in self.m.items()}, "v": {k: v.copy() for k, v in self.v.items()}}
+        return {
+            "t": self.t,
+            "m": {k: v.copy() for k, v in self.m.items()},
+            "v": {k: v.copy() for k, v in self.v.items()},
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.t = state["t"]

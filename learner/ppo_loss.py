@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from learner.mlp_grad import backward, forward
+from ray_sampler.modules.mlp import backward, forward
 
 __all__ = ["ppo_loss_and_grads"]
 

@@ -17,10 +17,10 @@ import numpy as np
 
 from learner.learner import PPOConfig
 from learner.learner_group import LearnerGroup
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_runner_group import EnvRunnerGroup
 from ray_sampler.errors import ConfigError
-from ray_sampler.module import MLPModule
+from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 
 __all__ = ["PPOTrainingConfig", "ReturnTracker", "env_spaces", "train_ppo"]
 
@@ -93,8 +93,10 @@ class ReturnTracker:
     def finish(self, env_steps: int, log: Callable[[str], None]) -> dict[str, Any]:
         """Logs the verdict; what was reached."""
         verdict = "reached" if self.reached else "did not reach"
-        log(f"{verdict} mean return {self.target_return:g}: {self.mean:.1f} after {env_steps} env steps "
-            f"in {self.elapsed:.1f} s")
+        log(
+            f"{verdict} mean return {self.target_return:g}: {self.mean:.1f} after {env_steps} env steps "
+            f"in {self.elapsed:.1f} s"
+        )
         return {"reached": self.reached, "mean_return": self.mean, "env_steps": env_steps, "seconds": self.elapsed}
 
 
@@ -103,12 +105,21 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
     learner actors)."""
     spaces = env_spaces(cfg.env)
-    runner_config = EnvRunnerConfig(env=cfg.env, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-                                     rollout_fragment_length=cfg.rollout_fragment_length, seed=cfg.seed)
-    runners = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners,
-                                                                 num_cpus_per_env_runner=0.5))
-    learners = LearnerGroup(lambda: MLPModule(*spaces, seed=cfg.seed), PPOConfig(lr=cfg.lr, seed=cfg.seed),
-                            num_learners=cfg.num_learners, num_cpus_per_learner=0.5)
+    runner_config = EnvRunnerConfig(
+        env=cfg.env,
+        num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+        rollout_fragment_length=cfg.rollout_fragment_length,
+        seed=cfg.seed,
+    )
+    runners = EnvRunnerGroup(
+        runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5)
+    )
+    learners = LearnerGroup(
+        lambda: MLPModule(*spaces, seed=cfg.seed),
+        PPOConfig(lr=cfg.lr, seed=cfg.seed),
+        num_learners=cfg.num_learners,
+        num_cpus_per_learner=0.5,
+    )
     tracker = ReturnTracker(cfg.target_return)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
     try:
@@ -124,8 +135,10 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
             timings["update_s"] += time.perf_counter() - t1
             timings["learner_connector_s"] += metrics.get("learner_connector_s", float("nan"))
             version = runners.sync_weights(learners.get_weights())
-            log(f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
-                f"policy loss {metrics['policy_loss']:.3f}, weights v{version}, {tracker.elapsed:.1f} s")
+            log(
+                f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
+                f"policy loss {metrics['policy_loss']:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
+            )
             if tracker.reached:
                 break
     finally:

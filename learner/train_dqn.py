@@ -21,9 +21,9 @@ import ray
 from learner.dqn import DQNConfig, DQNLearner, QModule
 from learner.learner_group import LearnerGroup
 from learner.train import ReturnTracker, env_spaces
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_runner_group import EnvRunnerGroup
 from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from replay.actor import ReplayConfig, create_replay_actor
 
 __all__ = ["DQNTrainingConfig", "epsilon_at", "train_dqn"]
@@ -76,13 +76,25 @@ class DQNTrainingConfig:
     """Seed of the envs, the network, exploration and the replay's sampling."""
 
     def __post_init__(self) -> None:
-        for name in ("num_env_runners", "num_envs_per_env_runner", "rollout_fragment_length", "hidden_size",
-                     "batch_size", "n_step", "target_update_every", "epsilon_steps", "replay_capacity", "max_env_steps"):
+        for name in (
+            "num_env_runners",
+            "num_envs_per_env_runner",
+            "rollout_fragment_length",
+            "hidden_size",
+            "batch_size",
+            "n_step",
+            "target_update_every",
+            "epsilon_steps",
+            "replay_capacity",
+            "max_env_steps",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
         if not isinstance(self.learning_starts, int) or not 0 <= self.learning_starts <= self.replay_capacity:
-            raise ConfigError(f"'learning_starts' must be an int in [0, replay_capacity] (got {self.learning_starts!r})")
+            raise ConfigError(
+                f"'learning_starts' must be an int in [0, replay_capacity] (got {self.learning_starts!r})"
+            )
         if not 0 <= self.epsilon_final <= 1:
             raise ConfigError(f"'epsilon_final' must be in [0, 1] (got {self.epsilon_final!r})")
         for name in ("lr", "updates_per_env_step"):
@@ -92,8 +104,10 @@ class DQNTrainingConfig:
         if not isinstance(self.num_learners, int) or self.num_learners < 0:
             raise ConfigError(f"'num_learners' must be an int >= 0 (got {self.num_learners!r})")
         if self.batch_size < self.num_learners:
-            raise ConfigError(f"'batch_size' ({self.batch_size}) must be >= 'num_learners' ({self.num_learners}): "
-                              "every learner takes a share of each batch")
+            raise ConfigError(
+                f"'batch_size' ({self.batch_size}) must be >= 'num_learners' ({self.num_learners}): "
+                "every learner takes a share of each batch"
+            )
 
 
 def epsilon_at(cfg: DQNTrainingConfig, env_steps: int) -> float:
@@ -101,29 +115,49 @@ def epsilon_at(cfg: DQNTrainingConfig, env_steps: int) -> float:
     return max(cfg.epsilon_final, 1.0 - (1.0 - cfg.epsilon_final) * env_steps / cfg.epsilon_steps)
 
 
-def train_dqn(cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log_every_s: float = 1.0) -> dict[str, Any]:
+def train_dqn(
+    cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log_every_s: float = 1.0
+) -> dict[str, Any]:
     """Trains until ``target_return`` or ``max_env_steps``; returns what it reached.
 
     A progress line goes to ``log`` at most every ``log_every_s`` seconds, and at the end."""
     spaces = env_spaces(cfg.env)
     hidden = (cfg.hidden_size, cfg.hidden_size)
-    runner_config = EnvRunnerConfig(env=cfg.env, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-                                     rollout_fragment_length=cfg.rollout_fragment_length, seed=cfg.seed,
-                                     module_class=QModule, module_config={"hidden_sizes": hidden, "seed": cfg.seed})
-    replay_config = ReplayConfig(capacity_env_steps=cfg.replay_capacity, min_size_to_sample=max(cfg.learning_starts, 1),
-                                 prioritized=cfg.prioritized, seed=cfg.seed)
+    runner_config = EnvRunnerConfig(
+        env=cfg.env,
+        num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+        rollout_fragment_length=cfg.rollout_fragment_length,
+        seed=cfg.seed,
+        module_class=QModule,
+        module_config={"hidden_sizes": hidden, "seed": cfg.seed},
+    )
+    replay_config = ReplayConfig(
+        capacity_env_steps=cfg.replay_capacity,
+        min_size_to_sample=max(cfg.learning_starts, 1),
+        prioritized=cfg.prioritized,
+        seed=cfg.seed,
+    )
     dqn_config = DQNConfig(lr=cfg.lr, target_update_every=cfg.target_update_every)
     # The learners first: a space they cannot train on raises before the replay and runners start.
-    learners = LearnerGroup(lambda: QModule(*spaces, hidden_sizes=hidden, seed=cfg.seed), dqn_config,
-                            learner_class=DQNLearner, num_learners=cfg.num_learners, num_cpus_per_learner=0.5)
+    learners = LearnerGroup(
+        lambda: QModule(*spaces, hidden_sizes=hidden, seed=cfg.seed),
+        dqn_config,
+        learner_class=DQNLearner,
+        num_learners=cfg.num_learners,
+        num_cpus_per_learner=0.5,
+    )
     replay, runners = None, None
     tracker = ReturnTracker(cfg.target_return)
     steps, owed, num_updates, last_log = 0, 0.0, 0, float("-inf")
     metrics: dict[str, Any] = {}
     try:
         replay = create_replay_actor(replay_config, num_cpus=0)
-        runners = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(
-            num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5, keep_sampling=cfg.keep_sampling))
+        runners = EnvRunnerGroup(
+            runner_config,
+            EnvRunnerGroupConfig(
+                num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5, keep_sampling=cfg.keep_sampling
+            ),
+        )
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
         while steps < cfg.max_env_steps and not tracker.reached:
             runners.sample_to_replay(replay)
@@ -132,17 +166,20 @@ def train_dqn(cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log
             if steps >= cfg.learning_starts:
                 owed += runners.metrics["num_env_steps"] * cfg.updates_per_env_step
                 if owed >= 1:
-                    metrics = learners.update_from_replay(replay, int(owed), cfg.batch_size, n_step=cfg.n_step,
-                                                          prioritized=cfg.prioritized)
+                    metrics = learners.update_from_replay(
+                        replay, int(owed), cfg.batch_size, n_step=cfg.n_step, prioritized=cfg.prioritized
+                    )
                     num_updates += int(owed)
                     owed -= int(owed)
             epsilon = epsilon_at(cfg, steps)
             version = runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(epsilon)})
             if time.perf_counter() - last_log >= log_every_s or tracker.reached:
                 last_log = time.perf_counter()
-                log(f"{steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
+                log(
+                    f"{steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
                     f"epsilon {epsilon:.2f}, {num_updates} updates, loss {metrics.get('loss', float('nan')):.3f}, "
-                    f"weights v{version}, {tracker.elapsed:.1f} s")
+                    f"weights v{version}, {tracker.elapsed:.1f} s"
+                )
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m["num_env_steps"] for _, m in runners.collect_in_flight())
         replay_metrics = ray.get(replay.get_metrics.remote(), timeout=60)
@@ -152,5 +189,9 @@ def train_dqn(cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log
             runners.stop()
         if replay is not None:
             ray.kill(replay)
-    return {**tracker.finish(steps, log), "num_updates": num_updates, "runner_env_steps_sent": steps_sent,
-            "replay_num_env_steps_received": replay_metrics["num_env_steps_received"]}
+    return {
+        **tracker.finish(steps, log),
+        "num_updates": num_updates,
+        "runner_env_steps_sent": steps_sent,
+        "replay_num_env_steps_received": replay_metrics["num_env_steps_received"],
+    }

@@ -1,22 +1,80 @@
-"""ray-sampler: distributed experience collection for RL on Ray actors (RLlib new-API-stack names)."""
+"""ray-sampler: distributed experience collection for RL on Ray actors (RLlib new-API-stack names).
 
-from ray_sampler.arrow_format import SCHEMA_VERSION, arrow_to_columnar, columnar_to_arrow
-from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
-from ray_sampler.config import BatchMode, CountStepsBy, EnvRunnerConfig, EnvRunnerGroupConfig, VectorizationMode
-from ray_sampler.env_creator import EnvContext, register_env
-from ray_sampler.env_runner import EnvRunner
-from ray_sampler.env_runner_group import EnvRunnerGroup, SampleTimeoutError
-from ray_sampler.episode import SingleAgentEpisode
+The public names load lazily, each from its layer (``ray_sampler.data``, ``.modules``,
+``.sampling``), so ``import ray_sampler.data`` stays free of Ray and pyarrow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ray_sampler.errors import (
     ConfigError,
     DataFormatError,
     EnvCreatorError,
     EpisodeError,
     RaySamplerError,
+    ReplayError,
     SpaceError,
 )
-from ray_sampler.lookback import LookbackBuffer
-from ray_sampler.module import MLPModule, RandomModule, RLModule
+
+if TYPE_CHECKING:
+    from ray_sampler.data import (
+        SCHEMA_VERSION,
+        ColumnarEpisodes,
+        LookbackBuffer,
+        SingleAgentEpisode,
+        arrow_to_columnar,
+        columnar_to_arrow,
+        columnar_to_episodes,
+        episodes_to_columnar,
+    )
+    from ray_sampler.modules import MLPModule, QModule, RandomModule, RLModule
+    from ray_sampler.sampling import (
+        BatchMode,
+        CountStepsBy,
+        EnvContext,
+        EnvRunner,
+        EnvRunnerConfig,
+        EnvRunnerGroup,
+        EnvRunnerGroupConfig,
+        SampleTimeoutError,
+        VectorizationMode,
+        register_env,
+    )
+
+_LAYER_OF = {
+    **dict.fromkeys(
+        (
+            "SCHEMA_VERSION",
+            "ColumnarEpisodes",
+            "LookbackBuffer",
+            "SingleAgentEpisode",
+            "arrow_to_columnar",
+            "columnar_to_arrow",
+            "columnar_to_episodes",
+            "episodes_to_columnar",
+        ),
+        "ray_sampler.data",
+    ),
+    **dict.fromkeys(("MLPModule", "QModule", "RLModule", "RandomModule"), "ray_sampler.modules"),
+    **dict.fromkeys(
+        (
+            "BatchMode",
+            "CountStepsBy",
+            "EnvContext",
+            "EnvRunner",
+            "EnvRunnerConfig",
+            "EnvRunnerGroup",
+            "EnvRunnerGroupConfig",
+            "SampleTimeoutError",
+            "VectorizationMode",
+            "register_env",
+        ),
+        "ray_sampler.sampling",
+    ),
+}
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -34,16 +92,31 @@ __all__ = [
     "EpisodeError",
     "LookbackBuffer",
     "MLPModule",
+    "QModule",
     "RLModule",
     "RandomModule",
     "RaySamplerError",
+    "ReplayError",
     "SampleTimeoutError",
     "SingleAgentEpisode",
     "SpaceError",
     "VectorizationMode",
-    "register_env",
     "arrow_to_columnar",
     "columnar_to_arrow",
     "columnar_to_episodes",
     "episodes_to_columnar",
+    "register_env",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    layer = _LAYER_OF.get(name)
+    if layer is None:
+        raise AttributeError(f"module 'ray_sampler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(layer), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

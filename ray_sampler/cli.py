@@ -18,14 +18,21 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler.arrow_format import arrow_to_columnar, columnar_to_arrow
-from ray_sampler.columnar import columnar_to_episodes, episodes_to_columnar
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
+from ray_sampler.data.columnar import columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 
-__all__ = ["DemoConfig", "SampleJobConfig", "add_config_arguments", "main", "run_demo", "run_sample_job",
-           "run_training"]
+__all__ = [
+    "DemoConfig",
+    "SampleJobConfig",
+    "add_config_arguments",
+    "main",
+    "run_demo",
+    "run_sample_job",
+    "run_training",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,20 +63,31 @@ class SampleJobConfig:
 
 def run_sample_job(cfg: SampleJobConfig) -> None:
     """Samples ``cfg.iterations`` times with a group of runners on an in-process Ray cluster."""
-    runner_config = EnvRunnerConfig(env=cfg.env, num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-                                    rollout_fragment_length=cfg.rollout_fragment_length,
-                                    batch_mode=cfg.batch_mode, seed=cfg.seed)
+    runner_config = EnvRunnerConfig(
+        env=cfg.env,
+        num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+        rollout_fragment_length=cfg.rollout_fragment_length,
+        batch_mode=cfg.batch_mode,
+        seed=cfg.seed,
+    )
     import ray
 
-    from ray_sampler.env_runner_group import EnvRunnerGroup
+    from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 
-    ray.init(num_cpus=max(os.cpu_count() or 1, cfg.num_env_runners), include_dashboard=False,
-             log_to_driver=False, configure_logging=False)
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, cfg.num_env_runners),
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
     try:
-        print(f"ray-sampler sample: {cfg.env}, {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} "
-              f"sub-envs, {cfg.batch_mode}, {cfg.iterations} iterations (local Ray cluster)")
-        group = EnvRunnerGroup(runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners,
-                                                                   num_cpus_per_env_runner=0.5))
+        print(
+            f"ray-sampler sample: {cfg.env}, {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} "
+            f"sub-envs, {cfg.batch_mode}, {cfg.iterations} iterations (local Ray cluster)"
+        )
+        group = EnvRunnerGroup(
+            runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5)
+        )
         total_steps, start = 0, time.perf_counter()
         with group:
             for it in range(1, cfg.iterations + 1):
@@ -80,9 +98,11 @@ def run_sample_job(cfg: SampleJobConfig) -> None:
                 m = group.metrics
                 mean = f"{m['episode_return_mean']:.1f}" if m["episode_return_mean"] is not None else "-"
                 per_runner = ", ".join(f"{i}: {v / 1e3:.1f}k/s" for i, v in sorted(m["runner_env_steps_per_s"].items()))
-                print(f"iter {it}: {steps} env steps, {m['num_episodes']} episodes done, mean return {mean}, "
-                      f"{steps / (time.perf_counter() - t0) / 1e3:.1f}k steps/s (runners {per_runner}), "
-                      f"weights v{group.weights_version}")
+                print(
+                    f"iter {it}: {steps} env steps, {m['num_episodes']} episodes done, mean return {mean}, "
+                    f"{steps / (time.perf_counter() - t0) / 1e3:.1f}k steps/s (runners {per_runner}), "
+                    f"weights v{group.weights_version}"
+                )
         elapsed = time.perf_counter() - start
         print(f"total: {total_steps} env steps in {elapsed:.1f} s ({total_steps / elapsed / 1e3:.1f}k steps/s)")
     finally:
@@ -149,23 +169,32 @@ def run_demo(cfg: DemoConfig) -> None:
             whole[chunk.id_] = SingleAgentEpisode.from_state(chunk.get_state())
     done = [e for e in whole.values() if e.is_done]
     steps = sum(len(e) for e in whole.values())
-    print(f"collected {len(chunks)} chunks of {len(whole)} episodes "
-          f"(cut every {cfg.cut_every} steps, lookback {cfg.lookback})")
+    print(
+        f"collected {len(chunks)} chunks of {len(whole)} episodes "
+        f"(cut every {cfg.cut_every} steps, lookback {cfg.lookback})"
+    )
     if done:
-        print(f"episodes done: {len(done)}, mean return {np.mean([e.get_return() for e in done]):.1f}, "
-              f"mean length {np.mean([len(e) for e in done]):.1f}")
+        print(
+            f"episodes done: {len(done)}, mean return {np.mean([e.get_return() for e in done]):.1f}, "
+            f"mean length {np.mean([len(e) for e in done]):.1f}"
+        )
     status = "no step lost or duplicated" if steps == cfg.num_env_steps else "STEP COUNT MISMATCH"
     print(f"joined chunks with concat_episode: {len(whole)} episodes, {steps} steps ({status})")
     col = episodes_to_columnar(chunks)
     per_step = col.serialized_nbytes() / col.num_env_steps
-    print(f"columnar: {col.num_env_steps} steps + {int(col.lookback_lens.sum())} lookback steps, "
-          f"{per_step:.1f} bytes/step shipped (raw {col.raw_step_nbytes()}, ratio {per_step / col.raw_step_nbytes():.2f})")
+    print(
+        f"columnar: {col.num_env_steps} steps + {int(col.lookback_lens.sum())} lookback steps, "
+        f"{per_step:.1f} bytes/step shipped (raw {col.raw_step_nbytes()}, ratio {per_step / col.raw_step_nbytes():.2f})"
+    )
     table = columnar_to_arrow(col)
     back = columnar_to_episodes(arrow_to_columnar(table))
     same = all(
-        np.array_equal(a.to_numpy().get_observations(slice(-len(a) - 1 - a.len_lookback_buffer, None)),
-                       b.get_observations(slice(-len(b) - 1 - b.len_lookback_buffer, None)))
-        and np.array_equal(a.get_actions(), b.get_actions()) and a.get_return() == b.get_return()
+        np.array_equal(
+            a.to_numpy().get_observations(slice(-len(a) - 1 - a.len_lookback_buffer, None)),
+            b.get_observations(slice(-len(b) - 1 - b.len_lookback_buffer, None)),
+        )
+        and np.array_equal(a.get_actions(), b.get_actions())
+        and a.get_return() == b.get_return()
         for a, b in zip(chunks, back)
     )
     print(f"arrow: {table.num_rows} rows x {table.num_columns} columns; round trip equal: {'yes' if same else 'NO'}")
@@ -182,11 +211,14 @@ def run_training(cfg: Any) -> None:
     from learner.train_dqn import train_dqn
 
     ppo = isinstance(cfg, PPOTrainingConfig)
-    ray.init(num_cpus=max(os.cpu_count() or 1, 2), include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(
+        num_cpus=max(os.cpu_count() or 1, 2), include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     try:
-        print(f"ray-sampler train: {'PPO' if ppo else 'DQN'} on {cfg.env}, {cfg.num_env_runners} env runners x "
-              f"{cfg.num_envs_per_env_runner} sub-envs (local Ray cluster)")
+        print(
+            f"ray-sampler train: {'PPO' if ppo else 'DQN'} on {cfg.env}, {cfg.num_env_runners} env runners x "
+            f"{cfg.num_envs_per_env_runner} sub-envs (local Ray cluster)"
+        )
         (train_ppo if ppo else train_dqn)(cfg)
     finally:
         ray.shutdown()
@@ -205,8 +237,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) ->
     """A ``--field-name`` option per field of a config dataclass, typed by its default."""
     for field in dataclasses.fields(config_class):
         kind = _parse_bool if isinstance(field.default, bool) else type(field.default)
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default,
-                            help=f"(default: {field.default})")
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}", type=kind, default=field.default, help=f"(default: {field.default})"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,8 +27,8 @@ import threading
 import time
 from typing import Any
 
-from ray_sampler.columnar import ColumnarEpisodes
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, ReplayError
 from replay.buffer import BatchList, EpisodeReplayBuffer
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
@@ -77,7 +77,9 @@ class ReplayConfig:
                 raise ConfigError(f"'{name}' must be a number > 0 (got {value!r})")
         if self.checkpoint_every_s is not None:
             if not isinstance(self.checkpoint_every_s, (int, float)) or not self.checkpoint_every_s > 0:
-                raise ConfigError(f"'checkpoint_every_s' must be a number > 0 or None (got {self.checkpoint_every_s!r})")
+                raise ConfigError(
+                    f"'checkpoint_every_s' must be a number > 0 or None (got {self.checkpoint_every_s!r})"
+                )
             if self.checkpoint_path is None:
                 raise ConfigError("'checkpoint_every_s' needs 'checkpoint_path'")
         if not isinstance(self.prioritized, bool):
@@ -87,11 +89,16 @@ class ReplayConfig:
             self.make_buffer()
         except ReplayError as e:
             raise ConfigError(str(e)) from None
-        RateLimiter(min_size_to_sample=self.min_size_to_sample, samples_per_insert=self.samples_per_insert,
-                    samples_per_insert_tolerance=self.samples_per_insert_tolerance)
+        RateLimiter(
+            min_size_to_sample=self.min_size_to_sample,
+            samples_per_insert=self.samples_per_insert,
+            samples_per_insert_tolerance=self.samples_per_insert_tolerance,
+        )
         if self.capacity_env_steps < self.min_size_to_sample:
-            raise ConfigError(f"'capacity_env_steps' ({self.capacity_env_steps}) must be >= 'min_size_to_sample' "
-                              f"({self.min_size_to_sample}), or no sample could ever go")
+            raise ConfigError(
+                f"'capacity_env_steps' ({self.capacity_env_steps}) must be >= 'min_size_to_sample' "
+                f"({self.min_size_to_sample}), or no sample could ever go"
+            )
 
     def _buffer_class_and_kwargs(self) -> tuple[type, dict[str, Any]]:
         if self.prioritized:
@@ -101,8 +108,9 @@ class ReplayConfig:
     def make_buffer(self) -> EpisodeReplayBuffer:
         """An empty buffer of this config."""
         cls, kwargs = self._buffer_class_and_kwargs()
-        return cls(capacity_env_steps=self.capacity_env_steps, capacity_bytes=self.capacity_bytes, seed=self.seed,
-                   **kwargs)
+        return cls(
+            capacity_env_steps=self.capacity_env_steps, capacity_bytes=self.capacity_bytes, seed=self.seed, **kwargs
+        )
 
     def restore_buffer(self, path: str) -> EpisodeReplayBuffer:
         """The buffer saved at ``path``, of this config's kind and capacities."""
@@ -124,15 +132,27 @@ class ReplayActor:
         else:
             self.buffer = config.make_buffer()
             self.restored_from = None
-        self.limiter = RateLimiter(min_size_to_sample=config.min_size_to_sample,
-                                   samples_per_insert=config.samples_per_insert,
-                                   samples_per_insert_tolerance=config.samples_per_insert_tolerance)
+        self.limiter = RateLimiter(
+            min_size_to_sample=config.min_size_to_sample,
+            samples_per_insert=config.samples_per_insert,
+            samples_per_insert_tolerance=config.samples_per_insert_tolerance,
+        )
         self._count_restored_steps()
         self._cond = threading.Condition()
         self._started = time.monotonic()
-        self._counts = {"num_adds": 0, "num_env_steps_received": 0, "num_env_steps_added": 0, "num_samples": 0, "num_transitions_sampled": 0,
-                        "backpressure_s": 0.0, "num_add_timeouts": 0, "sample_wait_s": 0.0, "num_checkpoints": 0,
-                        "num_checkpoint_errors": 0, "last_checkpoint_error": None}
+        self._counts = {
+            "num_adds": 0,
+            "num_env_steps_received": 0,
+            "num_env_steps_added": 0,
+            "num_samples": 0,
+            "num_transitions_sampled": 0,
+            "backpressure_s": 0.0,
+            "num_add_timeouts": 0,
+            "sample_wait_s": 0.0,
+            "num_checkpoints": 0,
+            "num_checkpoint_errors": 0,
+            "last_checkpoint_error": None,
+        }
         self._stop = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if config.checkpoint_every_s is not None:
@@ -162,16 +182,28 @@ class ReplayActor:
             self._counts["num_env_steps_added"] += kept
             self._counts["backpressure_s"] += waited
             self._cond.notify_all()
-            return {"num_env_steps": kept, "num_env_steps_received": n, "waited_s": waited,
-                    "num_env_steps_stored": len(self.buffer)}
+            return {
+                "num_env_steps": kept,
+                "num_env_steps_received": n,
+                "waited_s": waited,
+                "num_env_steps_stored": len(self.buffer),
+            }
 
-    def sample(self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99,
-               timeout_s: float | None = None) -> dict[str, Any]:
+    def sample(
+        self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """A flat batch (see EpisodeReplayBuffer.sample), once the limits allow it."""
         return self.sample_batches(batch_size_B, 1, n_step=n_step, gamma=gamma, timeout_s=timeout_s)[0]
 
-    def sample_batches(self, batch_size_B: int, num_batches: int, *, n_step: int = 1, gamma: float = 0.99,
-                       timeout_s: float | None = None) -> BatchList:
+    def sample_batches(
+        self,
+        batch_size_B: int,
+        num_batches: int,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        timeout_s: float | None = None,
+    ) -> BatchList:
         """``num_batches`` flat batches in one call (one draw, shipped as one BatchList), once the
         limits allow all of them."""
         for name, value in (("batch_size_B", batch_size_B), ("num_batches", num_batches)):
@@ -209,8 +241,10 @@ class ReplayActor:
         """Episode chunks with lookback (see EpisodeReplayBuffer.sample_episodes); counts as B samples."""
         with self._cond:
             if not self.limiter.can_sample(batch_size=batch_size_B, stored=len(self.buffer)):
-                raise ReplayError(f"sample_episodes: the limits do not allow {batch_size_B} samples now "
-                                  f"({len(self.buffer)} env steps stored, lead {self.limiter.lead():.0f})")
+                raise ReplayError(
+                    f"sample_episodes: the limits do not allow {batch_size_B} samples now "
+                    f"({len(self.buffer)} env steps stored, lead {self.limiter.lead():.0f})"
+                )
             out = self.buffer.sample_episodes(batch_size_B, batch_length_T, lookback=lookback)
             self.limiter.sampled(batch_size_B)
             self._cond.notify_all()
@@ -271,8 +305,9 @@ class ReplayActor:
             self._checkpointer.join(timeout=5)
 
 
-def create_replay_actor(config: ReplayConfig, *, num_cpus: float = 1.0, name: str | None = None,
-                        max_concurrency: int = 16) -> Any:
+def create_replay_actor(
+    config: ReplayConfig, *, num_cpus: float = 1.0, name: str | None = None, max_concurrency: int = 16
+) -> Any:
     """Starts a ReplayActor as a threaded Ray actor (Ray must be running)."""
     import ray
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from ray_sampler import tree
-from ray_sampler.columnar import ColumnarEpisodes, episodes_to_columnar
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data import tree
+from ray_sampler.data.columnar import ColumnarEpisodes, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import ReplayError
-from ray_sampler.lookback import LookbackBuffer
 from replay.storage import EpisodeStorage
 
 __all__ = ["BatchList", "EpisodeReplayBuffer"]
@@ -63,14 +63,15 @@ class BatchList(Sequence):
             raise IndexError(f"batch {index} of {self._len}")
         start = (index % self._len) * self.batch_size_B
         # Observations of Dict/Tuple spaces are nested: every leaf is cut the same way.
-        return {k: tree.map_structure(lambda a: a[start:start + self.batch_size_B], v) for k, v in self.whole.items()}
+        return {k: tree.map_structure(lambda a: a[start : start + self.batch_size_B], v) for k, v in self.whole.items()}
 
 
 class EpisodeReplayBuffer:
     """A capacity-bounded store of episode chunks, sampled as transitions."""
 
-    def __init__(self, *, capacity_env_steps: int = 1_000_000, capacity_bytes: int | None = None,
-                 seed: int | None = None) -> None:
+    def __init__(
+        self, *, capacity_env_steps: int = 1_000_000, capacity_bytes: int | None = None, seed: int | None = None
+    ) -> None:
         self.storage = EpisodeStorage(capacity_env_steps=capacity_env_steps, capacity_bytes=capacity_bytes)
         self.rng = np.random.default_rng(seed)
         self._tables: dict[str, np.ndarray] | None = None
@@ -104,8 +105,12 @@ class EpisodeReplayBuffer:
             for ep in s.episodes.values():
                 terminated[ep.last_segment] = ep.terminated
                 truncated[ep.last_segment] = ep.truncated
-            self._tables = {"live": live, "cum": np.cumsum(s.seg_len[live]), "terminated": terminated,
-                            "truncated": truncated}
+            self._tables = {
+                "live": live,
+                "cum": np.cumsum(s.seg_len[live]),
+                "terminated": terminated,
+                "truncated": truncated,
+            }
             self._tables_version = s.version
         return self._tables
 
@@ -119,8 +124,14 @@ class EpisodeReplayBuffer:
             raise ReplayError(f"'gamma' must be in [0, 1] (got {gamma!r})")
         return self._transitions(*self._draw(batch_size_B), n_step, gamma)
 
-    def sample_batches(self, batch_size_B: int, num_batches: int, *, n_step: int = 1, gamma: float = 0.99,
-                       ) -> BatchList:
+    def sample_batches(
+        self,
+        batch_size_B: int,
+        num_batches: int,
+        *,
+        n_step: int = 1,
+        gamma: float = 0.99,
+    ) -> BatchList:
         """``num_batches`` batches of ``batch_size_B``: one draw of all their transitions, split
         (far cheaper than ``num_batches`` calls of ``sample`` for small batches)."""
         if not isinstance(num_batches, int) or isinstance(num_batches, bool) or num_batches < 1:
@@ -171,10 +182,13 @@ class EpisodeReplayBuffer:
             active &= ~ends
             if j == n_step - 1 or not active.any():
                 break
-            seg, off = np.where(active & last_in_seg, s.seg_next[seg], seg), np.where(
-                active & last_in_seg, 0, np.where(active, off + 1, off))
-        out.update(rewards=rewards, next_obs=s.obs.gather(next_row), terminateds=terminated, truncateds=truncated,
-                   n_step=used)
+            seg, off = (
+                np.where(active & last_in_seg, s.seg_next[seg], seg),
+                np.where(active & last_in_seg, 0, np.where(active, off + 1, off)),
+            )
+        out.update(
+            rewards=rewards, next_obs=s.obs.gather(next_row), terminateds=terminated, truncateds=truncated, n_step=used
+        )
         for key, rows in (s.extras or {}).items():
             out[key] = rows.gather(first_step)
         return out
@@ -215,8 +229,9 @@ class EpisodeReplayBuffer:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Replaces everything with ``get_state()`` output."""
-        self.storage = EpisodeStorage(capacity_env_steps=state["capacity_env_steps"],
-                                      capacity_bytes=state["capacity_bytes"])
+        self.storage = EpisodeStorage(
+            capacity_env_steps=state["capacity_env_steps"], capacity_bytes=state["capacity_bytes"]
+        )
         self.storage.start_order(state["first_order"])
         if state["episodes"] is not None:
             self.storage.add(state["episodes"])
@@ -231,8 +246,11 @@ class EpisodeReplayBuffer:
         last stored step), with up to ``lookback`` earlier steps as its lookback (from the stored
         steps, then the stored episode's own lookback). Flags are kept where a chunk reaches the end
         of a done episode."""
-        for name, value, low in (("batch_size_B", batch_size_B, 1), ("batch_length_T", batch_length_T, 1),
-                                 ("lookback", lookback, 0)):
+        for name, value, low in (
+            ("batch_size_B", batch_size_B, 1),
+            ("batch_length_T", batch_length_T, 1),
+            ("lookback", lookback, 0),
+        ):
             if not isinstance(value, int) or value < low:
                 raise ReplayError(f"'{name}' must be an int >= {low} (got {value!r})")
         segs, offs = self._draw(batch_size_B)
@@ -250,10 +268,20 @@ class EpisodeReplayBuffer:
             from_data = min(lookback, start)
             from_lb = min(lookback - from_data, len(lb_rows))
             h = from_data + from_lb
-            lb_sel = lb_rows[len(lb_rows) - from_lb:]
+            lb_sel = lb_rows[len(lb_rows) - from_lb :]
             ends = stop == ep.num_steps
-            out.append(self._chunk(id_, ep.t_started + start, h, lb_sel, obs_rows[start - from_data:stop + 1],
-                                   step_rows[start - from_data:stop], ends and ep.terminated, ends and ep.truncated))
+            out.append(
+                self._chunk(
+                    id_,
+                    ep.t_started + start,
+                    h,
+                    lb_sel,
+                    obs_rows[start - from_data : stop + 1],
+                    step_rows[start - from_data : stop],
+                    ends and ep.terminated,
+                    ends and ep.truncated,
+                )
+            )
         return out
 
     def _episode_rows(self, id_: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -267,15 +295,27 @@ class EpisodeReplayBuffer:
         lb = np.arange(s.seg_lb[first], s.seg_lb[first] + s.seg_lb_len[first])
         return np.concatenate(obs), np.concatenate(steps), lb
 
-    def _chunk(self, id_: str, t_started: int, h: int, lb_rows: np.ndarray, obs_rows: np.ndarray,
-               step_rows: np.ndarray, terminated: bool, truncated: bool) -> SingleAgentEpisode:
+    def _chunk(
+        self,
+        id_: str,
+        t_started: int,
+        h: int,
+        lb_rows: np.ndarray,
+        obs_rows: np.ndarray,
+        step_rows: np.ndarray,
+        terminated: bool,
+        truncated: bool,
+    ) -> SingleAgentEpisode:
         """A numpy'd chunk: ``len(lb_rows)`` steps from the stored lookback, then stored rows."""
         s = self.storage
         joined = lambda lb_store, store, rows: tree.map_structure(  # noqa: E731
-            lambda a, b: np.concatenate([a, b]), (lb_store if lb_store.is_set else store).gather(lb_rows),
-            store.gather(rows))
-        infos = [s.lb_infos.get(int(r)) or {} for r in lb_rows.tolist()] + [s.infos.get(int(r)) or {}
-                                                                          for r in obs_rows.tolist()]
+            lambda a, b: np.concatenate([a, b]),
+            (lb_store if lb_store.is_set else store).gather(lb_rows),
+            store.gather(rows),
+        )
+        infos = [s.lb_infos.get(int(r)) or {} for r in lb_rows.tolist()] + [
+            s.infos.get(int(r)) or {} for r in obs_rows.tolist()
+        ]
         extras = s.extras or {}
         return SingleAgentEpisode._from_buffers(
             id_,
@@ -284,8 +324,11 @@ class EpisodeReplayBuffer:
             LookbackBuffer(joined(s.lb_rewards, s.rewards, step_rows), lookback=h),
             LookbackBuffer(infos, lookback=h),
             {k: LookbackBuffer(joined(s.lb_extras[k], rows, step_rows), lookback=h) for k, rows in extras.items()},
-            t_started=t_started, terminated=terminated, truncated=truncated,
-            observation_space=None, action_space=None,
+            t_started=t_started,
+            terminated=terminated,
+            truncated=truncated,
+            observation_space=None,
+            action_space=None,
         )
 
     def get_metrics(self) -> dict[str, Any]:

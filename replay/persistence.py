@@ -1,6 +1,6 @@
 """Parquet persistence of a replay buffer: streamed row groups, atomic writes, strict reading.
 
-The file is the episode table of :mod:`ray_sampler.arrow_format` (schema version 1, one row
+The file is the episode table of :mod:`ray_sampler.data.arrow_format` (schema version 1, one row
 per observation, no pickle), with the stored episodes in insertion order (eviction order), each
 as one chunk. One row group holds whole episodes, up to ``row_group_env_steps`` steps, so
 writing and reading hold about one row group in memory at a time. The schema metadata adds
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ray_sampler.arrow_format import arrow_to_columnar, columnar_to_arrow
+from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.errors import DataFormatError, RaySamplerError, ReplayError
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ __all__ = ["restore_buffer", "save_buffer"]
 _REPLAY_KEY = b"ray_sampler.replay"
 
 
-def save_buffer(buffer: EpisodeReplayBuffer, path: str | os.PathLike, *, row_group_env_steps: int = 65536,
-                drop_infos: bool = False) -> int:
+def save_buffer(
+    buffer: EpisodeReplayBuffer, path: str | os.PathLike, *, row_group_env_steps: int = 65536, drop_infos: bool = False
+) -> int:
     """Writes ``buffer`` to ``path`` atomically; returns the number of row groups written."""
     s = buffer.storage
     path = Path(path)
@@ -84,8 +85,9 @@ def save_buffer(buffer: EpisodeReplayBuffer, path: str | os.PathLike, *, row_gro
     return groups
 
 
-def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_class: type | None = None,
-                   **buffer_kwargs: Any) -> EpisodeReplayBuffer:
+def restore_buffer(
+    path: str | os.PathLike, *, seed: int | None = None, buffer_class: type | None = None, **buffer_kwargs: Any
+) -> EpisodeReplayBuffer:
     """A buffer equal to the one saved at ``path`` (contents, eviction order, RNG state), built as
     ``buffer_class(capacity..., seed=seed, **buffer_kwargs)`` (EpisodeReplayBuffer by default;
     a prioritized buffer gives every restored step the same, initial priority)."""
@@ -94,8 +96,10 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_c
     buffer_class = buffer_class or EpisodeReplayBuffer
     taken = sorted({"capacity_env_steps", "capacity_bytes", "seed"} & buffer_kwargs.keys())
     if taken:
-        raise ReplayError(f"restore takes {taken} from the file (seed: the 'seed' argument); change capacities "
-                          "afterwards with set_capacity")
+        raise ReplayError(
+            f"restore takes {taken} from the file (seed: the 'seed' argument); change capacities "
+            "afterwards with set_capacity"
+        )
     buffer_class(seed=seed, **buffer_kwargs)  # the caller's own arguments (e.g. alpha) raise as theirs, not the file's
     try:
         pf = pq.ParquetFile(path, page_checksum_verification=True)
@@ -104,8 +108,12 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_c
     raw = (pf.schema_arrow.metadata or {}).get(_REPLAY_KEY)
     try:
         meta: dict[str, Any] = json.loads(raw) if raw is not None else None
-        buffer = buffer_class(capacity_env_steps=meta["capacity_env_steps"], capacity_bytes=meta.get("capacity_bytes"),
-                              seed=seed, **buffer_kwargs)
+        buffer = buffer_class(
+            capacity_env_steps=meta["capacity_env_steps"],
+            capacity_bytes=meta.get("capacity_bytes"),
+            seed=seed,
+            **buffer_kwargs,
+        )
         counters = {k: meta.get(k, 0) for k in ("num_evicted_episodes", "num_evicted_env_steps", "first_order")}
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values()):
             raise ValueError(f"counters must be ints >= 0 (got {counters})")
@@ -124,8 +132,10 @@ def restore_buffer(path: str | os.PathLike, *, seed: int | None = None, buffer_c
     except RaySamplerError as e:
         raise DataFormatError(f"{path}: row group {group}: {e}") from e
     if len(buffer) != expected:
-        raise DataFormatError(f"{path}: holds {expected} env steps but only {len(buffer)} fit its own capacity "
-                              f"({meta['capacity_env_steps']} env steps); the file is inconsistent")
+        raise DataFormatError(
+            f"{path}: holds {expected} env steps but only {len(buffer)} fit its own capacity "
+            f"({meta['capacity_env_steps']} env steps); the file is inconsistent"
+        )
     s = buffer.storage
     s.num_evicted_episodes = counters["num_evicted_episodes"]
     s.num_evicted_steps = counters["num_evicted_env_steps"]

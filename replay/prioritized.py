@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ray_sampler.columnar import ColumnarEpisodes
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
 from replay.buffer import EpisodeReplayBuffer
 
@@ -42,13 +42,13 @@ class SumTree:
         self.capacity = 1 << max(1, int(np.ceil(np.log2(max(len(values), 2)))))
         self.sums = np.zeros(2 * self.capacity)
         self.mins = np.full(2 * self.capacity, np.inf)
-        self.sums[self.capacity:self.capacity + len(values)] = values
-        self.mins[self.capacity:self.capacity + len(values)] = np.where(values > 0, values, np.inf)
+        self.sums[self.capacity : self.capacity + len(values)] = values
+        self.mins[self.capacity : self.capacity + len(values)] = np.where(values > 0, values, np.inf)
         size = self.capacity
         while size > 1:  # each level from its children
             half = size // 2
-            self.sums[half:size] = self.sums[size:2 * size:2] + self.sums[size + 1:2 * size:2]
-            self.mins[half:size] = np.minimum(self.mins[size:2 * size:2], self.mins[size + 1:2 * size:2])
+            self.sums[half:size] = self.sums[size : 2 * size : 2] + self.sums[size + 1 : 2 * size : 2]
+            self.mins[half:size] = np.minimum(self.mins[size : 2 * size : 2], self.mins[size + 1 : 2 * size : 2])
             size = half
 
     @property
@@ -87,8 +87,16 @@ class SumTree:
 class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
     """An EpisodeReplayBuffer sampling in proportion to priorities (see the module docstring)."""
 
-    def __init__(self, *, capacity_env_steps: int = 1_000_000, capacity_bytes: int | None = None,
-                 seed: int | None = None, alpha: float = 0.6, beta: float = 0.4, epsilon: float = 1e-6) -> None:
+    def __init__(
+        self,
+        *,
+        capacity_env_steps: int = 1_000_000,
+        capacity_bytes: int | None = None,
+        seed: int | None = None,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        epsilon: float = 1e-6,
+    ) -> None:
         for name, value in (("alpha", alpha), ("beta", beta)):
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ReplayError(f"'{name}' must be in [0, 1] (got {value!r})")
@@ -102,7 +110,7 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
 
     def add(self, data: ColumnarEpisodes | list[SingleAgentEpisode]) -> int:
         """Stores chunks; their steps get the largest priority seen so far."""
-        self.storage.new_priority = self.max_priority ** self.alpha
+        self.storage.new_priority = self.max_priority**self.alpha
         added = super().add(data)
         self._tree = None  # rebuilt on the next sample (rows moved, appeared or were evicted)
         return added
@@ -114,17 +122,18 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         s = self.storage
         s.priorities = np.zeros(s.actions.rows)
         for seg in np.flatnonzero(s.seg_alive).tolist():  # 1 on every stored step, 0 on dead rows
-            s.priorities[s.seg_step[seg]:s.seg_step[seg] + s.seg_len[seg]] = 1.0
+            s.priorities[s.seg_step[seg] : s.seg_step[seg] + s.seg_len[seg]] = 1.0
         self.max_priority, self._tree = 1.0, None
 
     def _sum_tree(self) -> SumTree:
         if self._tree is None:
             s = self.storage
-            self._tree = SumTree(s.priorities[:s.actions.rows])
+            self._tree = SumTree(s.priorities[: s.actions.rows])
         return self._tree
 
-    def sample(self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99,
-               beta: float | None = None) -> dict[str, Any]:
+    def sample(
+        self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99, beta: float | None = None
+    ) -> dict[str, Any]:
         """Transitions drawn in proportion to priority, with importance ``weights`` and ``keys``."""
         if not isinstance(batch_size_B, int) or batch_size_B < 1:
             raise ReplayError(f"'batch_size_B' must be an int >= 1 (got {batch_size_B!r})")
@@ -138,7 +147,7 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         # Rounding can land on an empty leaf at the very end: take the nearest stored step before it.
         empty = s.priorities[np.minimum(rows, len(s.priorities) - 1)] <= 0
         if empty.any():
-            live = np.flatnonzero(s.priorities[:s.actions.rows] > 0)
+            live = np.flatnonzero(s.priorities[: s.actions.rows] > 0)
             rows[empty] = live[np.maximum(np.searchsorted(live, rows[empty]) - 1, 0)]
         seg = np.searchsorted(s.seg_step, rows, side="right") - 1
         out = self._transitions(seg, rows - s.seg_step[seg], n_step, gamma)
@@ -152,9 +161,11 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         keys = np.asarray(keys, np.int64)
         values = np.abs(np.asarray(priorities, np.float64)) + self.epsilon
         if not (np.isfinite(values) & (values <= _MAX_PRIORITY)).all():
-            raise ReplayError(f"'priorities' must be finite and at most {_MAX_PRIORITY:g} (got "
-                              f"{values[~(np.isfinite(values) & (values <= _MAX_PRIORITY))][:3].tolist()}; "
-                              "a diverged learner step?)")
+            raise ReplayError(
+                f"'priorities' must be finite and at most {_MAX_PRIORITY:g} (got "
+                f"{values[~(np.isfinite(values) & (values <= _MAX_PRIORITY))][:3].tolist()}; "
+                "a diverged learner step?)"
+            )
         if keys.shape != values.shape:
             raise ReplayError(f"'keys' and 'priorities' must have the same shape ({keys.shape} vs {values.shape})")
         s = self.storage
@@ -164,7 +175,7 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         if not len(rows):
             return
         self.max_priority = max(self.max_priority, float(values.max()))
-        p = values ** self.alpha
+        p = values**self.alpha
         s.priorities[rows] = p
         if self._tree is not None:
             self._tree.update(rows, p)

@@ -36,15 +36,23 @@ __all__ = ["RateLimiter"]
 class RateLimiter:
     """Decides whether an insert or a sample may go ahead (see the module docstring)."""
 
-    def __init__(self, *, min_size_to_sample: int = 1, samples_per_insert: float | None = None,
-                 samples_per_insert_tolerance: float = 1000.0) -> None:
+    def __init__(
+        self,
+        *,
+        min_size_to_sample: int = 1,
+        samples_per_insert: float | None = None,
+        samples_per_insert_tolerance: float = 1000.0,
+    ) -> None:
         if not isinstance(min_size_to_sample, int) or min_size_to_sample < 1:
             raise ConfigError(f"'min_size_to_sample' must be an int >= 1 (got {min_size_to_sample!r})")
-        if samples_per_insert is not None and not (isinstance(samples_per_insert, (int, float)) and samples_per_insert > 0):
+        if samples_per_insert is not None and not (
+            isinstance(samples_per_insert, (int, float)) and samples_per_insert > 0
+        ):
             raise ConfigError(f"'samples_per_insert' must be a number > 0 or None (got {samples_per_insert!r})")
         if not isinstance(samples_per_insert_tolerance, (int, float)) or samples_per_insert_tolerance < 1:
             raise ConfigError(
-                f"'samples_per_insert_tolerance' must be a number >= 1 (got {samples_per_insert_tolerance!r})")
+                f"'samples_per_insert_tolerance' must be a number >= 1 (got {samples_per_insert_tolerance!r})"
+            )
         self.min_size_to_sample = min_size_to_sample
         self.samples_per_insert = samples_per_insert
         self.tolerance = float(samples_per_insert_tolerance)

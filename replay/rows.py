@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ray_sampler import tree
+from ray_sampler.data import tree
 from ray_sampler.errors import ReplayError
 
 __all__ = ["Rows", "equal_rows", "fits", "remap_rows"]
@@ -36,8 +36,10 @@ class Rows:
         ):
             got = [(leaf.dtype.str, leaf.shape[1:]) for leaf in leaves]
             held = [(leaf.dtype.str, leaf.shape[1:]) for leaf in self.leaves]
-            raise ReplayError(f"'{name}' rows must keep the stored structure, shapes and (safely castable) dtypes "
-                              f"{held} (got {got}); nothing was added")
+            raise ReplayError(
+                f"'{name}' rows must keep the stored structure, shapes and (safely castable) dtypes "
+                f"{held} (got {got}); nothing was added"
+            )
 
     def append(self, struct: Any, name: str) -> int:
         """Appends the rows of ``struct`` (checked first); returns the first new row's index."""
@@ -50,15 +52,20 @@ class Rows:
             self.leaves = [np.empty((max(n, 1024), *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
         self.check(struct, name)
         # Strings widen the stored column (lossless); other dtypes cast safely into it.
-        self.leaves = [a.astype(np.promote_types(a.dtype, leaf.dtype)) if a.dtype.kind == "U" and
-                       leaf.dtype.itemsize > a.dtype.itemsize else a for a, leaf in zip(self.leaves, leaves)]
+        self.leaves = [
+            a.astype(np.promote_types(a.dtype, leaf.dtype))
+            if a.dtype.kind == "U" and leaf.dtype.itemsize > a.dtype.itemsize
+            else a
+            for a, leaf in zip(self.leaves, leaves)
+        ]
         start = self.rows
         if start + n > len(self.leaves[0]):
             size = max(start + n, int(len(self.leaves[0]) * _GROWTH))
-            self.leaves = [np.concatenate([a[:start], np.empty((size - start, *a.shape[1:]), a.dtype)])
-                           for a in self.leaves]
+            self.leaves = [
+                np.concatenate([a[:start], np.empty((size - start, *a.shape[1:]), a.dtype)]) for a in self.leaves
+            ]
         for a, leaf in zip(self.leaves, leaves):
-            a[start:start + n] = leaf
+            a[start : start + n] = leaf
         self.rows += n
         return start
 
@@ -91,8 +98,10 @@ def fits(incoming: np.dtype, stored: np.dtype) -> bool:
 
 def equal_rows(a: Any, b: Any) -> bool:
     """Leaf-wise equality of two (nested) single rows; NaN equals NaN in float leaves."""
-    return all(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc" and y.dtype.kind in "fc")
-               for x, y in zip(tree.flatten(a), tree.flatten(b)))
+    return all(
+        np.array_equal(x, y, equal_nan=x.dtype.kind in "fc" and y.dtype.kind in "fc")
+        for x, y in zip(tree.flatten(a), tree.flatten(b))
+    )
 
 
 def remap_rows(sparse: dict[int, dict], kept_rows: np.ndarray) -> dict[int, dict]:
@@ -101,7 +110,10 @@ def remap_rows(sparse: dict[int, dict], kept_rows: np.ndarray) -> dict[int, dict
         return {}
     keys = np.fromiter(sparse, np.int64, len(sparse))
     at = np.searchsorted(kept_rows, keys)
-    hit = (at < len(kept_rows)) & (kept_rows[np.minimum(at, len(kept_rows) - 1)] == keys) if len(kept_rows) else \
-        np.zeros(len(keys), bool)
+    hit = (
+        (at < len(kept_rows)) & (kept_rows[np.minimum(at, len(kept_rows) - 1)] == keys)
+        if len(kept_rows)
+        else np.zeros(len(keys), bool)
+    )
     values = list(sparse.values())
     return {int(a): values[i] for i, a in zip(np.flatnonzero(hit).tolist(), at[hit].tolist())}

@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from ray_sampler import tree
-from ray_sampler.columnar import ColumnarEpisodes
+from ray_sampler.data import tree
+from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.errors import ReplayError
-from replay.rows import equal_rows, remap_rows, Rows
+from replay.rows import Rows, equal_rows, remap_rows
 
 __all__ = ["EpisodeStorage", "StoredEpisode"]
+
 
 @dataclasses.dataclass
 class StoredEpisode:
@@ -56,8 +57,9 @@ class EpisodeStorage:
     def __init__(self, *, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
         if not isinstance(capacity_env_steps, int) or isinstance(capacity_env_steps, bool) or capacity_env_steps < 1:
             raise ReplayError(f"'capacity_env_steps' must be an int >= 1 (got {capacity_env_steps!r})")
-        if capacity_bytes is not None and (not isinstance(capacity_bytes, int) or isinstance(capacity_bytes, bool)
-                                           or capacity_bytes < 1):
+        if capacity_bytes is not None and (
+            not isinstance(capacity_bytes, int) or isinstance(capacity_bytes, bool) or capacity_bytes < 1
+        ):
             raise ReplayError(f"'capacity_bytes' must be an int >= 1 or None (got {capacity_bytes!r})")
         self.capacity_env_steps = capacity_env_steps
         self.capacity_bytes = capacity_bytes
@@ -115,12 +117,22 @@ class EpisodeStorage:
         written, before any in-place change; only the touched episodes' records are copied."""
         rows = {name: (r, r.rows, r.leaves, r.spec) for name, r in self._all_rows().items()}
         tables = {k: v for k, v in vars(self).items() if k.startswith("seg_") and k != "seg_episode"}
-        episodes = (dict(self.episodes), {k: dataclasses.replace(self.episodes[k]) for k in touched if k in self.episodes})
-        return {"rows": rows, "tables": tables, "episodes": episodes, "num_segments": len(self.seg_episode),
-                "extras": self.extras,
-                "lb_extras": dict(self.lb_extras), "infos": dict(self.infos), "lb_infos": dict(self.lb_infos),
-                "counters": (self.num_steps, self._live_obs_rows, self._next_order, dict(self.order_to_id)),
-                "priorities": self.priorities}
+        episodes = (
+            dict(self.episodes),
+            {k: dataclasses.replace(self.episodes[k]) for k in touched if k in self.episodes},
+        )
+        return {
+            "rows": rows,
+            "tables": tables,
+            "episodes": episodes,
+            "num_segments": len(self.seg_episode),
+            "extras": self.extras,
+            "lb_extras": dict(self.lb_extras),
+            "infos": dict(self.infos),
+            "lb_infos": dict(self.lb_infos),
+            "counters": (self.num_steps, self._live_obs_rows, self._next_order, dict(self.order_to_id)),
+            "priorities": self.priorities,
+        }
 
     def _restore(self, snap: dict[str, Any]) -> None:
         for r, n, leaves, spec in snap["rows"].values():
@@ -129,14 +141,20 @@ class EpisodeStorage:
             setattr(self, k, v)
         self.episodes, records = snap["episodes"]
         self.episodes.update(records)  # the touched records as they were
-        del self.seg_episode[snap["num_segments"]:]
+        del self.seg_episode[snap["num_segments"] :]
         self.extras, self.lb_extras = snap["extras"], snap["lb_extras"]
         self.infos, self.lb_infos, self.priorities = snap["infos"], snap["lb_infos"], snap["priorities"]
         self.num_steps, self._live_obs_rows, self._next_order, self.order_to_id = snap["counters"]
 
     def _all_rows(self) -> dict[str, Rows]:
-        out = {"obs": self.obs, "actions": self.actions, "rewards": self.rewards, "lb_obs": self.lb_obs,
-               "lb_actions": self.lb_actions, "lb_rewards": self.lb_rewards}
+        out = {
+            "obs": self.obs,
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "lb_obs": self.lb_obs,
+            "lb_actions": self.lb_actions,
+            "lb_rewards": self.lb_rewards,
+        }
         out.update({f"extras.{k}": r for k, r in (self.extras or {}).items()})
         out.update({f"lb_extras.{k}": r for k, r in self.lb_extras.items()})
         return out
@@ -145,8 +163,9 @@ class EpisodeStorage:
         """(chunk, continues a stored episode) for every chunk with steps; raises before any change."""
         keys = set(col.extra_model_outputs)
         if self.extras is not None and col.num_env_steps and keys != set(self.extras):
-            raise ReplayError(f"chunks must carry the stored extra_model_outputs keys {sorted(self.extras)} "
-                              f"(got {sorted(keys)})")
+            raise ReplayError(
+                f"chunks must carry the stored extra_model_outputs keys {sorted(self.extras)} (got {sorted(keys)})"
+            )
         obs_off = col.obs_offsets
         pending: dict[str, tuple[int, bool, Any]] = {}  # id -> (t, is_done, last obs) after earlier chunks
         plan = []
@@ -162,20 +181,22 @@ class EpisodeStorage:
                 last_obs = self.obs.gather(np.array([self.seg_obs[seg] + self.seg_len[seg]]))
             else:
                 t = done = last_obs = None
-            first_obs = tree.map_structure(lambda a: a[obs_off[i]:obs_off[i] + 1], col.observations)
+            first_obs = tree.map_structure(lambda a: a[obs_off[i] : obs_off[i] + 1], col.observations)
             if t is not None:
                 where = f"chunk {i} (id_ {id_!r})"
                 if done:
                     raise ReplayError(f"{where} continues an episode that is already done; nothing was added")
                 if int(col.t_started[i]) != t:
-                    raise ReplayError(f"{where} starts at t={int(col.t_started[i])} but the stored episode is at "
-                                      f"t={t} (a gap or a duplicate); nothing was added")
+                    raise ReplayError(
+                        f"{where} starts at t={int(col.t_started[i])} but the stored episode is at "
+                        f"t={t} (a gap or a duplicate); nothing was added"
+                    )
                 if not equal_rows(first_obs, last_obs):
-                    raise ReplayError(f"{where} does not start with the stored episode's last observation; "
-                                      "nothing was added")
-            last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1:obs_off[i + 1]], col.observations)
-            pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]),
-                            last)
+                    raise ReplayError(
+                        f"{where} does not start with the stored episode's last observation; nothing was added"
+                    )
+            last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1 : obs_off[i + 1]], col.observations)
+            pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]), last)
             plan.append((i, t is not None))
         if plan:
             self._check_columns(col, plan)
@@ -189,9 +210,11 @@ class EpisodeStorage:
         for k, rows in (self.extras or {}).items():
             rows.check(col.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
         if any(not cont and col.lookback_lens[i] for i, cont in plan):
-            for rows, data, stored, name in ((self.lb_obs, col.lookback_observations, self.obs, "lookback observations"),
-                                             (self.lb_actions, col.lookback_actions, self.actions, "lookback actions"),
-                                             (self.lb_rewards, col.lookback_rewards, self.rewards, "lookback rewards")):
+            for rows, data, stored, name in (
+                (self.lb_obs, col.lookback_observations, self.obs, "lookback observations"),
+                (self.lb_actions, col.lookback_actions, self.actions, "lookback actions"),
+                (self.lb_rewards, col.lookback_rewards, self.rewards, "lookback rewards"),
+            ):
                 rows.check(data, name)
                 stored.check(data, name)  # lookback rows sit beside data rows in sampled chunks
             for k, rows in self.lb_extras.items():
@@ -202,8 +225,8 @@ class EpisodeStorage:
         base_step = self.actions.append(col.actions, "actions")
         if self.priorities is not None:
             grown = np.zeros(max(len(self.priorities), self.actions.rows), np.float64)
-            grown[:len(self.priorities)] = self.priorities
-            grown[base_step:self.actions.rows] = self.new_priority
+            grown[: len(self.priorities)] = self.priorities
+            grown[base_step : self.actions.rows] = self.new_priority
             self.priorities = grown
         self.rewards.append(col.rewards, "rewards")
         if self.extras is None:
@@ -239,8 +262,9 @@ class EpisodeStorage:
         self.seg_step = np.concatenate([self.seg_step, base_step + step_off[index]])
         self.seg_len = np.concatenate([self.seg_len, col.lens[index]])
         self.seg_lb = np.concatenate([self.seg_lb, np.array([lb_base.get(i, 0) for i, _ in plan], np.int64)])
-        self.seg_lb_len = np.concatenate([self.seg_lb_len, np.array([int(col.lookback_lens[i]) if i in lb_base else 0
-                                                                      for i, _ in plan], np.int64)])
+        self.seg_lb_len = np.concatenate(
+            [self.seg_lb_len, np.array([int(col.lookback_lens[i]) if i in lb_base else 0 for i, _ in plan], np.int64)]
+        )
         self.seg_next = np.concatenate([self.seg_next, np.full(count, -1, np.int64)])
         self.seg_t = np.concatenate([self.seg_t, col.t_started[index]])
         self.seg_prev = np.concatenate([self.seg_prev, np.full(count, -1, np.int64)])
@@ -257,8 +281,9 @@ class EpisodeStorage:
                 self.seg_prev[seg] = ep.last_segment
                 ep.last_segment, ep.t, ep.num_steps = seg, ep.t + steps, ep.num_steps + steps
             else:
-                ep = StoredEpisode(id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps,
-                                   self._next_order)
+                ep = StoredEpisode(
+                    id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps, self._next_order
+                )
                 self.order_to_id[self._next_order] = id_
                 self._next_order += 1
                 self.episodes[id_] = ep
@@ -282,7 +307,7 @@ class EpisodeStorage:
             while seg >= 0:
                 self.seg_alive[seg] = False
                 if self.priorities is not None:
-                    self.priorities[self.seg_step[seg]:self.seg_step[seg] + self.seg_len[seg]] = 0.0
+                    self.priorities[self.seg_step[seg] : self.seg_step[seg] + self.seg_len[seg]] = 0.0
                 self._live_obs_rows -= int(self.seg_len[seg]) + 1
                 seg = int(self.seg_next[seg])
             self.num_steps -= ep.num_steps
@@ -311,10 +336,16 @@ class EpisodeStorage:
         self.lb_infos = remap_rows(self.lb_infos, lb_rows)
         if self.priorities is not None:
             self.priorities = self.priorities[step_rows]
-        for rows, index in ((self.obs, obs_rows), (self.actions, step_rows), (self.rewards, step_rows),
-                            *((r, step_rows) for r in (self.extras or {}).values()),
-                            (self.lb_obs, lb_rows), (self.lb_actions, lb_rows), (self.lb_rewards, lb_rows),
-                            *((r, lb_rows) for r in self.lb_extras.values())):
+        for rows, index in (
+            (self.obs, obs_rows),
+            (self.actions, step_rows),
+            (self.rewards, step_rows),
+            *((r, step_rows) for r in (self.extras or {}).values()),
+            (self.lb_obs, lb_rows),
+            (self.lb_actions, lb_rows),
+            (self.lb_rewards, lb_rows),
+            *((r, lb_rows) for r in self.lb_extras.values()),
+        ):
             if rows.is_set:
                 rows.keep(index)
         seg_map = np.full(len(self.seg_len), -1, np.int64)
@@ -425,13 +456,35 @@ class EpisodeStorage:
         """Bytes of one stored step: its observation, action, reward and model outputs."""
         if not self.obs.is_set:
             return 0
-        return (self.obs.row_nbytes() + self.actions.row_nbytes() + self.rewards.row_nbytes()
-                + sum(r.row_nbytes() for r in (self.extras or {}).values()))
+        return (
+            self.obs.row_nbytes()
+            + self.actions.row_nbytes()
+            + self.rewards.row_nbytes()
+            + sum(r.row_nbytes() for r in (self.extras or {}).values())
+        )
 
     def nbytes(self) -> int:
         """Bytes the arrays hold (allocated, room to grow included)."""
-        rows = [self.obs, self.actions, self.rewards, *(self.extras or {}).values(),
-                self.lb_obs, self.lb_actions, self.lb_rewards, *self.lb_extras.values()]
-        tables = (self.seg_obs, self.seg_step, self.seg_len, self.seg_lb, self.seg_lb_len, self.seg_next,
-                  self.seg_t, self.seg_prev, self.seg_order, self.seg_alive)
+        rows = [
+            self.obs,
+            self.actions,
+            self.rewards,
+            *(self.extras or {}).values(),
+            self.lb_obs,
+            self.lb_actions,
+            self.lb_rewards,
+            *self.lb_extras.values(),
+        ]
+        tables = (
+            self.seg_obs,
+            self.seg_step,
+            self.seg_len,
+            self.seg_lb,
+            self.seg_lb_len,
+            self.seg_next,
+            self.seg_t,
+            self.seg_prev,
+            self.seg_order,
+            self.seg_alive,
+        )
         return sum(r.nbytes() for r in rows if r.is_set) + sum(a.nbytes for a in tables)

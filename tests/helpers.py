@@ -7,8 +7,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler import tree
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data import tree
+from ray_sampler.data.episode import SingleAgentEpisode
 
 __all__ = [
     "SPACES",
@@ -88,8 +88,9 @@ def stamp_creator(ctx: Any) -> StampEnv:
 
 def stamp_vector_env(num_envs: int = 1, autoreset_mode: str = "NextStep", **kwargs: Any) -> gym.vector.VectorEnv:
     """A 'native' vector StampEnv reporting the given autoreset mode."""
-    return gym.vector.SyncVectorEnv([lambda v=v: StampEnv(0, v) for v in range(num_envs)],
-                                    autoreset_mode=gym.vector.AutoresetMode(autoreset_mode))
+    return gym.vector.SyncVectorEnv(
+        [lambda v=v: StampEnv(0, v) for v in range(num_envs)], autoreset_mode=gym.vector.AutoresetMode(autoreset_mode)
+    )
 
 
 STAMP_ID = "RaySamplerStamp-v0"
@@ -108,10 +109,12 @@ SPACES: dict[str, gym.Space] = {
     "multi_binary": gym.spaces.MultiBinary(4),
     "dict": gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,), np.float32), "id": gym.spaces.Discrete(4)}),
     "tuple": gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(0, 1, (2,), np.float32))),
-    "nested": gym.spaces.Dict({
-        "a": gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(2))),
-        "b": gym.spaces.Dict({"c": gym.spaces.MultiDiscrete([2, 3]), "d": gym.spaces.Box(0, 9, (), np.int32)}),
-    }),
+    "nested": gym.spaces.Dict(
+        {
+            "a": gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(2))),
+            "b": gym.spaces.Dict({"c": gym.spaces.MultiDiscrete([2, 3]), "d": gym.spaces.Box(0, 9, (), np.int32)}),
+        }
+    ),
 }
 
 

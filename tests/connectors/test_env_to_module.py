@@ -15,7 +15,7 @@ def test_flatten_batch_equals_gymnasium_flatten(name: str) -> None:
     space = SPACES[name]
     space.seed(3)
     items = [space.sample() for _ in range(5)]
-    from ray_sampler import tree
+    from ray_sampler.data import tree
 
     got = flatten_batch(space, tree.stack(items))
     expected = np.stack([gym.spaces.flatten(space, item) for item in items]).astype(np.float32)
@@ -35,6 +35,9 @@ def test_observations_come_from_episodes_or_the_vector_batch() -> None:
 
 def test_default_pipeline_flattens_only_when_needed() -> None:
     assert [p.name for p in default_env_to_module(gym.spaces.Box(-1, 1, (4,), np.float32))] == [
-        "AddObservationsFromEpisodesToBatch"]
+        "AddObservationsFromEpisodesToBatch"
+    ]
     assert [p.name for p in default_env_to_module(SPACES["dict"])] == [
-        "AddObservationsFromEpisodesToBatch", "FlattenObservations"]
+        "AddObservationsFromEpisodesToBatch",
+        "FlattenObservations",
+    ]

@@ -17,9 +17,9 @@ from connectors.learner import (
     PrevActionsPrevRewards,
 )
 from connectors.pipeline import ConnectorPipelineV2
-from ray_sampler.config import EnvRunnerConfig
-from ray_sampler.env_runner import EnvRunner
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_runner import EnvRunner
 from tests.helpers import full_state, stamp_creator
 
 
@@ -34,8 +34,15 @@ class StampValues:
 @pytest.fixture(scope="module")
 def chunks() -> list[SingleAgentEpisode]:
     """Truncate-mode chunks with lookback 3: cut, terminated, fresh and continuing ones."""
-    runner = EnvRunner(EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=3, rollout_fragment_length=4,
-                                       episode_lookback_horizon=3, columnar_sampling=False))
+    runner = EnvRunner(
+        EnvRunnerConfig(
+            env=stamp_creator,
+            num_envs_per_env_runner=3,
+            rollout_fragment_length=4,
+            episode_lookback_horizon=3,
+            columnar_sampling=False,
+        )
+    )
     runner.sample()
     return runner.sample() + runner.sample()
 
@@ -63,10 +70,16 @@ def test_columns_and_next_obs(chunks: list[SingleAgentEpisode]) -> None:
 
 
 @pytest.mark.parametrize(("gamma", "lam"), [(0.99, 0.95), (0.5, 1.0), (1.0, 0.0)])
-def test_gae_equals_a_plain_loop_across_cuts_and_terminals(chunks: list[SingleAgentEpisode], gamma: float,
-                                                           lam: float) -> None:
-    out = run([AddColumnsFromEpisodesToTrainBatch(),
-               GeneralAdvantageEstimation(gamma=gamma, lambda_=lam, standardize_advantages=False)], chunks)
+def test_gae_equals_a_plain_loop_across_cuts_and_terminals(
+    chunks: list[SingleAgentEpisode], gamma: float, lam: float
+) -> None:
+    out = run(
+        [
+            AddColumnsFromEpisodesToTrainBatch(),
+            GeneralAdvantageEstimation(gamma=gamma, lambda_=lam, standardize_advantages=False),
+        ],
+        chunks,
+    )
     module = StampValues()
     expected_adv, expected_targets = [], []
     for ep in chunks:
@@ -125,8 +138,17 @@ def test_frame_stacking_comes_from_the_lookback(chunks: list[SingleAgentEpisode]
 
 def test_learner_pipeline_never_changes_the_episodes(chunks: list[SingleAgentEpisode]) -> None:
     before = [full_state(ep) for ep in chunks]
-    run([AddColumnsFromEpisodesToTrainBatch(), AddNextObservationsFromEpisodesToTrainBatch(),
-         GeneralAdvantageEstimation(), NStepReturns(), PrevActionsPrevRewards(), FrameStacking()], chunks)
+    run(
+        [
+            AddColumnsFromEpisodesToTrainBatch(),
+            AddNextObservationsFromEpisodesToTrainBatch(),
+            GeneralAdvantageEstimation(),
+            NStepReturns(),
+            PrevActionsPrevRewards(),
+            FrameStacking(),
+        ],
+        chunks,
+    )
     after = [full_state(ep) for ep in chunks]
     for a, b in zip(before, after, strict=True):
         assert a.keys() == b.keys()
@@ -138,8 +160,12 @@ def test_learner_pipeline_never_changes_the_episodes(chunks: list[SingleAgentEpi
 
 
 def test_train_batch_never_aliases_numpy_episodes() -> None:
-    ep = SingleAgentEpisode(observations=np.arange(4, dtype=np.float64)[:, None], actions=np.arange(3),
-                            rewards=np.array([1.0, 2.0, 3.0]), extra_model_outputs={"action_logp": np.zeros(3)})
+    ep = SingleAgentEpisode(
+        observations=np.arange(4, dtype=np.float64)[:, None],
+        actions=np.arange(3),
+        rewards=np.array([1.0, 2.0, 3.0]),
+        extra_model_outputs={"action_logp": np.zeros(3)},
+    )
     out = run([AddColumnsFromEpisodesToTrainBatch()], [ep])
     out["rewards"] *= 100
     out["actions"] += 5

@@ -10,8 +10,8 @@ import ray
 
 from connectors.mean_std_filter import MeanStdFilter
 from connectors.pipeline import ConnectorPipelineV2
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 
 
 def feed(f: MeanStdFilter, obs: np.ndarray) -> np.ndarray:
@@ -62,8 +62,12 @@ def test_pipeline_merges_by_piece_name_not_position() -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_group_syncs_filter_states_of_its_runners_exactly() -> None:
-    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=10,
-                             env_to_module_connectors=(MeanStdFilter(),))
+    config = EnvRunnerConfig(
+        env="CartPole-v1",
+        num_envs_per_env_runner=2,
+        rollout_fragment_length=10,
+        env_to_module_connectors=(MeanStdFilter(),),
+    )
     with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
         group.sample()
         merged = group.sync_connector_states()
@@ -78,8 +82,12 @@ def test_group_syncs_filter_states_of_its_runners_exactly() -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_connector_states_go_with_the_weights_in_one_sync() -> None:
-    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=10,
-                             env_to_module_connectors=(MeanStdFilter(),))
+    config = EnvRunnerConfig(
+        env="CartPole-v1",
+        num_envs_per_env_runner=2,
+        rollout_fragment_length=10,
+        env_to_module_connectors=(MeanStdFilter(),),
+    )
     with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
         group.sample()
         weights = {k: v + 1.0 for k, v in ray.get(group.actor(1).get_state.remote())["module"].items()}
@@ -139,7 +147,7 @@ def test_bad_observations_and_states_raise() -> None:
 
 def test_learner_mode_normalizes_the_module_batch_and_gae_values() -> None:
     from connectors.learner import AddColumnsFromEpisodesToTrainBatch, GeneralAdvantageEstimation
-    from ray_sampler.episode import SingleAgentEpisode
+    from ray_sampler.data.episode import SingleAgentEpisode
 
     seen: list[np.ndarray] = []
 
@@ -152,11 +160,15 @@ def test_learner_mode_normalizes_the_module_batch_and_gae_values() -> None:
     feed(runner_filter, np.array([[0.0], [10.0]]))
     learner_filter = MeanStdFilter(update=False, module_id="default_policy")
     learner_filter.set_state(runner_filter.get_state())
-    ep = SingleAgentEpisode(observations=[np.array([0.0]), np.array([10.0])], actions=[0], rewards=[1.0],
-                            extra_model_outputs={"action_logp": [0.0]})
-    out = ConnectorPipelineV2([AddColumnsFromEpisodesToTrainBatch(), learner_filter,
-                               GeneralAdvantageEstimation(standardize_advantages=False)])(
-        rl_module=Recorder(), batch={}, episodes=[ep])
+    ep = SingleAgentEpisode(
+        observations=[np.array([0.0]), np.array([10.0])],
+        actions=[0],
+        rewards=[1.0],
+        extra_model_outputs={"action_logp": [0.0]},
+    )
+    out = ConnectorPipelineV2(
+        [AddColumnsFromEpisodesToTrainBatch(), learner_filter, GeneralAdvantageEstimation(standardize_advantages=False)]
+    )(rl_module=Recorder(), batch={}, episodes=[ep])
     np.testing.assert_allclose(out["default_policy"]["obs"], [[-1.0]], atol=1e-6)
     np.testing.assert_allclose(seen[0], [[-1.0], [1.0]], atol=1e-6)  # GAE's values saw the same
     assert "obs" not in out
@@ -164,8 +176,12 @@ def test_learner_mode_normalizes_the_module_batch_and_gae_values() -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_scaling_keeps_the_filter_history() -> None:
-    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=10,
-                             env_to_module_connectors=(MeanStdFilter(),))
+    config = EnvRunnerConfig(
+        env="CartPole-v1",
+        num_envs_per_env_runner=2,
+        rollout_fragment_length=10,
+        env_to_module_connectors=(MeanStdFilter(),),
+    )
     with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
         group.sample()
         group.sync_connector_states()  # 40 observations agreed

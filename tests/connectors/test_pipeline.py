@@ -20,8 +20,16 @@ class Tag(ConnectorV2):
     def name(self) -> str:
         return f"Tag[{self.tag}]"
 
-    def __call__(self, *, rl_module: Any, batch: dict, episodes: list, explore: bool | None = None,
-                 shared_data: dict | None = None, **kwargs: Any) -> dict:
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict,
+        episodes: list,
+        explore: bool | None = None,
+        shared_data: dict | None = None,
+        **kwargs: Any,
+    ) -> dict:
         self.calls += 1
         shared_data.setdefault("seen", []).append(self.tag)
         return {**batch, "trace": batch.get("trace", "") + self.tag}
@@ -70,7 +78,9 @@ def test_plain_functions_are_pieces() -> None:
 
 def test_missing_target_and_bad_piece_raise() -> None:
     pipe = ConnectorPipelineV2([Tag("a")])
-    with pytest.raises(ValueError, match=r"no connector piece 'Nope' in pipeline 'ConnectorPipelineV2' \(pieces: \['Tag\[a\]'\]\)"):
+    with pytest.raises(
+        ValueError, match=r"no connector piece 'Nope' in pipeline 'ConnectorPipelineV2' \(pieces: \['Tag\[a\]'\]\)"
+    ):
         pipe.remove("Nope")
     with pytest.raises(TypeError, match="must be a ConnectorV2 or a callable"):
         pipe.append(5)

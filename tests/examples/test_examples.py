@@ -11,24 +11,42 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(script: str, *args: str) -> list[str]:
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], capture_output=True,
-                          text=True, timeout=180, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True, timeout=180, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.splitlines()
 
 
 def test_custom_env_creator_example() -> None:
-    lines = run("custom_env_creator.py", "--num-env-runners", "2", "--num-envs-per-env-runner", "2",
-                "--iterations", "1", "--rollout-fragment-length", "30")
+    lines = run(
+        "custom_env_creator.py",
+        "--num-env-runners",
+        "2",
+        "--num-envs-per-env-runner",
+        "2",
+        "--iterations",
+        "1",
+        "--rollout-fragment-length",
+        "30",
+    )
     assert re.fullmatch(r"iter 1: \d+ finished episodes, \d+ env steps", lines[0])
     assert any(line.startswith("pole half-length 0.50: ") for line in lines)
-    assert lines[-1] == ("episodes came from 4 distinct (worker_index, vector_index) pairs: "
-                         "[(1, 0), (1, 1), (2, 0), (2, 1)]")
+    assert lines[-1] == (
+        "episodes came from 4 distinct (worker_index, vector_index) pairs: [(1, 0), (1, 1), (2, 0), (2, 1)]"
+    )
 
 
 def test_scale_env_runners_example() -> None:
-    lines = run("scale_env_runners.py", "--schedule", "1,2,1", "--num-envs-per-env-runner", "2",
-                "--rollout-fragment-length", "10")
+    lines = run(
+        "scale_env_runners.py",
+        "--schedule",
+        "1,2,1",
+        "--num-envs-per-env-runner",
+        "2",
+        "--rollout-fragment-length",
+        "10",
+    )
     pattern = r"iter (\d): (\d) runners (\[[\d, ]+\]), scale took [\d.]+ s, (\d+) env steps \(ok\), \d+ episodes done"
     parsed = [re.fullmatch(pattern, line).groups() for line in lines[:3]]  # type: ignore[union-attr]
     assert parsed == [("1", "1", "[1]", "20"), ("2", "2", "[1, 2]", "40"), ("3", "1", "[1]", "20")]
@@ -37,8 +55,11 @@ def test_scale_env_runners_example() -> None:
 
 def test_offline_data_example(tmp_path: Path) -> None:
     out = tmp_path / "offline.parquet"
-    lines = [line for line in run("offline_data.py", "--iterations", "2", "--rollout-fragment-length", "16",
-                                  "--out", str(out)) if re.match(r"(iter|saved|pyarrow|ray\.data|restored)", line)]
+    lines = [
+        line
+        for line in run("offline_data.py", "--iterations", "2", "--rollout-fragment-length", "16", "--out", str(out))
+        if re.match(r"(iter|saved|pyarrow|ray\.data|restored)", line)
+    ]
     assert lines[0] == "iter 1: 128 env steps shipped, 128 stored"
     assert lines[1] == "iter 2: 128 env steps shipped, 256 stored"
     assert re.fullmatch(rf"saved 256 env steps of \d+ episodes to {re.escape(str(out))}", lines[2])
@@ -59,10 +80,20 @@ def test_train_cartpole_example_learns() -> None:
 
 
 def test_train_cartpole_dqn_example_runs_through_the_replay() -> None:
-    lines = run("train_cartpole_dqn.py", "--max-env-steps", "3000", "--learning-starts", "500", "--prioritized", "false",
-                "--num-env-runners", "2")
-    assert lines[0] == ("DQN on CartPole-v1: 2 env runners x 4 sub-envs -> uniform replay -> one local learner(s), "
-                        "seed 0")
+    lines = run(
+        "train_cartpole_dqn.py",
+        "--max-env-steps",
+        "3000",
+        "--learning-starts",
+        "500",
+        "--prioritized",
+        "false",
+        "--num-env-runners",
+        "2",
+    )
+    assert lines[0] == (
+        "DQN on CartPole-v1: 2 env runners x 4 sub-envs -> uniform replay -> one local learner(s), seed 0"
+    )
     progress = [line for line in lines if re.match(r"\d+ env steps, mean return ", line)]
     assert progress and re.search(r", epsilon [\d.]+, \d+ updates, loss [\d.na]+, weights v\d+, ", progress[-1])
     assert lines[-2].startswith("did not reach mean return 450: ") and "after 3072 env steps" in lines[-2]

@@ -42,7 +42,9 @@ def _arrow_arrays(table: pa.Table, prefix: str) -> dict[str, np.ndarray]:
             out[f"{prefix}/{name}"] = np.array([v if v is not None else "" for v in values.to_pylist()], dtype=str)
         else:
             dtype = np.dtype(values.type.to_pandas_dtype())
-            out[f"{prefix}/{name}"] = np.array([v if v is not None else dtype.type(0) for v in values.to_pylist()], dtype)
+            out[f"{prefix}/{name}"] = np.array(
+                [v if v is not None else dtype.type(0) for v in values.to_pylist()], dtype
+            )
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     fields = {f.name: {k.decode(): v.decode() for k, v in (f.metadata or {}).items()} for f in table.schema}
     out[f"{prefix}/schema"] = np.array(json.dumps({"meta": meta, "fields": fields}, sort_keys=True))

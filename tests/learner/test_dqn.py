@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
-from learner.mlp_grad import forward
 from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.modules.mlp import forward
 
 
 def problem(seed: int = 0, activation: str = "relu") -> tuple[QModule, dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -19,9 +19,15 @@ def problem(seed: int = 0, activation: str = "relu") -> tuple[QModule, dict[str,
     target = QModule(*spaces, hidden_sizes=(5, 6), seed=seed + 7, activation=activation).params
     rng = np.random.default_rng(seed)
     n = 12
-    batch = {"obs": rng.normal(size=(n, 3)), "next_obs": rng.normal(size=(n, 3)), "actions": rng.integers(0, 4, n),
-             "rewards": rng.normal(size=n) * 3, "terminateds": rng.random(n) < 0.3, "n_step": rng.integers(1, 4, n),
-             "weights": rng.uniform(0.5, 1.0, n)}
+    batch = {
+        "obs": rng.normal(size=(n, 3)),
+        "next_obs": rng.normal(size=(n, 3)),
+        "actions": rng.integers(0, 4, n),
+        "rewards": rng.normal(size=n) * 3,
+        "terminateds": rng.random(n) < 0.3,
+        "n_step": rng.integers(1, 4, n),
+        "weights": rng.uniform(0.5, 1.0, n),
+    }
     return module, target, batch
 
 
@@ -30,8 +36,9 @@ def problem(seed: int = 0, activation: str = "relu") -> tuple[QModule, dict[str,
 def test_gradients_match_finite_differences(double_q: bool, activation: str) -> None:
     module, target, batch = problem(activation=activation)
     params = {k: v.astype(np.float64) for k, v in module.params.items()}
-    loss = functools.partial(dqn_loss_and_grads, target_params=target, batch=batch, double_q=double_q, huber_delta=0.5,
-                             activation=activation)
+    loss = functools.partial(
+        dqn_loss_and_grads, target_params=target, batch=batch, double_q=double_q, huber_delta=0.5, activation=activation
+    )
     _, grads, _ = loss(params)
     eps = 1e-6
     for key, value in params.items():
@@ -77,8 +84,9 @@ def test_q_module_explores_epsilon_greedily() -> None:
     obs = {"obs": np.random.default_rng(0).normal(size=(500, 2))}
     greedy = module.q_values(obs["obs"]).argmax(1)
     np.testing.assert_array_equal(module.forward_inference(obs)["actions"], greedy + 1)
-    np.testing.assert_array_equal(np.exp(module.forward_exploration(obs)["action_dist_inputs"]).round(6),
-                                  np.eye(3)[greedy])
+    np.testing.assert_array_equal(
+        np.exp(module.forward_exploration(obs)["action_dist_inputs"]).round(6), np.eye(3)[greedy]
+    )
     module.set_state({**module.get_state(), "epsilon": np.float64(0.3)})
     probs = np.exp(module.forward_exploration(obs)["action_dist_inputs"].astype(np.float64))
     np.testing.assert_allclose(probs, 0.1 + 0.7 * np.eye(3)[greedy], rtol=1e-6)
@@ -87,11 +95,17 @@ def test_q_module_explores_epsilon_greedily() -> None:
 
 
 def test_runners_explore_independently_and_log_the_behaviour_policy() -> None:
-    from ray_sampler.config import EnvRunnerConfig
-    from ray_sampler.env_runner import EnvRunner
+    from ray_sampler.sampling.config import EnvRunnerConfig
+    from ray_sampler.sampling.env_runner import EnvRunner
 
-    config = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=1, rollout_fragment_length=200, seed=0,
-                             module_class=QModule, module_config={"epsilon": 1.0})
+    config = EnvRunnerConfig(
+        env="CartPole-v1",
+        num_envs_per_env_runner=1,
+        rollout_fragment_length=200,
+        seed=0,
+        module_class=QModule,
+        module_config={"epsilon": 1.0},
+    )
     actions = []
     for worker_index in (1, 2):
         runner = EnvRunner(config, worker_index=worker_index)
@@ -102,14 +116,17 @@ def test_runners_explore_independently_and_log_the_behaviour_policy() -> None:
     assert 0.4 < actions[0].mean() < 0.6 and (actions[0] != actions[1]).mean() > 0.3  # not the same draws
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"lr": 0.0}, "'lr' must be a finite number > 0"),
-    ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
-    ({"huber_delta": -1.0}, "'huber_delta' must be a finite number > 0"),
-    ({"grad_clip": 0}, "'grad_clip' must be a number > 0 or None"),
-    ({"target_update_every": 0}, "'target_update_every' must be an int >= 1"),
-    ({"gamma": 1.5}, "'gamma' must be in \\[0, 1\\]"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"lr": 0.0}, "'lr' must be a finite number > 0"),
+        ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
+        ({"huber_delta": -1.0}, "'huber_delta' must be a finite number > 0"),
+        ({"grad_clip": 0}, "'grad_clip' must be a number > 0 or None"),
+        ({"target_update_every": 0}, "'target_update_every' must be an int >= 1"),
+        ({"gamma": 1.5}, "'gamma' must be in \\[0, 1\\]"),
+    ],
+)
 def test_bad_dqn_config_raises(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNConfig(**kwargs)
@@ -117,12 +134,20 @@ def test_bad_dqn_config_raises(kwargs: dict, match: str) -> None:
 
 @pytest.mark.parametrize("columnar", [True, False])
 def test_a_q_runner_switches_between_exploring_and_not(columnar: bool) -> None:
-    from ray_sampler.config import EnvRunnerConfig
-    from ray_sampler.env_runner import EnvRunner
+    from ray_sampler.sampling.config import EnvRunnerConfig
+    from ray_sampler.sampling.env_runner import EnvRunner
 
-    runner = EnvRunner(EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=50, seed=0, module_class=QModule,
-                                       module_config={"epsilon": 0.5, "hidden_sizes": (8,)},
-                                       columnar_sampling=columnar), worker_index=1)
+    runner = EnvRunner(
+        EnvRunnerConfig(
+            env="CartPole-v1",
+            rollout_fragment_length=50,
+            seed=0,
+            module_class=QModule,
+            module_config={"epsilon": 0.5, "hidden_sizes": (8,)},
+            columnar_sampling=columnar,
+        ),
+        worker_index=1,
+    )
     for explore in (True, False, True):  # e.g. an evaluation pass between training samples
         episodes = runner.sample(explore=explore)
         assert all(sorted(ep.extra_model_outputs) == ["action_dist_inputs", "action_logp"] for ep in episodes)
@@ -138,4 +163,3 @@ def test_q_module_refuses_epsilon_outside_0_1() -> None:
     module = QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2))
     with pytest.raises(ConfigError, match="'epsilon' must be in \\[0, 1\\]"):
         module.set_state({**module.get_state(), "epsilon": np.float64(-0.1)})
-

@@ -25,10 +25,19 @@ def make_module() -> QModule:
 
 def random_batches(num: int, size: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
-    return [{"obs": rng.normal(size=(size, 4)).astype(np.float32), "next_obs": rng.normal(size=(size, 4)).astype(np.float32),
-             "actions": rng.integers(0, 2, size), "rewards": rng.normal(size=size), "terminateds": rng.random(size) < 0.2,
-             "n_step": rng.integers(1, 4, size), "weights": rng.uniform(0.5, 1, size),
-             "keys": np.arange(j * size, (j + 1) * size)} for j in range(num)]
+    return [
+        {
+            "obs": rng.normal(size=(size, 4)).astype(np.float32),
+            "next_obs": rng.normal(size=(size, 4)).astype(np.float32),
+            "actions": rng.integers(0, 2, size),
+            "rewards": rng.normal(size=size),
+            "terminateds": rng.random(size) < 0.2,
+            "n_step": rng.integers(1, 4, size),
+            "weights": rng.uniform(0.5, 1, size),
+            "keys": np.arange(j * size, (j + 1) * size),
+        }
+        for j in range(num)
+    ]
 
 
 class FixedReplay:
@@ -41,7 +50,7 @@ class FixedReplay:
     def sample_batches(self, batch_size_B: int, num_batches: int, **_: Any) -> list[dict[str, np.ndarray]]:
         start = self.used
         self.used = (self.used + batch_size_B) % len(self.batches[0]["obs"])
-        return [{k: v[start:start + batch_size_B] for k, v in b.items()} for b in self.batches[:num_batches]]
+        return [{k: v[start : start + batch_size_B] for k, v in b.items()} for b in self.batches[:num_batches]]
 
     def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
         self.pushed.append((np.asarray(keys), np.asarray(priorities)))
@@ -147,9 +156,15 @@ def test_dqn_learns_the_right_action_of_a_discrete_space_with_a_start() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
         actions = rng.integers(-1, 2, 32)
-        learner.update_from_batch({"obs": rng.uniform(-1, 1, (32, 2)), "next_obs": rng.uniform(-1, 1, (32, 2)),
-                                   "actions": actions, "rewards": (actions == 1).astype(float),
-                                   "terminateds": np.ones(32, bool)})
+        learner.update_from_batch(
+            {
+                "obs": rng.uniform(-1, 1, (32, 2)),
+                "next_obs": rng.uniform(-1, 1, (32, 2)),
+                "actions": actions,
+                "rewards": (actions == 1).astype(float),
+                "terminateds": np.ones(32, bool),
+            }
+        )
     obs = {"obs": rng.uniform(-1, 1, (50, 2))}
     assert set(learner.module.forward_inference(obs)["actions"].tolist()) == {1}
 

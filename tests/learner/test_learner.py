@@ -7,16 +7,17 @@ import pytest
 
 from learner.learner import Learner, PPOConfig, minibatch_plan
 from learner.learner_group import LearnerGroup, shard_episodes
-from ray_sampler.config import EnvRunnerConfig
-from ray_sampler.env_runner import EnvRunner
 from ray_sampler.errors import ConfigError
-from ray_sampler.module import MLPModule
+from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_runner import EnvRunner
 from tests.replay.test_storage import episode
 
 
 def cartpole_runner(seed: int = 0) -> EnvRunner:
-    return EnvRunner(EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=256,
-                                     seed=seed))
+    return EnvRunner(
+        EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=256, seed=seed)
+    )
 
 
 def test_ppo_learns_cartpole_on_a_seeded_run() -> None:

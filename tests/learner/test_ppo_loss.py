@@ -8,7 +8,7 @@ import pytest
 
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
-from ray_sampler.module import MLPModule
+from ray_sampler.modules.mlp_module import MLPModule
 
 
 def tiny_problem(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

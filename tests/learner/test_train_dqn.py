@@ -31,18 +31,24 @@ def test_epsilon_schedule() -> None:
     assert [round(epsilon_at(cfg, s), 3) for s in (0, 500, 1000, 5000)] == [1.0, 0.55, 0.1, 0.1]
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"batch_size": 0}, "'batch_size' must be an int >= 1"),
-    ({"n_step": 1.5}, "'n_step' must be an int >= 1"),
-    ({"learning_starts": 100, "replay_capacity": 50}, "'learning_starts' must be an int in \\[0, replay_capacity\\]"),
-    ({"epsilon_final": 2.0}, "'epsilon_final' must be in \\[0, 1\\]"),
-    ({"updates_per_env_step": 0}, "'updates_per_env_step' must be a finite number > 0"),
-    ({"updates_per_env_step": float("inf")}, "'updates_per_env_step' must be a finite number > 0"),
-    ({"lr": -1.0}, "'lr' must be a finite number > 0"),
-    ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
-    ({"num_learners": -1}, "'num_learners' must be an int >= 0"),
-    ({"batch_size": 1, "num_learners": 2}, "'batch_size' \\(1\\) must be >= 'num_learners' \\(2\\)"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"batch_size": 0}, "'batch_size' must be an int >= 1"),
+        ({"n_step": 1.5}, "'n_step' must be an int >= 1"),
+        (
+            {"learning_starts": 100, "replay_capacity": 50},
+            "'learning_starts' must be an int in \\[0, replay_capacity\\]",
+        ),
+        ({"epsilon_final": 2.0}, "'epsilon_final' must be in \\[0, 1\\]"),
+        ({"updates_per_env_step": 0}, "'updates_per_env_step' must be a finite number > 0"),
+        ({"updates_per_env_step": float("inf")}, "'updates_per_env_step' must be a finite number > 0"),
+        ({"lr": -1.0}, "'lr' must be a finite number > 0"),
+        ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
+        ({"num_learners": -1}, "'num_learners' must be an int >= 0"),
+        ({"batch_size": 1, "num_learners": 2}, "'batch_size' \\(1\\) must be >= 'num_learners' \\(2\\)"),
+    ],
+)
 def test_bad_dqn_training_config_raises(kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNTrainingConfig(**kwargs)

@@ -25,16 +25,21 @@ def test_demo_prints_what_it_did(capsys: pytest.CaptureFixture[str]) -> None:
 def test_demo_runs_as_a_module() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "ray_sampler", "demo", "--num-env-steps", "50", "--cut-every", "7"],
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     ).stdout
     assert "50 steps (no step lost or duplicated)" in out and "round trip equal: yes" in out
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"num_env_steps": 0}, "'num_env_steps' must be an int >= 1 \\(got 0\\)"),
-     ({"cut_every": -2}, "'cut_every' must be an int >= 1"),
-     ({"lookback": -1}, "'lookback' must be an int >= 0")],
+    [
+        ({"num_env_steps": 0}, "'num_env_steps' must be an int >= 1 \\(got 0\\)"),
+        ({"cut_every": -2}, "'cut_every' must be an int >= 1"),
+        ({"lookback": -1}, "'lookback' must be an int >= 0"),
+    ],
     ids=["steps", "cut_every", "lookback"],
 )
 def test_demo_config_rejects_bad_values(kwargs: dict, match: str) -> None:
@@ -44,14 +49,30 @@ def test_demo_config_rejects_bad_values(kwargs: dict, match: str) -> None:
 
 def test_sample_job_prints_a_line_per_iteration() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "ray_sampler", "sample", "--iterations", "2", "--num-env-runners", "2",
-         "--num-envs-per-env-runner", "2", "--rollout-fragment-length", "16"],
-        capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "ray_sampler",
+            "sample",
+            "--iterations",
+            "2",
+            "--num-env-runners",
+            "2",
+            "--num-envs-per-env-runner",
+            "2",
+            "--rollout-fragment-length",
+            "16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    assert lines[0] == ("ray-sampler sample: CartPole-v1, 2 env runners x 2 sub-envs, truncate_episodes, "
-                        "2 iterations (local Ray cluster)")
+    assert lines[0] == (
+        "ray-sampler sample: CartPole-v1, 2 env runners x 2 sub-envs, truncate_episodes, "
+        "2 iterations (local Ray cluster)"
+    )
     assert lines[1].startswith("iter 1: 64 env steps, ") and "runners 1: " in lines[1] and ", 2: " in lines[1]
     assert lines[2].startswith("iter 2: 64 env steps, ")
     assert lines[3].startswith("total: 128 env steps in ")
@@ -60,7 +81,9 @@ def test_sample_job_prints_a_line_per_iteration() -> None:
 def test_train_job_prints_progress_and_learns() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "ray_sampler", "train", "--max-iterations", "6", "--num-env-runners", "2"],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import ray
 
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_runner_group import EnvRunnerGroup
 from ray_sampler.errors import ConfigError, ReplayError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
 from replay.buffer import EpisodeReplayBuffer
 from replay.rate_limiter import RateLimiter
@@ -35,27 +35,42 @@ def test_rate_limiter_ratio_and_tolerance() -> None:
     assert lim.can_insert(num_env_steps=30, stored=14)
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"min_size_to_sample": 0}, "'min_size_to_sample' must be an int >= 1"),
-    ({"samples_per_insert": -1}, "'samples_per_insert' must be a number > 0 or None"),
-    ({"samples_per_insert_tolerance": 0}, "'samples_per_insert_tolerance' must be a number >= 1"),
-    ({"add_timeout_s": 0}, "'add_timeout_s' must be a number > 0"),
-    ({"checkpoint_every_s": 5}, "'checkpoint_every_s' needs 'checkpoint_path'"),
-    ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
-    ({"capacity_env_steps": 10, "min_size_to_sample": 100}, "must be >= 'min_size_to_sample' \\(100\\)"),
-    ({"prioritized": 1}, "'prioritized' must be a bool"),
-    ({"prioritized": True, "alpha": 1.5}, "'alpha' must be in \\[0, 1\\]"),
-    ({"prioritized": True, "beta": -0.1}, "'beta' must be in \\[0, 1\\]"),
-], ids=["min_size", "spi", "tolerance", "add_timeout", "checkpoint", "capacity", "capacity_below_min_size",
-        "prioritized", "alpha", "beta"])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_size_to_sample": 0}, "'min_size_to_sample' must be an int >= 1"),
+        ({"samples_per_insert": -1}, "'samples_per_insert' must be a number > 0 or None"),
+        ({"samples_per_insert_tolerance": 0}, "'samples_per_insert_tolerance' must be a number >= 1"),
+        ({"add_timeout_s": 0}, "'add_timeout_s' must be a number > 0"),
+        ({"checkpoint_every_s": 5}, "'checkpoint_every_s' needs 'checkpoint_path'"),
+        ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
+        ({"capacity_env_steps": 10, "min_size_to_sample": 100}, "must be >= 'min_size_to_sample' \\(100\\)"),
+        ({"prioritized": 1}, "'prioritized' must be a bool"),
+        ({"prioritized": True, "alpha": 1.5}, "'alpha' must be in \\[0, 1\\]"),
+        ({"prioritized": True, "beta": -0.1}, "'beta' must be in \\[0, 1\\]"),
+    ],
+    ids=[
+        "min_size",
+        "spi",
+        "tolerance",
+        "add_timeout",
+        "checkpoint",
+        "capacity",
+        "capacity_below_min_size",
+        "prioritized",
+        "alpha",
+        "beta",
+    ],
+)
 def test_bad_replay_config_raises(kwargs: dict, match: str) -> None:
     with pytest.raises((ConfigError, ReplayError), match=match):
         ReplayConfig(**kwargs)
 
 
 def test_backpressure_engages_and_a_sample_releases_it() -> None:
-    actor = ReplayActor(ReplayConfig(min_size_to_sample=2, samples_per_insert=1.0, samples_per_insert_tolerance=4,
-                                     add_timeout_s=20))
+    actor = ReplayActor(
+        ReplayConfig(min_size_to_sample=2, samples_per_insert=1.0, samples_per_insert_tolerance=4, add_timeout_s=20)
+    )
     actor.add([episode("a", 2)])  # warm-up, free
     actor.add([episode("b", 4)])  # lead 4: at the tolerance
     acks: list[dict] = []
@@ -145,8 +160,9 @@ def test_runners_ship_straight_to_the_replay_actor_and_every_step_is_stored_once
 
 @pytest.mark.usefixtures("ray_session")
 def test_backpressure_reaches_the_runners_through_ray() -> None:
-    replay = create_replay_actor(ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=8,
-                                              add_timeout_s=0.3), num_cpus=0.5)
+    replay = create_replay_actor(
+        ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=8, add_timeout_s=0.3), num_cpus=0.5
+    )
     config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
     try:
         with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)) as group:
@@ -160,8 +176,9 @@ def test_backpressure_reaches_the_runners_through_ray() -> None:
 
 
 def test_a_batch_larger_than_the_tolerance_does_not_deadlock() -> None:
-    actor = ReplayActor(ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=10, add_timeout_s=5,
-                                     sample_timeout_s=5))
+    actor = ReplayActor(
+        ReplayConfig(samples_per_insert=1.0, samples_per_insert_tolerance=10, add_timeout_s=5, sample_timeout_s=5)
+    )
     for name in "abc":
         actor.add([episode(name, 4)])
     batch = actor.sample(32)  # lead 8 >= 0: goes at once
@@ -170,10 +187,12 @@ def test_a_batch_larger_than_the_tolerance_does_not_deadlock() -> None:
 
 
 def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path) -> None:
-    from ray_sampler.episode import SingleAgentEpisode
+    from ray_sampler.data.episode import SingleAgentEpisode
 
     actor = ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "c.parquet"), checkpoint_every_s=0.05))
-    actor.add([SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])])
+    actor.add(
+        [SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])]
+    )
     deadline = time.monotonic() + 10
     while actor.get_metrics()["num_checkpoint_errors"] < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -181,7 +200,9 @@ def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path
     assert metrics["num_checkpoint_errors"] >= 2 and "numpy.int64" in metrics["last_checkpoint_error"]
     actor.stop()
     dropping = ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "d.parquet"), checkpoint_drop_infos=True))
-    dropping.add([SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])])
+    dropping.add(
+        [SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])]
+    )
     assert Path(dropping.save()).exists()
 
 
@@ -260,7 +281,7 @@ def test_prioritized_actor_restores_from_a_checkpoint(tmp_path: Path) -> None:
     first.save()
     again = ReplayActor(ReplayConfig(checkpoint_path=path, prioritized=True, alpha=0.5, seed=0))
     assert again.restored_from == path and len(again.buffer) == 7 and again.buffer.alpha == 0.5
-    stored = again.buffer.storage.priorities[:again.buffer.storage.actions.rows]
+    stored = again.buffer.storage.priorities[: again.buffer.storage.actions.rows]
     assert sorted(stored[stored > 0].tolist()) == [1.0] * 7  # every restored step starts equal
     assert len(again.sample(3)["weights"]) == 3
 
@@ -299,4 +320,3 @@ def test_a_restored_replay_that_was_sampling_samples_again_at_once(tmp_path: Pat
         if again.restored_from is None:
             again.set_state(first.get_state())
         assert len(again.buffer) == 90 and len(again.sample(2)["obs"]) == 2
-

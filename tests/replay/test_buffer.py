@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ray_sampler.config import EnvRunnerConfig
-from ray_sampler.env_runner import EnvRunner
 from ray_sampler.errors import ReplayError
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_runner import EnvRunner
 from replay.buffer import EpisodeReplayBuffer
 from tests.helpers import stamp_creator, stamp_length
 from tests.replay.test_storage import episode
@@ -15,8 +15,17 @@ from tests.replay.test_storage import episode
 
 def fill_from_runner(buffer: EpisodeReplayBuffer, calls: int, **config: object) -> dict[tuple[int, int], int]:
     """Runner chunks into the buffer; returns, per (vector, episode), the last stored t."""
-    runner = EnvRunner(EnvRunnerConfig(**{"env": stamp_creator, "num_envs_per_env_runner": 3,
-                                          "rollout_fragment_length": 5, "episode_lookback_horizon": 2, **config}))
+    runner = EnvRunner(
+        EnvRunnerConfig(
+            **{
+                "env": stamp_creator,
+                "num_envs_per_env_runner": 3,
+                "rollout_fragment_length": 5,
+                "episode_lookback_horizon": 2,
+                **config,
+            }
+        )
+    )
     last: dict[tuple[int, int], int] = {}
     for _ in range(calls):
         col, _ = runner.sample_columnar()
@@ -33,8 +42,15 @@ def test_sampled_transitions_equal_a_plain_loop(n_step: int) -> None:
     gamma = 0.9
     batch = buffer.sample(3000, n_step=n_step, gamma=gamma)
     for obs, _action, reward, nxt, term, trunc, n, t in zip(
-        batch["obs"].tolist(), batch["actions"].tolist(), batch["rewards"].tolist(), batch["next_obs"].tolist(),
-        batch["terminateds"].tolist(), batch["truncateds"].tolist(), batch["n_step"].tolist(), batch["t"].tolist(), strict=True,
+        batch["obs"].tolist(),
+        batch["actions"].tolist(),
+        batch["rewards"].tolist(),
+        batch["next_obs"].tolist(),
+        batch["terminateds"].tolist(),
+        batch["truncateds"].tolist(),
+        batch["n_step"].tolist(),
+        batch["t"].tolist(),
+        strict=True,
     ):
         _, v, e, t0 = obs
         assert t0 == t
@@ -95,8 +111,11 @@ def test_runner_chunks_join_into_gap_free_stored_episodes() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"batch_size_B": 0}, "'batch_size_B' must be an int >= 1"), ({"batch_size_B": 4, "n_step": 0}, "'n_step'"),
-     ({"batch_size_B": 4, "gamma": 1.5}, "'gamma' must be in")],
+    [
+        ({"batch_size_B": 0}, "'batch_size_B' must be an int >= 1"),
+        ({"batch_size_B": 4, "n_step": 0}, "'n_step'"),
+        ({"batch_size_B": 4, "gamma": 1.5}, "'gamma' must be in"),
+    ],
     ids=["batch", "n_step", "gamma"],
 )
 def test_bad_sample_requests_raise(kwargs: dict, match: str) -> None:
@@ -180,14 +199,21 @@ def test_sample_batches_are_one_draw_split_into_equal_batches(prioritized: bool)
 
 
 def test_sample_batches_split_nested_observations_leaf_by_leaf() -> None:
-    from ray_sampler.episode import SingleAgentEpisode
+    from ray_sampler.data.episode import SingleAgentEpisode
     from replay.actor import ReplayActor, ReplayConfig
 
     def obs(t: int) -> dict:
         return {"pos": np.array([t, -t], np.float32), "deep": (np.float32(t), np.array([t], np.int64))}
 
-    eps = [SingleAgentEpisode(f"e{k}", observations=[obs(t) for t in range(9)], actions=list(range(8)),
-                              rewards=[float(t) for t in range(8)]) for k in range(2)]
+    eps = [
+        SingleAgentEpisode(
+            f"e{k}",
+            observations=[obs(t) for t in range(9)],
+            actions=list(range(8)),
+            rewards=[float(t) for t in range(8)],
+        )
+        for k in range(2)
+    ]
     one, split = EpisodeReplayBuffer(seed=4), EpisodeReplayBuffer(seed=4)
     one.add(eps)
     split.add(eps)
@@ -195,7 +221,7 @@ def test_sample_batches_split_nested_observations_leaf_by_leaf() -> None:
     assert len(batches) == 3
     for j, batch in enumerate(batches):
         assert batch["obs"]["pos"].shape == (2, 2) and batch["obs"]["deep"][1].shape == (2, 1)
-        np.testing.assert_array_equal(batch["obs"]["deep"][0], whole["obs"]["deep"][0][2 * j:2 * j + 2])
+        np.testing.assert_array_equal(batch["obs"]["deep"][0], whole["obs"]["deep"][0][2 * j : 2 * j + 2])
         np.testing.assert_array_equal(batch["obs"]["pos"][:, 0], batch["actions"])  # rows stay aligned
     actor = ReplayActor(ReplayConfig(seed=0))
     actor.add(eps)

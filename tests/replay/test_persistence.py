@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ray_sampler.arrow_format import arrow_to_columnar
-from ray_sampler.columnar import columnar_to_episodes
+from ray_sampler.data.arrow_format import arrow_to_columnar
+from ray_sampler.data.columnar import columnar_to_episodes
 from ray_sampler.errors import DataFormatError
 from replay.buffer import EpisodeReplayBuffer
 from tests.helpers import assert_episodes_equal
@@ -41,8 +41,11 @@ def assert_buffers_equal(a: EpisodeReplayBuffer, b: EpisodeReplayBuffer) -> None
     assert list(a.storage.episodes) == list(b.storage.episodes)  # eviction order
     assert len(a) == len(b) and a.get_metrics()["num_evicted_episodes"] == b.get_metrics()["num_evicted_episodes"]
     ids = list(a.storage.episodes)
-    for x, y in zip(columnar_to_episodes(a.storage.episodes_columnar(ids)),
-                    columnar_to_episodes(b.storage.episodes_columnar(ids)), strict=True):
+    for x, y in zip(
+        columnar_to_episodes(a.storage.episodes_columnar(ids)),
+        columnar_to_episodes(b.storage.episodes_columnar(ids)),
+        strict=True,
+    ):
         assert_episodes_equal(x, y)
     for _ in range(3):
         x, y = a.sample(64, n_step=3, gamma=0.9), b.sample(64, n_step=3, gamma=0.9)
@@ -99,8 +102,9 @@ def test_file_is_readable_by_ray_data(buffer: EpisodeReplayBuffer, tmp_path: Pat
     assert "obs" in ds.schema().names
 
 
-def test_a_crash_mid_write_leaves_the_old_file(buffer: EpisodeReplayBuffer, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_mid_write_leaves_the_old_file(
+    buffer: EpisodeReplayBuffer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "r.parquet"
     buffer.save(path, row_group_env_steps=16)
     before = path.read_bytes()
@@ -152,7 +156,7 @@ def test_corrupted_column_data_raises(buffer: EpisodeReplayBuffer, tmp_path: Pat
     column = pq.ParquetFile(path).metadata.row_group(0).column(6)  # the obs column
     data = bytearray(path.read_bytes())
     at = column.data_page_offset + column.total_compressed_size // 2
-    data[at:at + 8] = bytes(b ^ 0xFF for b in data[at:at + 8])
+    data[at : at + 8] = bytes(b ^ 0xFF for b in data[at : at + 8])
     path.write_bytes(bytes(data))
     with pytest.raises(DataFormatError, match="r.parquet: row group 0"):
         EpisodeReplayBuffer.restore(path)
@@ -173,8 +177,11 @@ def test_saving_an_empty_buffer_raises(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "meta",
-    [{"capacity_env_steps": 0}, {"capacity_env_steps": 100, "capacity_bytes": "10"},
-     {"capacity_env_steps": 100, "num_evicted_episodes": "x"}],
+    [
+        {"capacity_env_steps": 0},
+        {"capacity_env_steps": 100, "capacity_bytes": "10"},
+        {"capacity_env_steps": 100, "num_evicted_episodes": "x"},
+    ],
     ids=["capacity_zero", "bytes_str", "counter_str"],
 )
 def test_bad_replay_metadata_values_raise(buffer: EpisodeReplayBuffer, tmp_path: Path, meta: dict) -> None:

@@ -39,7 +39,7 @@ def test_draws_are_proportional_to_priority_to_the_alpha(alpha: float) -> None:
     priorities = {0.0: 1.0, 1.0: 2.0, 2.0: 3.0, 3.0: 4.0}
     buffer.update_priorities([keys[o] for o in priorities], list(priorities.values()))
     counts = np.bincount(buffer.sample(40000)["obs"][:, 0].astype(int), minlength=4) / 40000
-    expected = np.array([p ** alpha for p in priorities.values()])
+    expected = np.array([p**alpha for p in priorities.values()])
     np.testing.assert_allclose(counts, expected / expected.sum(), atol=0.01)
 
 
@@ -74,7 +74,7 @@ def test_evicted_steps_are_never_drawn_and_their_keys_are_skipped() -> None:
     batch = buffer.sample(500)
     assert set(batch["keys"].tolist()).isdisjoint(old_keys.tolist())
     buffer.update_priorities(old_keys, np.ones(len(old_keys)))  # no error, nothing changes
-    assert buffer.storage.priorities[:buffer.storage.actions.rows].sum() > 0
+    assert buffer.storage.priorities[: buffer.storage.actions.rows].sum() > 0
 
 
 def test_priorities_follow_steps_through_compaction() -> None:
@@ -95,8 +95,13 @@ def test_prioritized_transitions_keep_the_n_step_contract() -> None:
     buffer = PrioritizedEpisodeReplayBuffer(capacity_env_steps=10**6, seed=6)
     last = fill_from_runner(buffer, 5)
     batch = buffer.sample(1000, n_step=3, gamma=1.0)
-    for obs, nxt, n, reward in zip(batch["obs"].tolist(), batch["next_obs"].tolist(), batch["n_step"].tolist(),
-                                   batch["rewards"].tolist(), strict=True):
+    for obs, nxt, n, reward in zip(
+        batch["obs"].tolist(),
+        batch["next_obs"].tolist(),
+        batch["n_step"].tolist(),
+        batch["rewards"].tolist(),
+        strict=True,
+    ):
         _, v, e, t = obs
         assert n == min(3, last[(v, e)] - t) and nxt[3] == t + n and nxt[:3] == obs[:3]
         assert reward == sum(range(t + 1, t + n + 1))
@@ -121,7 +126,7 @@ def test_set_state_gives_every_stored_step_one_equal_priority() -> None:
     target.sample(2)  # builds the sum tree that set_state must drop
     target.set_state(source.get_state())
     s = target.storage
-    assert len(target) == 10 and sorted(s.priorities[:s.actions.rows].tolist()) == [1.0] * 10
+    assert len(target) == 10 and sorted(s.priorities[: s.actions.rows].tolist()) == [1.0] * 10
     batch = target.sample(200)
     assert set(batch["obs"][:, 0].tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0} and np.allclose(batch["weights"], 1.0)
     target.update_priorities(batch["keys"][:1], [3.0])

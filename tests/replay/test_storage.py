@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ray_sampler.columnar import episodes_to_columnar
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columnar import episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
 from replay.storage import EpisodeStorage
 
 
-def episode(id_: str, steps: int, *, start: int = 0, terminated: bool = False, lookback: int = 0,
-            logp: bool = True) -> SingleAgentEpisode:
+def episode(
+    id_: str, steps: int, *, start: int = 0, terminated: bool = False, lookback: int = 0, logp: bool = True
+) -> SingleAgentEpisode:
     """Obs t (float32[1]), reward t+1, for t in [start - lookback, start + steps]; lookback steps first."""
     ts = range(start - lookback, start + steps + 1)
     return SingleAgentEpisode(
@@ -76,13 +77,28 @@ def test_chunks_of_one_episode_in_one_add_join_in_order() -> None:
     [
         (lambda: episode("a", 2, start=4, lookback=1), r"starts at t=4 but the stored episode is at t=3"),
         (lambda: episode("a", 3), r"starts at t=0 but the stored episode is at t=3"),
-        (lambda: SingleAgentEpisode("a", observations=[np.array([9.0], np.float32), np.array([4.0], np.float32)],
-                                    actions=[1], rewards=[4.0], extra_model_outputs={"logp": [np.float32(0)]},
-                                    t_started=3), "does not start with the stored episode's last observation"),
+        (
+            lambda: SingleAgentEpisode(
+                "a",
+                observations=[np.array([9.0], np.float32), np.array([4.0], np.float32)],
+                actions=[1],
+                rewards=[4.0],
+                extra_model_outputs={"logp": [np.float32(0)]},
+                t_started=3,
+            ),
+            "does not start with the stored episode's last observation",
+        ),
         (lambda: episode("b", 2, logp=False), r"extra_model_outputs keys \['logp'\]"),
-        (lambda: SingleAgentEpisode("c", observations=[np.array([0.0]), np.array([1.0])], actions=[0], rewards=[1.0],
-                                    extra_model_outputs={"logp": [np.float32(0)]}),
-         "'observations' rows must keep the stored structure, shapes and \\(safely castable\\) dtypes"),
+        (
+            lambda: SingleAgentEpisode(
+                "c",
+                observations=[np.array([0.0]), np.array([1.0])],
+                actions=[0],
+                rewards=[1.0],
+                extra_model_outputs={"logp": [np.float32(0)]},
+            ),
+            "'observations' rows must keep the stored structure, shapes and \\(safely castable\\) dtypes",
+        ),
     ],
     ids=["gap", "duplicate", "boundary_obs", "extra_keys", "dtype"],
 )
@@ -148,8 +164,7 @@ def test_rejection_at_a_later_column_changes_nothing() -> None:
     with pytest.raises(ReplayError, match="'rewards' rows must keep"):
         storage.add(bad)
     assert {name: r.rows for name, r in storage._all_rows().items()} == rows
-    storage.add(dataclasses.replace(episodes_to_columnar([episode("c", 3)]),
-                                    rewards=np.array([1, 2, 3], np.float32)))
+    storage.add(dataclasses.replace(episodes_to_columnar([episode("c", 3)]), rewards=np.array([1, 2, 3], np.float32)))
     stored = storage.episodes_columnar(["a", "c"])
     assert stored.rewards.tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
 
@@ -159,8 +174,9 @@ def test_safe_upcasts_are_stored_and_strings_widen() -> None:
     storage.add(episodes_to_columnar([episode("a", 2)]))
     import dataclasses
 
-    upcast = dataclasses.replace(episodes_to_columnar([episode("b", 2)]),
-                                 extra_model_outputs={"logp": np.array([-1.0, -2.0], np.float16)})
+    upcast = dataclasses.replace(
+        episodes_to_columnar([episode("b", 2)]), extra_model_outputs={"logp": np.array([-1.0, -2.0], np.float16)}
+    )
     storage.add(upcast)
     assert storage.episodes_columnar(["b"]).extra_model_outputs["logp"].tolist() == [-1.0, -2.0]
     words = EpisodeStorage(capacity_env_steps=100)
@@ -186,8 +202,13 @@ def test_an_episode_larger_than_capacity_then_normal_adds() -> None:
 def test_nan_observations_continue_their_episode() -> None:
     storage = EpisodeStorage(capacity_env_steps=100)
     nan = np.array([np.nan], np.float32)
-    first = SingleAgentEpisode("a", observations=[np.array([0.0], np.float32), nan], actions=[0], rewards=[1.0],
-                               extra_model_outputs={"logp": [np.float32(0)]})
+    first = SingleAgentEpisode(
+        "a",
+        observations=[np.array([0.0], np.float32), nan],
+        actions=[0],
+        rewards=[1.0],
+        extra_model_outputs={"logp": [np.float32(0)]},
+    )
     storage.add(episodes_to_columnar([first]))
     storage.add(episodes_to_columnar([first.cut()]))  # zero steps: nothing to add
     cont = first.cut()
@@ -236,8 +257,13 @@ def test_a_failure_inside_an_add_rolls_everything_back(monkeypatch: pytest.Monke
 
     storage = EpisodeStorage(capacity_env_steps=100)
     storage.add(episodes_to_columnar([episode("a", 3), episode("z", 2)]))
-    before = ({k: dataclasses.replace(v) for k, v in storage.episodes.items()}, list(storage.seg_episode),
-              storage.num_steps, storage.obs.rows, dict(storage.order_to_id))
+    before = (
+        {k: dataclasses.replace(v) for k, v in storage.episodes.items()},
+        list(storage.seg_episode),
+        storage.num_steps,
+        storage.obs.rows,
+        dict(storage.order_to_id),
+    )
     real, calls = storage_module.StoredEpisode, {"n": 0}
 
     def fail_on_second_new_episode(*args: object) -> object:

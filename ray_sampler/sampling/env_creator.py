@@ -15,8 +15,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.errors import EnvCreatorError
+from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 
 __all__ = ["EnvContext", "make_vector_env", "register_env", "resolve_creator", "sub_env_seeds"]
 
@@ -115,11 +115,14 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
         try:
             return gym.make_vec(config.env, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
         except Exception as e:
-            raise EnvCreatorError(f"gymnasium.make_vec({config.env!r}, vectorization_mode='vector_entry_point') "
-                                  f"failed: {e!r}") from e
+            raise EnvCreatorError(
+                f"gymnasium.make_vec({config.env!r}, vectorization_mode='vector_entry_point') failed: {e!r}"
+            ) from e
     creator = resolve_creator(config.env)
-    envs = [_checked_env(creator, _context(config, worker_index, v, num_workers), config.max_episode_steps)
-            for v in range(n)]
+    envs = [
+        _checked_env(creator, _context(config, worker_index, v, num_workers), config.max_episode_steps)
+        for v in range(n)
+    ]
     first = envs[0]
     for v, env in enumerate(envs[1:], start=1):
         for name in ("observation_space", "action_space"):

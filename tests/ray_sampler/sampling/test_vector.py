@@ -6,14 +6,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ray_sampler.vector import VectorStepper, split_infos
+from ray_sampler.sampling.vector import VectorStepper, split_infos
 from tests.helpers import StampEnv, stamp_length
 
 
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep", "Disabled"])
 def test_no_fake_transition_across_a_reset(mode: str) -> None:
-    env = gym.vector.SyncVectorEnv([lambda v=v: StampEnv(0, v) for v in range(2)],
-                                   autoreset_mode=gym.vector.AutoresetMode(mode))
+    env = gym.vector.SyncVectorEnv(
+        [lambda v=v: StampEnv(0, v) for v in range(2)], autoreset_mode=gym.vector.AutoresetMode(mode)
+    )
     stepper = VectorStepper(env)
     obs, _, _ = stepper.reset()
     current = [tuple(o) for o in obs]
@@ -47,9 +48,12 @@ def test_same_step_uses_the_final_observation() -> None:
 
 
 def test_split_infos_respects_masks_and_nesting() -> None:
-    infos = {"a": np.array([1, 0, 3]), "_a": np.array([True, False, True]),
-             "n": {"b": np.array([0.5, 1.5, 2.5]), "_b": np.array([False, True, False])},
-             "_n": np.array([False, True, False])}
+    infos = {
+        "a": np.array([1, 0, 3]),
+        "_a": np.array([True, False, True]),
+        "n": {"b": np.array([0.5, 1.5, 2.5]), "_b": np.array([False, True, False])},
+        "_n": np.array([False, True, False]),
+    }
     out = split_infos(infos, 3)
     assert out == [{"a": 1}, {"n": {"b": 1.5}}, {"a": 3}]
     assert type(out[0]["a"]) is int

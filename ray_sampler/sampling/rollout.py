@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ray_sampler import tree
-from ray_sampler.columnar import ColumnarEpisodes, _offsets, columnar_to_episodes, episodes_to_columnar
-from ray_sampler.episode import SingleAgentEpisode
-from ray_sampler.lookback import _unstack
-from ray_sampler.vector import VectorStep
+from ray_sampler.data import tree
+from ray_sampler.data.columnar import ColumnarEpisodes, _offsets, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.data.lookback import _unstack
+from ray_sampler.sampling.vector import VectorStep
 
 __all__ = ["CursorBatch", "StepRecord", "awaiting_reset", "harvest"]
 
@@ -67,9 +67,17 @@ class CursorBatch:
     @classmethod
     def from_episodes(cls, episodes: list[SingleAgentEpisode]) -> CursorBatch:
         """From zero-step continuations (or done episodes awaiting a reset), one per sub-env."""
-        placeholders = [SingleAgentEpisode(ep.id_, observations=[ep.get_observations(-1)],
-                                           observation_space=ep.observation_space, action_space=ep.action_space)
-                        if ep.is_done else ep for ep in episodes]
+        placeholders = [
+            SingleAgentEpisode(
+                ep.id_,
+                observations=[ep.get_observations(-1)],
+                observation_space=ep.observation_space,
+                action_space=ep.action_space,
+            )
+            if ep.is_done
+            else ep
+            for ep in episodes
+        ]
         return cls(episodes_to_columnar(placeholders), np.array([ep.is_done for ep in episodes], dtype=bool))
 
     def to_episodes(self) -> list[SingleAgentEpisode]:
@@ -86,8 +94,9 @@ class CursorBatch:
         return out
 
 
-def harvest(records: list[StepRecord], cursors: CursorBatch, *, lookback: int,
-            new_id: Callable[[], str]) -> tuple[ColumnarEpisodes | None, CursorBatch]:
+def harvest(
+    records: list[StepRecord], cursors: CursorBatch, *, lookback: int, new_id: Callable[[], str]
+) -> tuple[ColumnarEpisodes | None, CursorBatch]:
     """Chunks of the transitions in ``records`` and the cursors after them (see module docstring)."""
     cb = cursors.chunks
     n = len(cb.ids)
@@ -161,8 +170,9 @@ def harvest(records: list[StepRecord], cursors: CursorBatch, *, lookback: int,
     rows_total = num_chunks + m
     chunk_row = first + np.arange(num_chunks)
     trans_row = np.arange(m) + chunk_of + 1
-    observations = tree.map_structure(lambda s, t: _interleave(s, t, chunk_row, trans_row, rows_total),
-                                      first_obs, next_obs)
+    observations = tree.map_structure(
+        lambda s, t: _interleave(s, t, chunk_row, trans_row, rows_total), first_obs, next_obs
+    )
     infos = {int(trans_row[j]): info for j, info in trans_infos.items()}
     cursor_infos = dict(zip(cb.info_rows.tolist(), cb.info_values))
     for s, i in enumerate(chunk_env.tolist()):
@@ -194,8 +204,9 @@ def harvest(records: list[StepRecord], cursors: CursorBatch, *, lookback: int,
         lookback_observations=_gather(cb.lookback_observations, lb_rows),
         lookback_actions=_lookback_like(cb.lookback_actions, lb_rows, actions),
         lookback_rewards=_lookback_like(cb.lookback_rewards, lb_rows, rewards),
-        lookback_extra_model_outputs={k: _lookback_like(cb.lookback_extra_model_outputs.get(k), lb_rows, v)
-                                      for k, v in extras.items()},
+        lookback_extra_model_outputs={
+            k: _lookback_like(cb.lookback_extra_model_outputs.get(k), lb_rows, v) for k, v in extras.items()
+        },
         lookback_info_rows=np.flatnonzero(lb_mask).astype(np.int64),
         lookback_info_values=[lb_old_infos[r] for r in lb_rows[lb_mask].tolist()],
         observation_space=cb.observation_space,
@@ -211,8 +222,15 @@ def _lookback_like(source: Any, rows: np.ndarray, like: Any) -> Any:
     return tree.map_structure(lambda a: np.asarray(a)[:0], like)
 
 
-def _advance(col: ColumnarEpisodes | None, cursors: CursorBatch, chunk_env: np.ndarray,
-             resets: dict[int, list], used: dict[int, int], h: int, new_id: Callable[[], str]) -> CursorBatch:
+def _advance(
+    col: ColumnarEpisodes | None,
+    cursors: CursorBatch,
+    chunk_env: np.ndarray,
+    resets: dict[int, list],
+    used: dict[int, int],
+    h: int,
+    new_id: Callable[[], str],
+) -> CursorBatch:
     """Each sub-env's cursor after a harvest (all arrays, no per-sub-env episode objects):
 
     - its last chunk went on: the chunk's tail (its last observation, up to ``h`` steps of lookback);
@@ -286,6 +304,7 @@ def _advance(col: ColumnarEpisodes | None, cursors: CursorBatch, chunk_env: np.n
 
     def assemble(old: Any, data: Any, lb: Any, data_rows: np.ndarray) -> Any:
         """Lookback rows from the old cursors, the new chunks' data, or the chunks' own lookback."""
+
         def leaf(o: np.ndarray, d: np.ndarray | None, lk: np.ndarray | None) -> np.ndarray:
             ref = d if d is not None else o
             out = np.empty((out_rows, *ref.shape[1:]), dtype=ref.dtype)
@@ -295,6 +314,7 @@ def _advance(col: ColumnarEpisodes | None, cursors: CursorBatch, chunk_env: np.n
                 out[sel[in_data]] = d[data_rows]
                 out[sel[~in_data]] = lk[lb_rows]
             return out
+
         if col is None:
             return tree.map_structure(lambda o: leaf(o, None, None), old)
         return tree.map_structure(leaf, old, data, lb)
@@ -308,16 +328,28 @@ def _advance(col: ColumnarEpisodes | None, cursors: CursorBatch, chunk_env: np.n
             lb = tree.map_structure(lambda d: np.zeros((0, *d.shape[1:]), d.dtype), data)
         return assemble(old, data, lb, data_rows)
 
-    new_lb_obs = lookback_of(cb.lookback_observations, col.observations if col else None,
-                             col.lookback_observations if col else None, obs_data_rows)
-    new_lb_actions = lookback_of(cb.lookback_actions, col.actions if col else None,
-                                 col.lookback_actions if col else None, step_data_rows)
-    new_lb_rewards = lookback_of(cb.lookback_rewards, col.rewards if col else None,
-                                 col.lookback_rewards if col else None, step_data_rows)
+    new_lb_obs = lookback_of(
+        cb.lookback_observations,
+        col.observations if col else None,
+        col.lookback_observations if col else None,
+        obs_data_rows,
+    )
+    new_lb_actions = lookback_of(
+        cb.lookback_actions, col.actions if col else None, col.lookback_actions if col else None, step_data_rows
+    )
+    new_lb_rewards = lookback_of(
+        cb.lookback_rewards, col.rewards if col else None, col.lookback_rewards if col else None, step_data_rows
+    )
     keys = col.extra_model_outputs.keys() if col is not None else cb.lookback_extra_model_outputs.keys()
-    new_lb_extras = {k: lookback_of(cb.lookback_extra_model_outputs.get(k), col.extra_model_outputs[k] if col else None,
-                                    col.lookback_extra_model_outputs[k] if col else None, step_data_rows)
-                     for k in keys}
+    new_lb_extras = {
+        k: lookback_of(
+            cb.lookback_extra_model_outputs.get(k),
+            col.extra_model_outputs[k] if col else None,
+            col.lookback_extra_model_outputs[k] if col else None,
+            step_data_rows,
+        )
+        for k in keys
+    }
 
     # Infos (sparse dicts): first observation's, then each lookback observation's.
     old_first = dict(zip(cb.info_rows.tolist(), cb.info_values))
@@ -359,7 +391,9 @@ def _advance(col: ColumnarEpisodes | None, cursors: CursorBatch, chunk_env: np.n
         observations=first_obs,
         actions=tree.map_structure(lambda a: a[:0], empty_steps.actions),
         rewards=empty_steps.rewards[:0],
-        extra_model_outputs={k: tree.map_structure(lambda a: a[:0], v) for k, v in empty_steps.extra_model_outputs.items()},
+        extra_model_outputs={
+            k: tree.map_structure(lambda a: a[:0], v) for k, v in empty_steps.extra_model_outputs.items()
+        },
         info_rows=first_rows,
         info_values=[first_infos[r] for r in first_rows.tolist()],
         lookback_observations=new_lb_obs,
@@ -385,8 +419,9 @@ def _set_row(struct: Any, j: int, item: Any) -> None:
         struct[j] = item
 
 
-def _interleave(starts: np.ndarray, trans: np.ndarray, start_rows: np.ndarray, trans_rows: np.ndarray,
-                total: int) -> np.ndarray:
+def _interleave(
+    starts: np.ndarray, trans: np.ndarray, start_rows: np.ndarray, trans_rows: np.ndarray, total: int
+) -> np.ndarray:
     out = np.empty((total, *trans.shape[1:]), dtype=np.result_type(starts, trans))
     out[start_rows] = starts
     out[trans_rows] = trans

@@ -1,9 +1,9 @@
-"""Forward and backward passes of the built-in MLPModule's networks, in numpy.
+"""The numpy MLP of the built-in modules: initialization, forward and backward passes.
 
 ``forward(params, head, x)`` returns the head's output and what ``backward`` needs;
 ``backward(params, head, cache, grad_out)`` returns the gradients of the parameters of that
 head (``{head}.{layer}.w`` / ``.b``), given the gradient of the loss with respect to its output.
-Hidden layers are tanh (as in :class:`ray_sampler.module.MLPModule`) or ReLU
+Hidden layers are tanh (as in :class:`ray_sampler.modules.mlp_module.MLPModule`) or ReLU
 (``activation="relu"``, as in :class:`learner.dqn.QModule`); the last layer is linear.
 """
 
@@ -13,7 +13,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ACTIVATIONS", "backward", "forward", "num_layers"]
+__all__ = ["ACTIVATIONS", "backward", "forward", "init_layer", "num_layers"]
+
+
+def init_layer(rng: np.random.Generator, n_in: int, n_out: int, gain: float) -> tuple[np.ndarray, np.ndarray]:
+    """Orthogonal weights scaled by ``gain`` (the PPO default), zero bias; float32."""
+    a = rng.standard_normal((max(n_in, n_out), min(n_in, n_out)))
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))
+    w = q if n_in >= n_out else q.T
+    return np.ascontiguousarray(gain * w[:n_in, :n_out], dtype=np.float32), np.zeros(n_out, np.float32)
 
 
 def num_layers(params: dict[str, np.ndarray], head: str) -> int:
@@ -23,8 +32,12 @@ def num_layers(params: dict[str, np.ndarray], head: str) -> int:
 ACTIVATIONS = ("tanh", "relu")
 
 
-def forward(params: dict[str, np.ndarray], head: str, x: np.ndarray, activation: str = "tanh",
-            ) -> tuple[np.ndarray, list[Any]]:
+def forward(
+    params: dict[str, np.ndarray],
+    head: str,
+    x: np.ndarray,
+    activation: str = "tanh",
+) -> tuple[np.ndarray, list[Any]]:
     cache = []
     n = num_layers(params, head)
     for layer in range(n):
@@ -36,8 +49,9 @@ def forward(params: dict[str, np.ndarray], head: str, x: np.ndarray, activation:
     return x, cache
 
 
-def backward(params: dict[str, np.ndarray], head: str, cache: list[Any], grad_out: np.ndarray,
-             activation: str = "tanh") -> dict[str, np.ndarray]:
+def backward(
+    params: dict[str, np.ndarray], head: str, cache: list[Any], grad_out: np.ndarray, activation: str = "tanh"
+) -> dict[str, np.ndarray]:
     grads: dict[str, np.ndarray] = {}
     n = num_layers(params, head)
     grad = grad_out

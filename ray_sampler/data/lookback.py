@@ -29,10 +29,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler import tree
+from ray_sampler.data import tree
 from ray_sampler.errors import SpaceError
 
-__all__ = ["LookbackBuffer", "Indices"]
+__all__ = ["Indices", "LookbackBuffer"]
 
 Indices = int | list[int] | slice | None
 
@@ -108,7 +108,7 @@ class LookbackBuffer:
             start = self.lookback if indices.start is None else self._pos(indices.start, total, nal)
             stop = total if indices.stop is None else self._pos(indices.stop, total, nal)
             stop = max(stop, start)
-            if step == 1 and 0 <= start and stop <= total:
+            if step == 1 and start >= 0 and stop <= total:
                 return self._range(start, stop)
             return self._gather(list(range(start, stop, step)), total, fill, indices)
         if isinstance(indices, (list, tuple, np.ndarray)):
@@ -169,9 +169,7 @@ class LookbackBuffer:
 
     def _one_hot(self, out: Any, single: bool) -> Any:
         if self.space is None or not _has_discrete_leaf(self.space):
-            raise SpaceError(
-                f"one_hot_discrete=True needs a Discrete or MultiDiscrete space (got {self.space!r})"
-            )
+            raise SpaceError(f"one_hot_discrete=True needs a Discrete or MultiDiscrete space (got {self.space!r})")
         if not single and isinstance(out, list):
             return [_map_space(_one_hot_leaf, self.space, item) for item in out]
         return _map_space(_one_hot_leaf, self.space, out)
@@ -212,8 +210,9 @@ def _stack(items: list[Any], space: gym.Space | None) -> Any:
     if items:
         return tree.stack(items)
     if space is not None:
-        return tree.map_structure(lambda leaf: np.zeros((0, *np.shape(leaf)), np.asarray(leaf).dtype),
-                                  _space_fill(space, 0))
+        return tree.map_structure(
+            lambda leaf: np.zeros((0, *np.shape(leaf)), np.asarray(leaf).dtype), _space_fill(space, 0)
+        )
     return np.zeros((0,))
 
 

@@ -6,8 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import SpaceError
-from ray_sampler.lookback import LookbackBuffer
 
 FORMS = ["list", "numpy"]
 

@@ -23,15 +23,15 @@ import numpy as np
 
 from connectors.env_to_module import default_env_to_module
 from connectors.module_to_env import default_module_to_env
-from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, concat_columnar, episodes_to_columnar
-from ray_sampler.columns import Columns
-from ray_sampler.config import BatchMode, EnvRunnerConfig, VectorizationMode
-from ray_sampler.env_creator import make_vector_env, sub_env_seeds
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, concat_columnar, episodes_to_columnar
+from ray_sampler.data.columns import Columns
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
-from ray_sampler.module import MLPModule, RandomModule
-from ray_sampler.rollout import CursorBatch, StepRecord, harvest
-from ray_sampler.vector import VectorStepper
+from ray_sampler.modules import MLPModule, RandomModule
+from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, VectorizationMode
+from ray_sampler.sampling.env_creator import make_vector_env, sub_env_seeds
+from ray_sampler.sampling.rollout import CursorBatch, StepRecord, harvest
+from ray_sampler.sampling.vector import VectorStepper
 
 __all__ = ["EnvRunner", "build_module"]
 
@@ -49,8 +49,11 @@ def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: 
             f"'module_class' {getattr(module_class, '__name__', module_class)!r} with 'module_config' "
             f"{config.module_config!r} could not be built for {observation_space} / {action_space}: {e}"
         ) from e
-    missing = [m for m in ("forward_inference", "forward_exploration", "get_state", "set_state")
-               if not callable(getattr(module, m, None))]
+    missing = [
+        m
+        for m in ("forward_inference", "forward_exploration", "get_state", "set_state")
+        if not callable(getattr(module, m, None))
+    ]
     if missing:
         raise ConfigError(f"'module_class' must build an RLModule; {type(module).__name__} lacks {missing}")
     return module
@@ -67,13 +70,19 @@ class EnvRunner:
         self.num_envs = self.env.num_envs
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
-        seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else np.random.SeedSequence()
+        seq = (
+            np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else np.random.SeedSequence()
+        )
         policy_seed, random_seed, id_seed = (int(s.generate_state(1)[0]) for s in seq.spawn(3))
         self.module = build_module(config, self.observation_space, self.action_space)
         self._random_module = RandomModule(self.observation_space, self.action_space, seed=random_seed)
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
-        self.module_to_env = default_module_to_env(self.action_space, config.module_to_env_connectors,
-                                                   seed=policy_seed, normalize_actions=config.normalize_actions)
+        self.module_to_env = default_module_to_env(
+            self.action_space,
+            config.module_to_env_connectors,
+            seed=policy_seed,
+            normalize_actions=config.normalize_actions,
+        )
         # Episode ids: a per-runner random prefix (seeded, so reruns repeat it) and a counter.
         prefix = np.random.default_rng(id_seed).bytes(8).hex() if config.seed is not None else uuid.uuid4().hex[:16]
         self._id_prefix = f"{prefix}{worker_index:04x}"
@@ -88,8 +97,12 @@ class EnvRunner:
         self._last_valid = np.ones(self.num_envs, dtype=bool)
         self._carry: StepRecord | None = None
         self._last_stepped: list[SingleAgentEpisode | None] = [None] * self.num_envs
-        self._columnar = (config.columnar_sampling and config.batch_mode is BatchMode.TRUNCATE_EPISODES
-                          and not config.env_to_module_connectors and not config.module_to_env_connectors)
+        self._columnar = (
+            config.columnar_sampling
+            and config.batch_mode is BatchMode.TRUNCATE_EPISODES
+            and not config.env_to_module_connectors
+            and not config.module_to_env_connectors
+        )
         self._partial: dict[str, tuple[float, int]] = {}
         self._abandoned: set[str] = set()
         self._is_seeded = False
@@ -102,7 +115,9 @@ class EnvRunner:
         return f"{self._id_prefix}{self._id_counter:012x}"
 
     def _new_episode(self, obs: Any, infos: dict) -> SingleAgentEpisode:
-        ep = SingleAgentEpisode(self._new_id(), observation_space=self.observation_space, action_space=self.action_space)
+        ep = SingleAgentEpisode(
+            self._new_id(), observation_space=self.observation_space, action_space=self.action_space
+        )
         ep.add_env_reset(obs, infos)
         return ep
 
@@ -160,21 +175,41 @@ class EnvRunner:
         actions, env_actions, out = self._forward(explore, random_actions)
         return self._apply(self._stepper.step(env_actions), actions, out, None)
 
-    def _apply(self, step: Any, actions: Any, out: dict[str, Any], only: np.ndarray | None,
-               ) -> tuple[list[SingleAgentEpisode], int]:
+    def _apply(
+        self,
+        step: Any,
+        actions: Any,
+        out: dict[str, Any],
+        only: np.ndarray | None,
+    ) -> tuple[list[SingleAgentEpisode], int]:
         """Adds a vector step's transitions (those in ``only``, default all valid) to the episodes."""
         episodes = self._episodes
         valid = step.valid if only is None else only
         finished = []
         # Per-sub-env values are pulled out once per step (C-level list/zip), not per access.
         extras = [dict(zip(out, values)) for values in zip(*(list(v) for v in out.values()))] if out else None
-        rows = zip(episodes, step.next_obs_rows(), list(actions), step.rewards.tolist(), step.info_rows(),
-                   step.terminated.tolist(), step.truncated.tolist(), valid.tolist())
+        rows = zip(
+            episodes,
+            step.next_obs_rows(),
+            list(actions),
+            step.rewards.tolist(),
+            step.info_rows(),
+            step.terminated.tolist(),
+            step.truncated.tolist(),
+            valid.tolist(),
+        )
         for i, (ep, obs, action, reward, infos, terminated, truncated, made_step) in enumerate(rows):
             if made_step:
                 self._last_stepped[i] = ep
-                ep.add_env_step(obs, action, reward, infos, terminated=terminated, truncated=truncated,
-                                extra_model_outputs=extras[i] if extras else None)
+                ep.add_env_step(
+                    obs,
+                    action,
+                    reward,
+                    infos,
+                    terminated=terminated,
+                    truncated=truncated,
+                    extra_model_outputs=extras[i] if extras else None,
+                )
                 if terminated or truncated:
                     finished.append(ep)
         for i, (obs, infos) in step.resets.items():
@@ -234,8 +269,14 @@ class EnvRunner:
             ack = replay.add(col)
         return {**metrics, "replay": ack}
 
-    def _sample(self, num_timesteps: int | None, num_episodes: int | None, explore: bool, random_actions: bool,
-                force_reset: bool) -> list[SingleAgentEpisode] | ColumnarEpisodes | None:
+    def _sample(
+        self,
+        num_timesteps: int | None,
+        num_episodes: int | None,
+        explore: bool,
+        random_actions: bool,
+        force_reset: bool,
+    ) -> list[SingleAgentEpisode] | ColumnarEpisodes | None:
         if num_timesteps is not None and num_episodes is not None:
             raise ConfigError("pass 'num_timesteps' or 'num_episodes', not both")
         for name, value in (("num_timesteps", num_timesteps), ("num_episodes", num_episodes)):
@@ -260,7 +301,7 @@ class EnvRunner:
         return result
 
     def _sample_columnar(self, target: int, explore: bool, random_actions: bool) -> ColumnarEpisodes | None:
-        """Truncate mode, recording whole vector steps (see ray_sampler.rollout)."""
+        """Truncate mode, recording whole vector steps (see ray_sampler.sampling.rollout)."""
         h = self.config.episode_lookback_horizon
         flushed: list[SingleAgentEpisode] = []
         steps = 0
@@ -288,10 +329,16 @@ class EnvRunner:
             resets = last.step.resets
             records[-1] = StepRecord(
                 dataclasses.replace(last.step, resets={i: r for i, r in resets.items() if i not in carried}),
-                last.actions, last.extras, keep)
+                last.actions,
+                last.extras,
+                keep,
+            )
             self._carry = StepRecord(
                 dataclasses.replace(last.step, resets={i: r for i, r in resets.items() if i in carried}),
-                last.actions, last.extras, carry)
+                last.actions,
+                last.extras,
+                carry,
+            )
         parts = [episodes_to_columnar(flushed)] if flushed else []
         if records:
             col, self._cursors = harvest(records, self._cursors, lookback=h, new_id=self._new_id)
@@ -332,7 +379,7 @@ class EnvRunner:
                 out.append(ep.slice(slice(0, keep)))
                 steps += keep
                 ep = ep.slice(slice(keep, None), len_lookback_buffer=self.config.episode_lookback_horizon)
-            self._pending = [ep, *chunks[k + 1:], *self._pending]
+            self._pending = [ep, *chunks[k + 1 :], *self._pending]
             break
         return out, steps
 
@@ -386,6 +433,7 @@ class EnvRunner:
     def _sample_episodes(self, num_episodes: int, explore: bool, random_actions: bool) -> list[SingleAgentEpisode]:
         """Exactly ``num_episodes`` whole episodes (reset to end). In truncate mode an episode whose
         first steps earlier calls returned finishes as a chunk: it goes out with the next call."""
+
         def is_whole(ep: SingleAgentEpisode) -> bool:
             return ep.is_done and ep.t_started == 0 and not ep.len_lookback_buffer
 
@@ -399,13 +447,18 @@ class EnvRunner:
         return out[:num_episodes]
 
     # ---------------------------------------------------------------- metrics and state
-    def _record_metrics(self, result: list[SingleAgentEpisode] | ColumnarEpisodes | None, duration_s: float,
-                        dropped: int) -> None:
+    def _record_metrics(
+        self, result: list[SingleAgentEpisode] | ColumnarEpisodes | None, duration_s: float, dropped: int
+    ) -> None:
         if isinstance(result, ColumnarEpisodes):
             sums = np.concatenate([[0.0], np.cumsum(result.rewards, dtype=np.float64)])
             offsets = result.step_offsets
-            chunks = zip(result.ids, (sums[offsets[1:]] - sums[offsets[:-1]]).tolist(), result.lens.tolist(),
-                         (result.terminated | result.truncated).tolist())
+            chunks = zip(
+                result.ids,
+                (sums[offsets[1:]] - sums[offsets[:-1]]).tolist(),
+                result.lens.tolist(),
+                (result.terminated | result.truncated).tolist(),
+            )
         else:
             chunks = ((ep.id_, ep.get_return(), len(ep), ep.is_done) for ep in result or [])
         returns, lengths, steps = [], [], 0

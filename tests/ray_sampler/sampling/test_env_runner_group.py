@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import ray
 
-from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_runner import EnvRunner
-from ray_sampler.env_runner_group import EnvRunnerGroup, SampleTimeoutError
+from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes
 from ray_sampler.errors import EnvCreatorError, RaySamplerError
-from ray_sampler.module import MLPModule
+from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner import EnvRunner
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup, SampleTimeoutError
 from tests.helpers import assert_episodes_equal, stamp_creator
-from tests.ray_sampler.test_env_runner import assert_steps_once_and_continuous, stamps
+from tests.ray_sampler.sampling.test_env_runner import assert_steps_once_and_continuous, stamps
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -23,10 +23,12 @@ GROUP = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, sam
 
 
 def stamp_group(num_env_runners: int = 2, **kwargs: Any) -> EnvRunnerGroup:
-    config = EnvRunnerConfig(**{"env": stamp_creator, "num_envs_per_env_runner": 2, "rollout_fragment_length": 4,
-                                **kwargs})
-    return EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=num_env_runners, num_cpus_per_env_runner=0.5,
-                                                       sample_timeout_s=60))
+    config = EnvRunnerConfig(
+        **{"env": stamp_creator, "num_envs_per_env_runner": 2, "rollout_fragment_length": 4, **kwargs}
+    )
+    return EnvRunnerGroup(
+        config, EnvRunnerGroupConfig(num_env_runners=num_env_runners, num_cpus_per_env_runner=0.5, sample_timeout_s=60)
+    )
 
 
 def test_remote_runner_equals_local_runner() -> None:
@@ -111,7 +113,7 @@ def test_bad_creator_fails_before_any_actor_starts() -> None:
 
 
 def test_registered_name_works_in_actors() -> None:
-    from ray_sampler.env_creator import register_env
+    from ray_sampler.sampling.env_creator import register_env
 
     register_env("stamp-in-actors", stamp_creator)
     with EnvRunnerGroup(EnvRunnerConfig(env="stamp-in-actors", rollout_fragment_length=3), GROUP) as group:
@@ -121,8 +123,10 @@ def test_registered_name_works_in_actors() -> None:
 def test_runners_are_named_actors_and_stop_kills_them() -> None:
     group = stamp_group(2)
     names = [n["name"] if isinstance(n, dict) else n for n in ray.util.list_named_actors()]
-    assert sum(name.endswith(("-env-runner-1", "-env-runner-2")) and name.startswith(group._name_prefix)
-               for name in names) == 2
+    assert (
+        sum(name.endswith(("-env-runner-1", "-env-runner-2")) and name.startswith(group._name_prefix) for name in names)
+        == 2
+    )
     group.stop()
     assert group.num_env_runners == 0
     with pytest.raises(RaySamplerError, match="has no env runners"):
@@ -136,10 +140,11 @@ def test_runner_failure_names_the_runner() -> None:
             env.step = lambda action: 1 / 0  # type: ignore[method-assign]
         return env
 
-    with EnvRunnerGroup(EnvRunnerConfig(env=creator), EnvRunnerGroupConfig(
-            num_env_runners=2, num_cpus_per_env_runner=0.5, validate_env_locally=False)) as group:
-        with pytest.raises(RaySamplerError, match="env runner 2 failed"):
-            group.sample()
+    with EnvRunnerGroup(
+        EnvRunnerConfig(env=creator),
+        EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, validate_env_locally=False),
+    ) as group, pytest.raises(RaySamplerError, match="env runner 2 failed"):
+        group.sample()
 
 
 def test_keep_sampling_keeps_a_request_in_flight_and_every_step_once() -> None:
@@ -159,8 +164,9 @@ def test_keep_sampling_keeps_a_request_in_flight_and_every_step_once() -> None:
 
 
 def test_scale_down_waits_with_a_deadline_and_stops_nothing_on_timeout() -> None:
-    config = EnvRunnerConfig(env=stamp_creator, env_config={"slow_worker": 2, "sleep_s": 0.1},
-                             rollout_fragment_length=20)
+    config = EnvRunnerConfig(
+        env=stamp_creator, env_config={"slow_worker": 2, "sleep_s": 0.1}, rollout_fragment_length=20
+    )
     group_config = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, sample_timeout_s=0.5)
     with EnvRunnerGroup(config, group_config) as group:
         first = group.sample()  # runner 2 is late (>= 2 s); its request stays in flight
@@ -192,18 +198,18 @@ def test_keep_sampling_reports_arguments_and_never_repeats_a_reset() -> None:
     with EnvRunnerGroup(config, group_config) as group:
         group.sample_columnar()
         group.sample_columnar(force_reset=True)  # collects the prefetch made with the first call's arguments
-        (_, metrics), = group.sample_columnar()
+        ((_, metrics),) = group.sample_columnar()
         assert metrics["sample_kwargs"]["force_reset"] is False
 
 
 def test_registered_name_wins_over_a_gymnasium_id_in_actors() -> None:
-    from ray_sampler.env_creator import register_env
+    from ray_sampler.sampling.env_creator import register_env
 
     register_env("CartPole-v1", stamp_creator)
     try:
         with EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=2), GROUP) as group:
             assert {stamps(c)[0][0] for c in group.sample()} == {1, 2}
     finally:
-        from ray_sampler import env_creator
+        from ray_sampler.sampling import env_creator
 
         del env_creator._REGISTRY["CartPole-v1"]

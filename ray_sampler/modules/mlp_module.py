@@ -1,82 +1,18 @@
-"""RLModules for action computing: the protocol, a random module and a numpy MLP policy + value head.
-
-A module maps a forward batch (``{"obs": array[N, ...]}``, built by the env-to-module pipeline)
-to outputs for the module-to-env pipeline: ``action_dist_inputs`` (and ``vf_preds``), or
-``actions`` directly. Weights travel as ``get_state()`` dicts of numpy arrays, so a module of
-another framework fits as long as its state does.
-"""
+"""MLPModule: a numpy MLP policy (logits, or a Gaussian mean and log-std) and a value head."""
 
 from __future__ import annotations
 
-import copy
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler.columns import Columns
-from ray_sampler.distributions import dist_input_size
+from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.distributions import dist_input_size
+from ray_sampler.modules.mlp import forward, init_layer
 
-__all__ = ["MLPModule", "RLModule", "RandomModule"]
-
-
-@runtime_checkable
-class RLModule(Protocol):
-    """What an EnvRunner needs of a module."""
-
-    observation_space: gym.Space
-    action_space: gym.Space
-
-    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """Outputs for acting greedily."""
-
-    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """Outputs for acting while exploring (and for training: value predictions)."""
-
-    def get_state(self) -> dict[str, Any]:
-        """The weights (numpy arrays, copies)."""
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Loads weights from ``get_state()`` output."""
-
-
-class RandomModule:
-    """Uniformly random actions from the action space, batched; holds no weights."""
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, seed: int | None = None) -> None:
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self._space = copy.deepcopy(action_space)  # seeded privately; the runner's space stays as it was
-        self._space.seed(seed)
-        self._rng = np.random.default_rng(seed)
-
-    def _actions(self, n: int) -> Any:
-        space = self.action_space
-        if isinstance(space, gym.spaces.Discrete):
-            return self._rng.integers(space.start, space.start + space.n, n)
-        return np.stack([self._space.sample() for _ in range(n)]) if n else np.zeros((0, *space.shape), space.dtype)
-
-    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return {Columns.ACTIONS: self._actions(len(batch[Columns.OBS]))}
-
-    forward_exploration = forward_inference
-
-    def get_state(self) -> dict[str, Any]:
-        return {}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        if state:
-            raise ValueError(f"RandomModule holds no weights (got keys {sorted(state)})")
-
-
-def _init_layer(rng: np.random.Generator, n_in: int, n_out: int, gain: float) -> tuple[np.ndarray, np.ndarray]:
-    """Orthogonal weights scaled by ``gain`` (the PPO default), zero bias; float32."""
-    a = rng.standard_normal((max(n_in, n_out), min(n_in, n_out)))
-    q, r = np.linalg.qr(a)
-    q = q * np.sign(np.diag(r))
-    w = q if n_in >= n_out else q.T
-    return np.ascontiguousarray(gain * w[:n_in, :n_out], dtype=np.float32), np.zeros(n_out, np.float32)
+__all__ = ["MLPModule"]
 
 
 class MLPModule:
@@ -109,17 +45,12 @@ class MLPModule:
             sizes = (n_in, *self.hidden_sizes, n_out)
             for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
                 gain = out_gain if layer == len(sizes) - 2 else float(np.sqrt(2))
-                self.params[f"{head}.{layer}.w"], self.params[f"{head}.{layer}.b"] = _init_layer(rng, a, b, gain)
+                self.params[f"{head}.{layer}.w"], self.params[f"{head}.{layer}.b"] = init_layer(rng, a, b, gain)
         if self.is_gaussian:
             self.params["pi.log_std"] = np.full(n_dist // 2, initial_log_std, np.float32)
-        self._num_layers = len(self.hidden_sizes) + 1
 
     def _mlp(self, head: str, x: np.ndarray) -> np.ndarray:
-        p = self.params
-        for layer in range(self._num_layers - 1):
-            x = np.tanh(x @ p[f"{head}.{layer}.w"] + p[f"{head}.{layer}.b"])
-        last = self._num_layers - 1
-        return x @ p[f"{head}.{last}.w"] + p[f"{head}.{last}.b"]
+        return forward(self.params, head, x)[0]
 
     def _dist_inputs(self, obs: np.ndarray) -> np.ndarray:
         out = self._mlp("pi", obs)

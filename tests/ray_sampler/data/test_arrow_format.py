@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ray_sampler.arrow_format import SCHEMA_VERSION, arrow_to_columnar, columnar_to_arrow
-from ray_sampler.columnar import columnar_to_episodes, episodes_to_columnar
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.arrow_format import SCHEMA_VERSION, arrow_to_columnar, columnar_to_arrow
+from ray_sampler.data.columnar import columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import DataFormatError
 from tests.helpers import SPACES, assert_episodes_equal, episode_from_space
-from tests.ray_sampler.test_columnar import chunk_catalogue
+from tests.ray_sampler.data.test_columnar import chunk_catalogue
 
 
 def table_of(chunks: list[SingleAgentEpisode], **kwargs: bool) -> pa.Table:
@@ -40,15 +40,38 @@ def test_string_observations_round_trip() -> None:
 
 
 def test_rows_follow_the_documented_schema() -> None:
-    ep = SingleAgentEpisode("e1", observations=[np.array([0.0]), np.array([1.0]), np.array([2.0])],
-                            actions=[0, 1], rewards=[1.0, 2.0], terminated=True,
-                            infos=[{}, {"a": 1}, {}], extra_model_outputs={"logp": [-0.1, -0.2]})
-    cont_src = SingleAgentEpisode("e2", observations=[np.array([5.0]), np.array([6.0])], actions=[1], rewards=[3.0],
-                                  extra_model_outputs={"logp": [-0.3]}, t_started=4)
+    ep = SingleAgentEpisode(
+        "e1",
+        observations=[np.array([0.0]), np.array([1.0]), np.array([2.0])],
+        actions=[0, 1],
+        rewards=[1.0, 2.0],
+        terminated=True,
+        infos=[{}, {"a": 1}, {}],
+        extra_model_outputs={"logp": [-0.1, -0.2]},
+    )
+    cont_src = SingleAgentEpisode(
+        "e2",
+        observations=[np.array([5.0]), np.array([6.0])],
+        actions=[1],
+        rewards=[3.0],
+        extra_model_outputs={"logp": [-0.3]},
+        t_started=4,
+    )
     cont = cont_src.cut(1)
     table = table_of([ep, cont])
-    assert table.column_names == ["episode_index", "episode_id", "t", "is_lookback", "terminated", "truncated",
-                                  "obs", "action", "reward", "extra_model_outputs.logp", "infos"]
+    assert table.column_names == [
+        "episode_index",
+        "episode_id",
+        "t",
+        "is_lookback",
+        "terminated",
+        "truncated",
+        "obs",
+        "action",
+        "reward",
+        "extra_model_outputs.logp",
+        "infos",
+    ]
     rows = table.to_pylist()
     assert [r["episode_index"] for r in rows] == [0, 0, 0, 1, 1]
     assert [r["episode_id"] for r in rows] == ["e1", "e1", "e1", "e2", "e2"]
@@ -61,8 +84,11 @@ def test_rows_follow_the_documented_schema() -> None:
     assert [r["infos"] for r in rows] == [None, '{"a": 1}', None, None, None]
     meta = table.schema.metadata
     assert meta[b"ray_sampler.schema_version"] == str(SCHEMA_VERSION).encode()
-    assert json.loads(meta[b"ray_sampler.structure"]) == {"obs": None, "action": None,
-                                                          "extra_model_outputs": {"logp": None}}
+    assert json.loads(meta[b"ray_sampler.structure"]) == {
+        "obs": None,
+        "action": None,
+        "extra_model_outputs": {"logp": None},
+    }
     assert table.schema.field("obs").metadata == {b"dtype": b"<f8", b"shape": b"[1]"}
 
 
@@ -153,8 +179,12 @@ def test_malformed_structure_raises(good_table: pa.Table) -> None:
     with pytest.raises(DataFormatError, match="'ray_sampler.structure' is missing or malformed"):
         arrow_to_columnar(_with_meta(good_table, ray_sampler__structure=b"{not json"))
     with pytest.raises(DataFormatError, match="malformed entry for 'obs'"):
-        arrow_to_columnar(_with_meta(good_table, ray_sampler__structure=json.dumps(
-            {"obs": "x", "action": None, "extra_model_outputs": {}}).encode()))
+        arrow_to_columnar(
+            _with_meta(
+                good_table,
+                ray_sampler__structure=json.dumps({"obs": "x", "action": None, "extra_model_outputs": {}}).encode(),
+            )
+        )
 
 
 def test_missing_column_raises(good_table: pa.Table) -> None:
@@ -247,7 +277,9 @@ def test_parquet_file_reads_back_to_the_same_episodes(good_table: pa.Table, tmp_
     pq.write_table(good_table, tmp_path / "x.parquet")
     read = pq.read_table(tmp_path / "x.parquet")
     assert read.schema.metadata == good_table.schema.metadata
-    for a, b in zip(columnar_to_episodes(arrow_to_columnar(read)), columnar_to_episodes(arrow_to_columnar(good_table)), strict=True):
+    for a, b in zip(
+        columnar_to_episodes(arrow_to_columnar(read)), columnar_to_episodes(arrow_to_columnar(good_table)), strict=True
+    ):
         assert_episodes_equal(a, b)
 
 
@@ -267,8 +299,12 @@ def _with_field_meta(table: pa.Table, name: str, meta: dict) -> pa.Table:
 
 @pytest.mark.parametrize(
     "meta",
-    [{b"dtype": b"<f4", b"shape": b'["a", "b"]'}, {b"dtype": b"<f4", b"shape": b"[1, 2.0]"},
-     {b"dtype": b"<f16", b"shape": b"[3]"}, {b"dtype": b"not-a-dtype", b"shape": b"[3]"}],
+    [
+        {b"dtype": b"<f4", b"shape": b'["a", "b"]'},
+        {b"dtype": b"<f4", b"shape": b"[1, 2.0]"},
+        {b"dtype": b"<f16", b"shape": b"[3]"},
+        {b"dtype": b"not-a-dtype", b"shape": b"[3]"},
+    ],
     ids=["str_shape", "float_shape", "f16", "garbage_dtype"],
 )
 def test_bad_leaf_metadata_raises_data_format_error(good_table: pa.Table, meta: dict) -> None:
@@ -278,11 +314,13 @@ def test_bad_leaf_metadata_raises_data_format_error(good_table: pa.Table, meta: 
 
 @pytest.mark.parametrize(
     "structure",
-    [{"obs": {"dict": [["a"]]}, "action": None, "extra_model_outputs": {}},
-     {"obs": {"dict": [5]}, "action": None, "extra_model_outputs": {}},
-     {"obs": {"dict": []}, "action": None, "extra_model_outputs": {}},
-     {"obs": {"tuple": []}, "action": None, "extra_model_outputs": {}},
-     {"obs": None, "action": None, "extra_model_outputs": [["lp", None]]}],
+    [
+        {"obs": {"dict": [["a"]]}, "action": None, "extra_model_outputs": {}},
+        {"obs": {"dict": [5]}, "action": None, "extra_model_outputs": {}},
+        {"obs": {"dict": []}, "action": None, "extra_model_outputs": {}},
+        {"obs": {"tuple": []}, "action": None, "extra_model_outputs": {}},
+        {"obs": None, "action": None, "extra_model_outputs": [["lp", None]]},
+    ],
     ids=["short_pair", "int_entry", "empty_dict", "empty_tuple", "extra_list"],
 )
 def test_malformed_structure_entries_raise(good_table: pa.Table, structure: dict) -> None:

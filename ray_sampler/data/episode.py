@@ -4,7 +4,7 @@ An episode starts with ``add_env_reset`` and grows with ``add_env_step``; ``len(
 steps (actions), so it holds ``len + 1`` observations. A chunk may carry a *lookback*: the
 ``len_lookback_buffer`` steps (and observations) right before its first step, readable by
 the getters but never counted as its data (not in ``len``, not in ``get_return``). The index
-rules of every getter are those of :mod:`ray_sampler.lookback`.
+rules of every getter are those of :mod:`ray_sampler.data.lookback`.
 
 >>> ep = SingleAgentEpisode()
 >>> ep.add_env_reset(0)
@@ -23,9 +23,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler import tree
+from ray_sampler.data import tree
+from ray_sampler.data.lookback import Indices, LookbackBuffer
 from ray_sampler.errors import EpisodeError
-from ray_sampler.lookback import Indices, LookbackBuffer
 
 __all__ = ["SingleAgentEpisode"]
 
@@ -40,8 +40,18 @@ class SingleAgentEpisode:
     """
 
     __slots__ = (
-        "id_", "t_started", "is_terminated", "is_truncated", "observation_space", "action_space",
-        "_obs", "_act", "_rew", "_inf", "_emo", "_is_open",
+        "_act",
+        "_emo",
+        "_inf",
+        "_is_open",
+        "_obs",
+        "_rew",
+        "action_space",
+        "id_",
+        "is_terminated",
+        "is_truncated",
+        "observation_space",
+        "t_started",
     )
 
     def __init__(
@@ -94,17 +104,35 @@ class SingleAgentEpisode:
         for buf in (obs, act, rew, *emo.values()):
             buf.lookback = lookback
         self._init(
-            id_, obs, act, rew, LookbackBuffer(list(infos), lookback=lookback), emo,
-            t_started=int(t_started), terminated=terminated, truncated=truncated,
-            observation_space=observation_space, action_space=action_space,
+            id_,
+            obs,
+            act,
+            rew,
+            LookbackBuffer(list(infos), lookback=lookback),
+            emo,
+            t_started=int(t_started),
+            terminated=terminated,
+            truncated=truncated,
+            observation_space=observation_space,
+            action_space=action_space,
         )
         if any(b.is_numpy for b in (obs, act, rew, *emo.values())):
             self.to_numpy()
 
     def _init(
-        self, id_: str | None, obs: LookbackBuffer, act: LookbackBuffer, rew: LookbackBuffer,
-        inf: LookbackBuffer, emo: dict[str, LookbackBuffer], *, t_started: int, terminated: bool,
-        truncated: bool, observation_space: gym.Space | None, action_space: gym.Space | None,
+        self,
+        id_: str | None,
+        obs: LookbackBuffer,
+        act: LookbackBuffer,
+        rew: LookbackBuffer,
+        inf: LookbackBuffer,
+        emo: dict[str, LookbackBuffer],
+        *,
+        t_started: int,
+        terminated: bool,
+        truncated: bool,
+        observation_space: gym.Space | None,
+        action_space: gym.Space | None,
     ) -> None:
         self.id_ = uuid.uuid4().hex if id_ is None else id_
         self.t_started = t_started
@@ -116,8 +144,16 @@ class SingleAgentEpisode:
         self._refresh_open()
 
     @classmethod
-    def _from_buffers(cls, id_: str, obs: LookbackBuffer, act: LookbackBuffer, rew: LookbackBuffer,
-                      inf: LookbackBuffer, emo: dict[str, LookbackBuffer], **kwargs: Any) -> SingleAgentEpisode:
+    def _from_buffers(
+        cls,
+        id_: str,
+        obs: LookbackBuffer,
+        act: LookbackBuffer,
+        rew: LookbackBuffer,
+        inf: LookbackBuffer,
+        emo: dict[str, LookbackBuffer],
+        **kwargs: Any,
+    ) -> SingleAgentEpisode:
         ep = cls.__new__(cls)
         ep._init(id_, obs, act, rew, inf, emo, **kwargs)
         return ep
@@ -246,30 +282,43 @@ class SingleAgentEpisode:
             self._emo[k] = buf
 
     # ---------------------------------------------------------------- reading
-    def get_observations(self, indices: Indices = None, *, neg_index_as_lookback: bool = False,
-                         fill: Any = None, one_hot_discrete: bool = False) -> Any:
-        """Observations at ``indices`` (``len + 1`` of them; rules in ray_sampler.lookback)."""
-        return self._obs.get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill,
-                             one_hot_discrete=one_hot_discrete)
+    def get_observations(
+        self,
+        indices: Indices = None,
+        *,
+        neg_index_as_lookback: bool = False,
+        fill: Any = None,
+        one_hot_discrete: bool = False,
+    ) -> Any:
+        """Observations at ``indices`` (``len + 1`` of them; rules in ray_sampler.data.lookback)."""
+        return self._obs.get(
+            indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill, one_hot_discrete=one_hot_discrete
+        )
 
-    def get_actions(self, indices: Indices = None, *, neg_index_as_lookback: bool = False,
-                    fill: Any = None, one_hot_discrete: bool = False) -> Any:
+    def get_actions(
+        self,
+        indices: Indices = None,
+        *,
+        neg_index_as_lookback: bool = False,
+        fill: Any = None,
+        one_hot_discrete: bool = False,
+    ) -> Any:
         """Actions at ``indices``; ``one_hot_discrete`` turns Discrete actions into one-hot vectors."""
-        return self._act.get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill,
-                             one_hot_discrete=one_hot_discrete)
+        return self._act.get(
+            indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill, one_hot_discrete=one_hot_discrete
+        )
 
-    def get_rewards(self, indices: Indices = None, *, neg_index_as_lookback: bool = False,
-                    fill: Any = None) -> Any:
+    def get_rewards(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
         """Rewards at ``indices``."""
         return self._rew.get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
 
-    def get_infos(self, indices: Indices = None, *, neg_index_as_lookback: bool = False,
-                  fill: Any = None) -> Any:
+    def get_infos(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
         """Infos at ``indices`` (one per observation; always plain dicts in lists)."""
         return self._inf.get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
 
-    def get_extra_model_outputs(self, key: str, indices: Indices = None, *,
-                                neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
+    def get_extra_model_outputs(
+        self, key: str, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None
+    ) -> Any:
         """The model output ``key`` (e.g. ``"action_logp"``) at ``indices``."""
         if key not in self._emo:
             raise KeyError(f"no extra model output {key!r}; this episode has {sorted(self._emo)}")
@@ -301,8 +350,11 @@ class SingleAgentEpisode:
             self._rew.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
             self._inf.copy_range(obs_from, num_obs, lookback=h),
             {k: b.copy_range(num_steps - h, num_steps, lookback=h, as_list=True) for k, b in self._emo.items()},
-            t_started=self.t, terminated=False, truncated=False,
-            observation_space=self.observation_space, action_space=self.action_space,
+            t_started=self.t,
+            terminated=False,
+            truncated=False,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
         )
 
     def __getitem__(self, item: slice) -> SingleAgentEpisode:
@@ -336,8 +388,10 @@ class SingleAgentEpisode:
             self._inf.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(),
             {k: buf.copy_range(a, b, lookback=h) for k, buf in self._emo.items()},
             t_started=self.t_started + start,
-            terminated=self.is_terminated and reaches_end, truncated=self.is_truncated and reaches_end,
-            observation_space=self.observation_space, action_space=self.action_space,
+            terminated=self.is_terminated and reaches_end,
+            truncated=self.is_truncated and reaches_end,
+            observation_space=self.observation_space,
+            action_space=self.action_space,
         )
 
     def concat_episode(self, other: SingleAgentEpisode) -> None:

@@ -130,8 +130,9 @@ class EnvRunnerConfig:
             _int("max_episode_steps", self.max_episode_steps, 1)
         if self.seed is not None:
             _int("seed", self.seed, 0)
-        object.__setattr__(self, "vectorization_mode",
-                           _enum(VectorizationMode, "vectorization_mode", self.vectorization_mode))
+        object.__setattr__(
+            self, "vectorization_mode", _enum(VectorizationMode, "vectorization_mode", self.vectorization_mode)
+        )
         object.__setattr__(self, "batch_mode", _enum(BatchMode, "batch_mode", self.batch_mode))
         object.__setattr__(self, "count_steps_by", _enum(CountStepsBy, "count_steps_by", self.count_steps_by))
         if self.module_class is not None and not callable(self.module_class):

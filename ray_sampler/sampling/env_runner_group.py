@@ -26,12 +26,12 @@ from typing import Any
 
 import ray
 
-from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
-from ray_sampler.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.env_creator import _GymMake, make_vector_env, resolve_creator
-from ray_sampler.env_runner import EnvRunner, build_module
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import RaySamplerError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_creator import _GymMake, make_vector_env, resolve_creator
+from ray_sampler.sampling.env_runner import EnvRunner, build_module
 
 __all__ = ["EnvRunnerGroup", "SampleTimeoutError"]
 
@@ -102,8 +102,14 @@ class EnvRunnerGroup:
     ) -> list[SingleAgentEpisode]:
         """Episodes from every runner that answered by the deadline (see the module docstring);
         the arguments are those of ``EnvRunner.sample`` per runner."""
-        results = self.sample_columnar(num_timesteps, num_episodes, explore=explore, random_actions=random_actions,
-                                       force_reset=force_reset, timeout_s=timeout_s)
+        results = self.sample_columnar(
+            num_timesteps,
+            num_episodes,
+            explore=explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
+            timeout_s=timeout_s,
+        )
         return [ep for col, _ in results if col is not None for ep in columnar_to_episodes(col)]
 
     def sample_columnar(
@@ -121,8 +127,14 @@ class EnvRunnerGroup:
         entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``."""
         if not self._actors:
             raise RaySamplerError("the group has no env runners (scale it up first)")
-        kwargs = {"num_timesteps": num_timesteps, "num_episodes": num_episodes, "explore": explore,
-                  "random_actions": random_actions, "force_reset": force_reset, "_replay": _replay}
+        kwargs = {
+            "num_timesteps": num_timesteps,
+            "num_episodes": num_episodes,
+            "explore": explore,
+            "random_actions": random_actions,
+            "force_reset": force_reset,
+            "_replay": _replay,
+        }
         self._last_kwargs = kwargs
         for index in self._actors:
             if index not in self._inflight:
@@ -136,9 +148,22 @@ class EnvRunnerGroup:
         if self._drained:
             drained, self._drained = self._drained, []
             steps = sum(len(ep) for ep in drained)
-            ready.append((None, (episodes_to_columnar(drained), {
-                "worker_index": None, "num_env_steps": steps, "episode_returns": [], "episode_lengths": [],
-                "weights_version": self.weights_version, "num_env_steps_per_s": 0.0})))
+            ready.append(
+                (
+                    None,
+                    (
+                        episodes_to_columnar(drained),
+                        {
+                            "worker_index": None,
+                            "num_env_steps": steps,
+                            "episode_returns": [],
+                            "episode_lengths": [],
+                            "weights_version": self.weights_version,
+                            "num_env_steps_per_s": 0.0,
+                        },
+                    ),
+                )
+            )
         self._record_metrics(ready)
         return [result for _, result in ready]
 
@@ -159,8 +184,15 @@ class EnvRunnerGroup:
         Results of requests made earlier without a replay (and a stopped runner's chunks) are
         added from the driver, so nothing is lost when switching.
         """
-        results = self.sample_columnar(num_timesteps, num_episodes, explore=explore, random_actions=random_actions,
-                                       force_reset=force_reset, timeout_s=timeout_s, _replay=replay)
+        results = self.sample_columnar(
+            num_timesteps,
+            num_episodes,
+            explore=explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
+            timeout_s=timeout_s,
+            _replay=replay,
+        )
         import ray
 
         out = []
@@ -226,8 +258,9 @@ class EnvRunnerGroup:
         }
 
     # ---------------------------------------------------------------- weights
-    def sync_weights(self, module_state: dict[str, Any], *, connector_states: bool = False,
-                     timeout_s: float | None = None) -> int:
+    def sync_weights(
+        self, module_state: dict[str, Any], *, connector_states: bool = False, timeout_s: float | None = None
+    ) -> int:
         """Sends ``module_state`` to every runner (one ``ray.put``); returns the new weights version.
 
         With ``connector_states`` the runners' env-to-module connector states are merged first (as
@@ -250,8 +283,9 @@ class EnvRunnerGroup:
         timeout_s = timeout_s or self.group_config.sample_timeout_s
         merged = self.merged_connector_states = self._merge_connector_states(timeout_s)
         self._connector_ref = ray.put({"env_to_module": merged})
-        self._wait_all({a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s,
-                       "take the states")
+        self._wait_all(
+            {a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s, "take the states"
+        )
         return merged
 
     def _merge_connector_states(self, timeout_s: float) -> dict[str, Any]:
@@ -264,7 +298,8 @@ class EnvRunnerGroup:
         # their names, and so their states' keys, are the same as here. Runners stopped since the
         # last sync still count with what they saw.
         merged = ConnectorPipelineV2(list(self.config.env_to_module_connectors)).merge_states(
-            [s["env_to_module"] for s in states] + self._stopped_connector_states)
+            [s["env_to_module"] for s in states] + self._stopped_connector_states
+        )
         self._stopped_connector_states = []
         return merged
 
@@ -295,8 +330,10 @@ class EnvRunnerGroup:
                 num_cpus=self.group_config.num_cpus_per_env_runner,
             ).remote(self.config, worker_index=index, num_workers=num_env_runners)
         if new:
-            calls = {a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
-                     for i, a in new.items()}
+            calls = {
+                a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
+                for i, a in new.items()
+            }
             if self._connector_ref is not None:  # new runners also get the agreed connector states
                 calls.update({a.set_state.remote(self._connector_ref): i for i, a in new.items()})
             try:
@@ -333,7 +370,9 @@ class EnvRunnerGroup:
         for i in indices:
             ray.kill(self._actors.pop(i))
 
-    def collect_in_flight(self, *, timeout_s: float | None = None) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
+    def collect_in_flight(
+        self, *, timeout_s: float | None = None
+    ) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
         """Waits for the requests still in flight (``keep_sampling`` keeps one per runner) without
         making new ones; their (columnar object, metrics) as in ``sample_columnar`` (requests made
         by ``sample_to_replay`` have stored their chunks in the replay already: no columnar

@@ -8,12 +8,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ray_sampler.columns import Columns
-from ray_sampler.config import EnvRunnerConfig
-from ray_sampler.env_runner import EnvRunner
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columns import Columns
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, EnvCreatorError
-from ray_sampler.module import RandomModule
+from ray_sampler.modules import RandomModule
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_runner import EnvRunner
 from tests.helpers import STAMP_ID, assert_episodes_equal, stamp_creator, stamp_length
 
 MODES = ["sync", "NextStep", "SameStep", "Disabled"]
@@ -90,8 +90,10 @@ def test_continuation_lookback_equals_previous_chunk_tail(mode: str) -> None:
                 prev, lb = previous[chunk.id_], chunk.len_lookback_buffer
                 assert lb == min(2, prev.len_lookback_buffer + len(prev))
                 assert stamps(chunk, slice(-lb, 1), neg_index_as_lookback=True) == stamps(prev, slice(-lb - 1, None))
-                assert np.asarray(chunk.get_actions(slice(-lb, 0), neg_index_as_lookback=True)).tolist() == \
-                    np.asarray(prev.get_actions(slice(len(prev) - lb, len(prev)))).tolist()
+                assert (
+                    np.asarray(chunk.get_actions(slice(-lb, 0), neg_index_as_lookback=True)).tolist()
+                    == np.asarray(prev.get_actions(slice(len(prev) - lb, len(prev)))).tolist()
+                )
             previous[chunk.id_] = chunk
 
 
@@ -120,8 +122,9 @@ def test_complete_returns_only_finished_whole_episodes_and_drops_none(mode: str)
 
 
 def test_complete_mode_keeps_episode_length_distribution() -> None:
-    runner = EnvRunner(stamp_config(batch_mode="complete_episodes", num_envs_per_env_runner=1,
-                                    rollout_fragment_length=3))
+    runner = EnvRunner(
+        stamp_config(batch_mode="complete_episodes", num_envs_per_env_runner=1, rollout_fragment_length=3)
+    )
     lengths = [len(ep) for _ in range(30) for ep in runner.sample()]
     assert lengths == [stamp_length(0, k) for k in range(len(lengths))]
 
@@ -154,12 +157,14 @@ def test_creator_sees_distinct_worker_and_vector_indices() -> None:
         assert ctx.worker_index == ctx["worker_index"]
         return stamp_creator(ctx)
 
-    EnvRunner(EnvRunnerConfig(env=creator, num_envs_per_env_runner=3, env_config={"x": 1}), worker_index=4, num_workers=5)
+    EnvRunner(
+        EnvRunnerConfig(env=creator, num_envs_per_env_runner=3, env_config={"x": 1}), worker_index=4, num_workers=5
+    )
     assert contexts == [{"x": 1, "worker_index": 4, "vector_index": v, "num_workers": 5} for v in range(3)]
 
 
 def test_registered_env_name_is_used() -> None:
-    from ray_sampler.env_creator import register_env
+    from ray_sampler.sampling.env_creator import register_env
 
     register_env("stamp-for-test", stamp_creator)
     out = EnvRunner(EnvRunnerConfig(env="stamp-for-test", rollout_fragment_length=3)).sample()
@@ -193,7 +198,10 @@ def test_sub_envs_with_different_spaces_raise() -> None:
     ("kwargs", "match"),
     [
         ({"rollout_fragment_length": -5}, r"'rollout_fragment_length' must be an int >= 1 \(got -5\)"),
-        ({"batch_mode": "bogus"}, r"'batch_mode' must be one of 'truncate_episodes', 'complete_episodes' \(got 'bogus'\)"),
+        (
+            {"batch_mode": "bogus"},
+            r"'batch_mode' must be one of 'truncate_episodes', 'complete_episodes' \(got 'bogus'\)",
+        ),
         ({"num_envs_per_env_runner": 0}, "'num_envs_per_env_runner' must be an int >= 1"),
         ({"count_steps_by": "steps"}, "'count_steps_by' must be one of"),
         ({"episode_lookback_horizon": -1}, "'episode_lookback_horizon' must be an int >= 0"),
@@ -219,8 +227,14 @@ def test_bad_sample_arguments_raise() -> None:
 # ------------------------------------------------------------------ horizon, actions, model outputs
 @pytest.mark.parametrize("mode", ["sync", "vector_entry_point"])
 def test_max_episode_steps_truncates(mode: str) -> None:
-    config = EnvRunnerConfig(env="CartPole-v1", vectorization_mode=mode, num_envs_per_env_runner=2,
-                             max_episode_steps=4, batch_mode="complete_episodes", rollout_fragment_length=8)
+    config = EnvRunnerConfig(
+        env="CartPole-v1",
+        vectorization_mode=mode,
+        num_envs_per_env_runner=2,
+        max_episode_steps=4,
+        batch_mode="complete_episodes",
+        rollout_fragment_length=8,
+    )
     out = EnvRunner(config).sample(random_actions=True)
     assert out and all(len(ep) <= 4 for ep in out)
     assert any(ep.is_truncated and len(ep) == 4 for ep in out)
@@ -269,8 +283,14 @@ class _RecordBoxEnv(gym.Env):
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_box_actions_are_fitted_for_the_env_but_kept_raw_in_the_episode(normalize: bool) -> None:
-    runner = EnvRunner(EnvRunnerConfig(env=_RecordBoxEnv, rollout_fragment_length=200, normalize_actions=normalize,
-                                       module_config={"initial_log_std": 1.5}))
+    runner = EnvRunner(
+        EnvRunnerConfig(
+            env=_RecordBoxEnv,
+            rollout_fragment_length=200,
+            normalize_actions=normalize,
+            module_config={"initial_log_std": 1.5},
+        )
+    )
     ep = runner.sample()[0]
     raw = np.asarray(ep.get_actions())[:, 0]
     sent = np.array([a[0] for a in runner.env.envs[0].unwrapped.received])
@@ -352,8 +372,12 @@ def _by_first_step(chunks: list[SingleAgentEpisode]) -> dict[tuple, dict]:
 @pytest.mark.parametrize("num_envs", [1, 3])
 @pytest.mark.parametrize("h", [0, 2])
 def test_columnar_path_equals_episode_path(mode: str, num_envs: int, h: int) -> None:
-    runners = [EnvRunner(stamp_config(mode, num_envs_per_env_runner=num_envs, episode_lookback_horizon=h,
-                                      columnar_sampling=columnar)) for columnar in (True, False)]
+    runners = [
+        EnvRunner(
+            stamp_config(mode, num_envs_per_env_runner=num_envs, episode_lookback_horizon=h, columnar_sampling=columnar)
+        )
+        for columnar in (True, False)
+    ]
     assert runners[0]._columnar and not runners[1]._columnar
     calls: list[dict] = [{}, {}, {"num_timesteps": 7}, {}, {"force_reset": True}, {}, {"random_actions": True}, {}]
     for kwargs in calls:
@@ -393,8 +417,12 @@ def test_num_episodes_calls_between_truncate_calls_keep_every_step_once(mode: st
 
 
 def test_columnar_path_on_cartpole_equals_episode_path() -> None:
-    configs = [EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=4, rollout_fragment_length=30, seed=5,
-                               columnar_sampling=c) for c in (True, False)]
+    configs = [
+        EnvRunnerConfig(
+            env="CartPole-v1", num_envs_per_env_runner=4, rollout_fragment_length=30, seed=5, columnar_sampling=c
+        )
+        for c in (True, False)
+    ]
     fast_runner, slow_runner = EnvRunner(configs[0]), EnvRunner(configs[1])
     for _ in range(3):
         fast, slow = fast_runner.sample(), slow_runner.sample()
@@ -409,8 +437,15 @@ def test_columnar_path_on_cartpole_equals_episode_path() -> None:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("columnar", [True, False], ids=["columnar", "episodes"])
 def test_leftovers_larger_than_a_call_are_returned_over_several_calls(mode: str, columnar: bool) -> None:
-    runner = EnvRunner(stamp_config(mode, num_envs_per_env_runner=3, rollout_fragment_length=1,
-                                    episode_lookback_horizon=1, columnar_sampling=columnar))
+    runner = EnvRunner(
+        stamp_config(
+            mode,
+            num_envs_per_env_runner=3,
+            rollout_fragment_length=1,
+            episode_lookback_horizon=1,
+            columnar_sampling=columnar,
+        )
+    )
     chunks = runner.sample(num_episodes=2)  # leaves several steps in the running episodes
     for kwargs in ({}, {}, {"force_reset": True}, {}, {"num_timesteps": 2}, {}):
         out = runner.sample(**kwargs)
@@ -426,14 +461,25 @@ def test_leftovers_larger_than_a_call_are_returned_over_several_calls(mode: str,
 def test_random_call_sequences_keep_every_step_once(seed: int, mode: str, columnar: bool) -> None:
     rng = np.random.default_rng(seed)
     num_envs = int(rng.integers(1, 5))
-    runner = EnvRunner(stamp_config(mode, num_envs_per_env_runner=num_envs, columnar_sampling=columnar,
-                                    rollout_fragment_length=int(rng.integers(1, 5)),
-                                    episode_lookback_horizon=int(rng.integers(0, 4))))
+    runner = EnvRunner(
+        stamp_config(
+            mode,
+            num_envs_per_env_runner=num_envs,
+            columnar_sampling=columnar,
+            rollout_fragment_length=int(rng.integers(1, 5)),
+            episode_lookback_horizon=int(rng.integers(0, 4)),
+        )
+    )
     chunks = []
     for _ in range(12):
         kind = rng.integers(0, 5)
-        kwargs = [{}, {"num_timesteps": int(rng.integers(1, 12))}, {"num_episodes": int(rng.integers(1, 4))},
-                  {"force_reset": True}, {"random_actions": True, "explore": False}][kind]
+        kwargs = [
+            {},
+            {"num_timesteps": int(rng.integers(1, 12))},
+            {"num_episodes": int(rng.integers(1, 4))},
+            {"force_reset": True},
+            {"random_actions": True, "explore": False},
+        ][kind]
         out = runner.sample(**kwargs)
         if "num_episodes" in kwargs:
             assert len(out) == kwargs["num_episodes"] and all(e.t_started == 0 and e.is_done for e in out)
@@ -466,8 +512,10 @@ def test_box_actions_keep_the_space_dtype_on_both_paths() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"columnar_sampling": "no"}, "'columnar_sampling' must be True or False"),
-     ({"normalize_actions": 1}, "'normalize_actions' must be True or False")],
+    [
+        ({"columnar_sampling": "no"}, "'columnar_sampling' must be True or False"),
+        ({"normalize_actions": 1}, "'normalize_actions' must be True or False"),
+    ],
     ids=["columnar", "normalize"],
 )
 def test_bool_fields_are_checked(kwargs: dict, match: str) -> None:

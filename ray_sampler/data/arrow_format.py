@@ -30,7 +30,7 @@ scalars is a primitive column (bool, int*, uint*, float16/32/64, string); a leaf
 shape ``S`` is a ``fixed_size_list`` of ``prod(S)`` values in C order. Every leaf field has
 metadata ``dtype`` (numpy dtype string) and ``shape`` (JSON list ``S``). The schema metadata
 holds ``ray_sampler.schema_version`` and ``ray_sampler.structure`` (JSON: the nesting of
-``obs``, ``action`` and each extra model output, as in :mod:`ray_sampler.tree`). Spaces are not
+``obs``, ``action`` and each extra model output, as in :mod:`ray_sampler.data.tree`). Spaces are not
 stored. Nothing is pickled: reading a table runs no code, and any Arrow tool can read it.
 """
 
@@ -44,8 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ray_sampler import tree
-from ray_sampler.columnar import ColumnarEpisodes, _offsets
+from ray_sampler.data import tree
+from ray_sampler.data.columnar import ColumnarEpisodes, _offsets
 from ray_sampler.errors import DataFormatError
 
 __all__ = ["SCHEMA_VERSION", "arrow_to_columnar", "columnar_to_arrow"]
@@ -88,9 +88,12 @@ def columnar_to_arrow(col: ColumnarEpisodes, *, drop_infos: bool = False, first_
     col.validate()
     rows = _Rows(col.lookback_lens, col.lens)
     columns: dict[str, pa.Array] = {
-        "episode_index": pa.array(np.repeat(np.arange(first_index, first_index + col.num_episodes,
-                                                      dtype=np.int32), rows.sizes)),
-        "episode_id": pc.take(pa.array(col.ids, pa.string()), pa.array(np.repeat(np.arange(col.num_episodes), rows.sizes))),
+        "episode_index": pa.array(
+            np.repeat(np.arange(first_index, first_index + col.num_episodes, dtype=np.int32), rows.sizes)
+        ),
+        "episode_id": pc.take(
+            pa.array(col.ids, pa.string()), pa.array(np.repeat(np.arange(col.num_episodes), rows.sizes))
+        ),
         "t": pa.array(np.repeat(col.t_started - col.lookback_lens, rows.sizes) + rows.pos),
         "is_lookback": pa.array(rows.is_lookback),
         "terminated": pa.array(rows.is_last & np.repeat(col.terminated, rows.sizes)),
@@ -148,7 +151,7 @@ def _leaves_with_paths(struct: Any, prefix: str) -> list[tuple[str, Any]]:
 
 
 def _leaf_at(struct: Any, path: str, prefix: str) -> np.ndarray:
-    for part in path[len(prefix):].split(".")[1:]:
+    for part in path[len(prefix) :].split(".")[1:]:
         try:
             struct = struct[part] if isinstance(struct, dict) else struct[int(part)]
         except (KeyError, IndexError, ValueError, TypeError):
@@ -156,8 +159,9 @@ def _leaf_at(struct: Any, path: str, prefix: str) -> np.ndarray:
     return struct
 
 
-def _merge(lookback: np.ndarray | None, data: np.ndarray | None, ref: np.ndarray, rows: _Rows,
-           data_mask: np.ndarray) -> np.ndarray:
+def _merge(
+    lookback: np.ndarray | None, data: np.ndarray | None, ref: np.ndarray, rows: _Rows, data_mask: np.ndarray
+) -> np.ndarray:
     parts = [p for p in (lookback, data) if p is not None]
     if any(p.shape[1:] != ref.shape[1:] for p in parts):
         raise DataFormatError(f"lookback and data rows differ in shape ({[p.shape[1:] for p in parts]})")
@@ -213,7 +217,9 @@ def _check_json(value: Any, where: str) -> None:
         for i, v in enumerate(value):
             _check_json(v, f"{where}[{i}]")
     elif isinstance(value, float) and not math.isfinite(value):
-        raise DataFormatError(f"{where} is {value}; JSON has no NaN or infinity (pass drop_infos=True to leave infos out)")
+        raise DataFormatError(
+            f"{where} is {value}; JSON has no NaN or infinity (pass drop_infos=True to leave infos out)"
+        )
     elif value is not None and not isinstance(value, (str, int, float)):
         raise DataFormatError(
             f"{where} is a {type(value).__module__}.{type(value).__qualname__}; the Arrow form holds "
@@ -292,8 +298,11 @@ def _spec_paths(spec: Any, prefix: str) -> list[str]:
     """Column names of the leaves of a structure spec."""
     if spec is None:
         return [prefix]
-    if isinstance(spec, dict) and isinstance(spec.get("dict"), list) and spec["dict"] and all(
-        isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in spec["dict"]
+    if (
+        isinstance(spec, dict)
+        and isinstance(spec.get("dict"), list)
+        and spec["dict"]
+        and all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) for e in spec["dict"])
     ):
         return [p for k, s in spec["dict"] for p in _spec_paths(s, f"{prefix}.{k}")]
     if isinstance(spec, dict) and isinstance(spec.get("tuple"), list) and spec["tuple"]:
@@ -304,7 +313,9 @@ def _spec_paths(spec: Any, prefix: str) -> list[str]:
 def _read_metadata(schema: pa.Schema) -> dict[str, Any]:
     meta = schema.metadata or {}
     if _VERSION_KEY not in meta:
-        raise DataFormatError("not a ray-sampler episode table: schema metadata 'ray_sampler.schema_version' is missing")
+        raise DataFormatError(
+            "not a ray-sampler episode table: schema metadata 'ray_sampler.schema_version' is missing"
+        )
     try:
         version = int(meta[_VERSION_KEY])
     except ValueError:
@@ -348,13 +359,17 @@ def _read_leaf(table: pa.Table, name: str, valid: np.ndarray | None) -> np.ndarr
         expected = pa.string() if dtype.kind == "U" else pa.from_numpy_dtype(dtype)
     except (KeyError, ValueError, TypeError, pa.ArrowException):
         raise DataFormatError(f"column {name!r} lacks valid 'dtype'/'shape' field metadata") from None
-    if dtype.kind not in _LEAF_KINDS or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
-        raise DataFormatError(f"column {name!r} has dtype {dtype} and shape {list(shape)}, which the format does not hold")
+    if dtype.kind not in _LEAF_KINDS or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape
+    ):
+        raise DataFormatError(
+            f"column {name!r} has dtype {dtype} and shape {list(shape)}, which the format does not hold"
+        )
     if name == "reward" and shape:
         raise DataFormatError(f"column 'reward' must hold scalars (got shape {list(shape)})")
     arr = table.column(name).combine_chunks()
     is_valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    if valid is None and not is_valid.all() or valid is not None and not np.array_equal(is_valid, valid):
+    if (valid is None and not is_valid.all()) or (valid is not None and not np.array_equal(is_valid, valid)):
         raise DataFormatError(f"column {name!r} has nulls where values belong (or values where nulls belong)")
     if shape:
         size = math.prod(shape)

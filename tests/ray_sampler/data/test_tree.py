@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ray_sampler import tree
+from ray_sampler.data import tree
 
 NESTED = {"a": (np.array([1, 2]), 3.0), "b": {"c": np.int64(4)}}
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ray_sampler.errors import ConfigError, SpaceError
-from ray_sampler.module import MLPModule, RandomModule, RLModule
+from ray_sampler.modules import MLPModule, RandomModule, RLModule
 
 
 def test_mlp_outputs_for_discrete_and_box() -> None:

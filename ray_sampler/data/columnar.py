@@ -14,7 +14,7 @@ Layout (E chunks; chunk ``i`` has ``lens[i]`` steps and ``lookback_lens[i]`` loo
 ``episodes_to_columnar`` packs (list-form or numpy'd chunks alike); ``columnar_to_episodes``
 unpacks into numpy'd episodes equal to ``[e.to_numpy() for e in episodes]``.
 
->>> from ray_sampler.episode import SingleAgentEpisode
+>>> from ray_sampler.data.episode import SingleAgentEpisode
 >>> ep = SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 1], rewards=[0.5, 1.5])
 >>> col = episodes_to_columnar([ep, ep.cut()])
 >>> col.num_env_steps, col.lens.tolist(), col.lookback_lens.tolist(), col.observations.tolist()
@@ -32,10 +32,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler import tree
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data import tree
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import DataFormatError
-from ray_sampler.lookback import LookbackBuffer
 
 __all__ = ["ColumnarEpisodes", "columnar_to_episodes", "concat_columnar", "episodes_to_columnar"]
 
@@ -110,7 +110,9 @@ class ColumnarEpisodes:
         if (self.t_started < self.lookback_lens).any():
             raise DataFormatError("'t_started' must be >= the chunk's lookback length (>= 0)")
         if not isinstance(self.rewards, np.ndarray) or self.rewards.ndim != 1:
-            raise DataFormatError(f"'rewards' must be a 1-D array (got {getattr(self.rewards, 'shape', self.rewards)!r})")
+            raise DataFormatError(
+                f"'rewards' must be a 1-D array (got {getattr(self.rewards, 'shape', self.rewards)!r})"
+            )
         steps, lb = int(self.lens.sum()), int(self.lookback_lens.sum())
         _check_rows("observations", self.observations, steps + e)
         _check_rows("actions", self.actions, steps)
@@ -269,21 +271,26 @@ def columnar_to_episodes(col: ColumnarEpisodes) -> list[SingleAgentEpisode]:
         def joined(lookback: Any, data: Any, a: int, b: int) -> Any:
             return tree.map_structure(lambda lb, d: np.concatenate([lb[l0:l1], d[a:b]]), lookback, data)
 
-        out.append(SingleAgentEpisode._from_buffers(
-            id_,
-            LookbackBuffer(joined(col.lookback_observations, col.observations, o0, o1), lookback=h,
-                           space=col.observation_space),
-            LookbackBuffer(joined(col.lookback_actions, col.actions, s0, s1), lookback=h, space=col.action_space),
-            LookbackBuffer(joined(col.lookback_rewards, col.rewards, s0, s1), lookback=h),
-            LookbackBuffer(lookback_infos[l0:l1] + infos[o0:o1], lookback=h),
-            {k: LookbackBuffer(joined(col.lookback_extra_model_outputs[k], v, s0, s1), lookback=h)
-             for k, v in col.extra_model_outputs.items()},
-            t_started=int(col.t_started[i]),
-            terminated=bool(col.terminated[i]),
-            truncated=bool(col.truncated[i]),
-            observation_space=col.observation_space,
-            action_space=col.action_space,
-        ))
+        out.append(
+            SingleAgentEpisode._from_buffers(
+                id_,
+                LookbackBuffer(
+                    joined(col.lookback_observations, col.observations, o0, o1), lookback=h, space=col.observation_space
+                ),
+                LookbackBuffer(joined(col.lookback_actions, col.actions, s0, s1), lookback=h, space=col.action_space),
+                LookbackBuffer(joined(col.lookback_rewards, col.rewards, s0, s1), lookback=h),
+                LookbackBuffer(lookback_infos[l0:l1] + infos[o0:o1], lookback=h),
+                {
+                    k: LookbackBuffer(joined(col.lookback_extra_model_outputs[k], v, s0, s1), lookback=h)
+                    for k, v in col.extra_model_outputs.items()
+                },
+                t_started=int(col.t_started[i]),
+                terminated=bool(col.terminated[i]),
+                truncated=bool(col.truncated[i]),
+                observation_space=col.observation_space,
+                action_space=col.action_space,
+            )
+        )
     return out
 
 
@@ -308,12 +315,15 @@ def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
 
     def shifted(rows: str, values: str, sizes: Any) -> tuple[np.ndarray, list]:
         base = np.cumsum([0] + [int(sizes(p)) for p in parts[:-1]])
-        return (np.concatenate([getattr(p, rows) + b for p, b in zip(parts, base)]),
-                [v for p in parts for v in getattr(p, values)])
+        return (
+            np.concatenate([getattr(p, rows) + b for p, b in zip(parts, base)]),
+            [v for p in parts for v in getattr(p, values)],
+        )
 
     info_rows, info_values = shifted("info_rows", "info_values", lambda p: p.num_env_steps + p.num_episodes)
-    lb_info_rows, lb_info_values = shifted("lookback_info_rows", "lookback_info_values",
-                                           lambda p: p.lookback_lens.sum())
+    lb_info_rows, lb_info_values = shifted(
+        "lookback_info_rows", "lookback_info_values", lambda p: p.lookback_lens.sum()
+    )
     return ColumnarEpisodes(
         ids=[i for p in parts for i in p.ids],
         t_started=cat(lambda p: p.t_started),
@@ -324,8 +334,9 @@ def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
         observations=cat(lambda p: p.observations),
         actions=cat(lambda p: p.actions),
         rewards=cat(lambda p: p.rewards),
-        extra_model_outputs={k: tree.concat([p.extra_model_outputs[k] for p in parts if k in p.extra_model_outputs])
-                             for k in keys},
+        extra_model_outputs={
+            k: tree.concat([p.extra_model_outputs[k] for p in parts if k in p.extra_model_outputs]) for k in keys
+        },
         info_rows=info_rows,
         info_values=info_values,
         lookback_observations=cat(lambda p: p.lookback_observations),
@@ -333,7 +344,8 @@ def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
         lookback_rewards=cat(lambda p: p.lookback_rewards),
         lookback_extra_model_outputs={
             k: tree.concat([p.lookback_extra_model_outputs[k] for p in parts if k in p.lookback_extra_model_outputs])
-            for k in keys},
+            for k in keys
+        },
         lookback_info_rows=lb_info_rows,
         lookback_info_values=lb_info_values,
         observation_space=parts[0].observation_space,

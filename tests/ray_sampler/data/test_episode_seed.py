@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.episode import SingleAgentEpisode
 
 
 @pytest.fixture
@@ -17,12 +17,12 @@ def episode() -> SingleAgentEpisode:
     assert len(episode) == 0
     for i in range(5):
         episode.add_env_step(
-            observation=f"obs_{i+1}",
+            observation=f"obs_{i + 1}",
             action=f"act_{i}",
             reward=f"rew_{i}",
             terminated=False,
             truncated=False,
-            infos=f"info_{i+1}",
+            infos=f"info_{i + 1}",
         )
     assert len(episode) == 5
     return episode

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler import tree
+from ray_sampler.data import tree
 
 __all__ = ["VectorStep", "VectorStepper"]
 

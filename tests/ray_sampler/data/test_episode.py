@@ -6,8 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ray_sampler import tree
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data import tree
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import EpisodeError
 from tests.helpers import SPACES, CountingEnv, assert_episodes_equal, episode_from_space, full_state
 
@@ -18,8 +18,15 @@ def counting_episode(num_steps: int, *, episode_len: int = 100) -> SingleAgentEp
     ep.add_env_reset(*env.reset())
     for t in range(num_steps):
         obs, reward, terminated, truncated, infos = env.step(t % 2)
-        ep.add_env_step(obs, t % 2, reward, infos, terminated=terminated, truncated=truncated,
-                        extra_model_outputs={"vf_preds": 0.5 * t})
+        ep.add_env_step(
+            obs,
+            t % 2,
+            reward,
+            infos,
+            terminated=terminated,
+            truncated=truncated,
+            extra_model_outputs={"vf_preds": 0.5 * t},
+        )
     return ep
 
 
@@ -49,12 +56,18 @@ def test_constructor_auto_lookback_makes_all_data_lookback() -> None:
         ({"observations": [0, 1], "actions": [0, 1], "rewards": [0, 1]}, "'actions' must hold one item fewer"),
         ({"observations": [0, 1], "actions": [0], "rewards": []}, "'rewards' must hold one item per action"),
         ({"observations": [0, 1], "actions": [0], "rewards": [0], "infos": [{}]}, "'infos' must hold one item"),
-        ({"observations": [0, 1], "actions": [0], "rewards": [0], "extra_model_outputs": {"x": []}},
-         r"'extra_model_outputs\['x'\]' must hold one item per action"),
-        ({"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": 2},
-         r"'len_lookback_buffer' must be 'auto' or an int in \[0, 1\]"),
-        ({"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": "all"},
-         "'len_lookback_buffer' must be 'auto'"),
+        (
+            {"observations": [0, 1], "actions": [0], "rewards": [0], "extra_model_outputs": {"x": []}},
+            r"'extra_model_outputs\['x'\]' must hold one item per action",
+        ),
+        (
+            {"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": 2},
+            r"'len_lookback_buffer' must be 'auto' or an int in \[0, 1\]",
+        ),
+        (
+            {"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": "all"},
+            "'len_lookback_buffer' must be 'auto'",
+        ),
         ({"t_started": -1}, "'t_started' must be an int >= 0"),
         ({"terminated": True}, "an episode without data cannot be done"),
     ],
@@ -221,8 +234,14 @@ def test_concat_checks_id_t_and_boundary_observation() -> None:
     late = SingleAgentEpisode(ep.id_, observations=[np.array([4])], t_started=5)
     with pytest.raises(EpisodeError, match="must equal this chunk's t=4"):
         ep.concat_episode(late)
-    wrong_obs = SingleAgentEpisode(ep.id_, observations=[np.array([99]), np.array([5])], actions=[0],
-                                   rewards=[5.0], extra_model_outputs={"vf_preds": [0.0]}, t_started=4)
+    wrong_obs = SingleAgentEpisode(
+        ep.id_,
+        observations=[np.array([99]), np.array([5])],
+        actions=[0],
+        rewards=[5.0],
+        extra_model_outputs={"vf_preds": [0.0]},
+        t_started=4,
+    )
     with pytest.raises(EpisodeError, match="first observation differs"):
         ep.concat_episode(wrong_obs)
     no_extra = SingleAgentEpisode(ep.id_, observations=[np.array([4])], t_started=4)
@@ -243,7 +262,9 @@ def test_concat_mixed_forms() -> None:
     ep = counting_episode(3)
     cont = ep.cut(2)
     for t in range(3, 6):
-        cont.add_env_step(np.array([t + 1]), t % 2, float(t + 1), {"t": t + 1}, extra_model_outputs={"vf_preds": 0.5 * t})
+        cont.add_env_step(
+            np.array([t + 1]), t % 2, float(t + 1), {"t": t + 1}, extra_model_outputs={"vf_preds": 0.5 * t}
+        )
     whole = counting_episode(6)
     whole.id_ = ep.id_
     ep.to_numpy()
@@ -336,7 +357,9 @@ def test_list_and_numpy_forms_hold_equal_data(name: str) -> None:
     space = SPACES[name]
     ep = episode_from_space(space, SPACES["discrete"], 6)
     chunk = ep.cut(3)
-    chunk.add_env_step(space.sample(), 1, 0.0, extra_model_outputs={"action_logp": np.float32(0), "vf_preds": np.float32(0)})
+    chunk.add_env_step(
+        space.sample(), 1, 0.0, extra_model_outputs={"action_logp": np.float32(0), "vf_preds": np.float32(0)}
+    )
     numpy_chunk = SingleAgentEpisode.from_state(chunk.get_state()).to_numpy()
     assert_episodes_equal(chunk, numpy_chunk)
     assert numpy_chunk.len_lookback_buffer == 3 and len(numpy_chunk) == 1

@@ -8,8 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ray_sampler.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
-from ray_sampler.episode import SingleAgentEpisode
+from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import DataFormatError
 from tests.helpers import SPACES, assert_episodes_equal, episode_from_space
 
@@ -20,8 +20,13 @@ def chunk_catalogue(space: gym.Space, *, seed: int = 0) -> list[SingleAgentEpiso
     first = episode_from_space(space, space, 5, seed=seed)
     second = first.cut(3)
     for t in range(4):
-        second.add_env_step(space.sample(), space.sample(), float(t), {"k": [t, "x"]} if t == 2 else None,
-                            extra_model_outputs={"action_logp": np.float32(t), "vf_preds": np.float32(-t)})
+        second.add_env_step(
+            space.sample(),
+            space.sample(),
+            float(t),
+            {"k": [t, "x"]} if t == 2 else None,
+            extra_model_outputs={"action_logp": np.float32(t), "vf_preds": np.float32(-t)},
+        )
     third = second.cut(2)  # length 0, lookback 2
     done = episode_from_space(space, space, 3, seed=seed + 7, terminated=True)
     numpy_one = episode_from_space(space, space, 4, seed=seed + 9).to_numpy()
@@ -58,10 +63,10 @@ def test_lookback_is_kept_apart_and_never_counted() -> None:
 def test_infos_are_sparse() -> None:
     chunks = chunk_catalogue(SPACES["discrete"])
     col = episodes_to_columnar(chunks)
-    non_empty = [info for ep in chunks for info in ep.infos.data[ep.len_lookback_buffer:] if info]
+    non_empty = [info for ep in chunks for info in ep.infos.data[ep.len_lookback_buffer :] if info]
     assert col.info_values == non_empty
     assert len(col.info_rows) == len(non_empty) < col.num_env_steps
-    lookback = [info for ep in chunks for info in ep.infos.data[:ep.len_lookback_buffer]]
+    lookback = [info for ep in chunks for info in ep.infos.data[: ep.len_lookback_buffer]]
     assert col.lookback_info_values == [info for info in lookback if info] == [{"t": 3}, {"k": [2, "x"]}]
     assert col.lookback_info_rows.tolist() == [i for i, info in enumerate(lookback) if info] == [2, 4]
 
@@ -134,15 +139,21 @@ def _float32_episode(obs_space: gym.Space | None = None, action_space: gym.Space
     ep = SingleAgentEpisode(observation_space=obs_space, action_space=action_space)
     ep.add_env_reset(np.zeros(2, np.uint8))
     for i in range(3):
-        ep.add_env_step(np.full(2, i, np.uint8), np.array([i, -i], np.int32), np.float32(1.5),
-                        extra_model_outputs={"logp": np.float32(-0.5), "state": {"h": np.ones(3, np.float16)}})
+        ep.add_env_step(
+            np.full(2, i, np.uint8),
+            np.array([i, -i], np.int32),
+            np.float32(1.5),
+            extra_model_outputs={"logp": np.float32(-0.5), "state": {"h": np.ones(3, np.float16)}},
+        )
     return ep
 
 
 @pytest.mark.parametrize("with_spaces", [False, True], ids=["no_spaces", "spaces"])
 @pytest.mark.parametrize("kind", ["no_lookback", "only_continuations"])
 def test_unpack_keeps_dtypes_and_shapes_when_one_side_is_empty(with_spaces: bool, kind: str) -> None:
-    spaces = (gym.spaces.Box(0, 9, (2,), np.uint8), gym.spaces.Box(-9, 9, (2,), np.int32)) if with_spaces else (None, None)
+    spaces = (
+        (gym.spaces.Box(0, 9, (2,), np.uint8), gym.spaces.Box(-9, 9, (2,), np.int32)) if with_spaces else (None, None)
+    )
     ep = _float32_episode(*spaces)
     chunks = [ep.to_numpy()] if kind == "no_lookback" else [ep.cut(2)]
     (back,) = columnar_to_episodes(episodes_to_columnar(chunks))

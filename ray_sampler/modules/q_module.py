@@ -1,0 +1,90 @@
+"""QModule: a numpy MLP of Q-values per action that explores epsilon-greedily (for DQN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ray_sampler.data.columns import Columns
+from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.modules.mlp import ACTIVATIONS, forward, init_layer
+
+__all__ = ["QModule"]
+
+
+class QModule:
+    """An MLP of Q-values per action; explores epsilon-greedily (``epsilon`` travels with the weights).
+
+    ``forward_exploration`` gives the epsilon-greedy distribution as ``action_dist_inputs``
+    (log of ``epsilon / n`` plus ``1 - epsilon`` on the greedy action), so the runner's
+    module-to-env pipeline draws from it with its own per-runner seeded generator (runners
+    explore independently) and records the behaviour policy's ``action_logp`` (with
+    ``random_actions=True`` the uniformly drawn actions are scored under the epsilon-greedy
+    distribution instead: not the behaviour policy's; DQN never reads it).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        *,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        seed: int | None = 0,
+        epsilon: float = 1.0,
+        activation: str = "relu",
+    ) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise SpaceError(f"QModule needs a Discrete action space (got {action_space})")
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"'activation' must be one of {ACTIVATIONS} (got {activation!r})")
+        self.activation = activation
+        self.observation_space, self.action_space = observation_space, action_space
+        rng = np.random.default_rng(seed)
+        sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(action_space.n))
+        self.params: dict[str, np.ndarray] = {}
+        for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+            gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
+            self.params[f"q.{layer}.w"], self.params[f"q.{layer}.b"] = init_layer(rng, a, b, gain)
+        self.epsilon = _checked_epsilon(epsilon)
+
+    def q_values(self, obs: Any) -> np.ndarray:
+        x = np.asarray(obs, np.float32).reshape(len(obs), -1)
+        return forward(self.params, "q", x, self.activation)[0]
+
+    def _greedy_and_dist(self, batch: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        greedy = self.q_values(batch[Columns.OBS]).argmax(axis=1)
+        n = int(self.action_space.n)
+        probs = np.full((len(greedy), n), self.epsilon / n)
+        probs[np.arange(len(greedy)), greedy] += 1.0 - self.epsilon
+        # A zero probability becomes the smallest float32 (logits stay finite; it is never drawn).
+        return greedy, np.log(np.maximum(probs, np.finfo(np.float32).tiny)).astype(np.float32)
+
+    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Greedy actions, with the epsilon-greedy distribution they are scored under (so explore
+        and inference steps record the same model outputs)."""
+        greedy, dist = self._greedy_and_dist(batch)
+        return {Columns.ACTIONS: greedy + self.action_space.start, Columns.ACTION_DIST_INPUTS: dist}
+
+    def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """The epsilon-greedy distribution, for the runner's action sampling to draw from."""
+        return {Columns.ACTION_DIST_INPUTS: self._greedy_and_dist(batch)[1]}
+
+    def get_state(self) -> dict[str, Any]:
+        return {**{k: v.copy() for k, v in self.params.items()}, "epsilon": np.float64(self.epsilon)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        weights = {k: v for k, v in state.items() if k != "epsilon"}
+        if weights.keys() != self.params.keys():
+            raise ValueError(f"QModule.set_state: keys differ (got {sorted(weights)})")
+        self.params = {k: np.asarray(v, np.float32).copy() for k, v in weights.items()}
+        if "epsilon" in state:
+            self.epsilon = _checked_epsilon(state["epsilon"])
+
+
+def _checked_epsilon(epsilon: Any) -> float:
+    value = float(epsilon)
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"'epsilon' must be in [0, 1] (got {epsilon!r})")
+    return value

@@ -1,0 +1,42 @@
+"""RandomModule: uniformly random actions from the action space, batched."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ray_sampler.data.columns import Columns
+
+__all__ = ["RandomModule"]
+
+
+class RandomModule:
+    """Uniformly random actions from the action space, batched; holds no weights."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, seed: int | None = None) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._space = copy.deepcopy(action_space)  # seeded privately; the runner's space stays as it was
+        self._space.seed(seed)
+        self._rng = np.random.default_rng(seed)
+
+    def _actions(self, n: int) -> Any:
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return self._rng.integers(space.start, space.start + space.n, n)
+        return np.stack([self._space.sample() for _ in range(n)]) if n else np.zeros((0, *space.shape), space.dtype)
+
+    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {Columns.ACTIONS: self._actions(len(batch[Columns.OBS]))}
+
+    forward_exploration = forward_inference
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"RandomModule holds no weights (got keys {sorted(state)})")
