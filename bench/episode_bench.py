@@ -67,12 +67,14 @@ def measure(impl: str) -> dict[str, float]:
     for extra in (False, True):
         key = "add_env_step_per_s" + ("_ppo_outputs" if extra else "")
         out[key] = (
-            20 * 1000 / best_of(lambda: [build(SingleAgentEpisode, obs, actions, rewards, extra) for _ in range(20)])
+            20
+            * 1000
+            / best_of(lambda extra=extra: [build(SingleAgentEpisode, obs, actions, rewards, extra) for _ in range(20)])
         )
 
     long = build(SingleAgentEpisode, obs, actions, rewards, False)
     for h in (1, 64):
-        out[f"cut_h{h}_us"] = best_of(lambda: [long.cut(len_lookback_buffer=h) for _ in range(200)]) / 200 * 1e6
+        out[f"cut_h{h}_us"] = best_of(lambda h=h: [long.cut(len_lookback_buffer=h) for _ in range(200)]) / 200 * 1e6
 
     def to_numpy_us() -> float:
         fresh = [build(SingleAgentEpisode, obs, actions, rewards, False) for _ in range(20)]
@@ -196,7 +198,7 @@ def main() -> None:
             vs_raw = f"{mine / raw:.1f}x"
         elif unit == "us":
             vs_raw = f"{mine / (1e6 / raw):.1f} steps"
-        fmt = (lambda v: f"{v * scale:.3f}") if scale != 1 else (lambda v: f"{v:.1f}")
+        fmt = (lambda v, scale=scale: f"{v * scale:.3f}") if scale != 1 else (lambda v: f"{v:.1f}")
         print(
             f"{label + ' [' + unit + ']':44s} {fmt(mine):>10s} {fmt(other) if other else '-':>10s} "
             f"{ratio:>11s} {vs_raw:>12s}"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import run_json
+from bench_common import run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,7 +36,7 @@ RAW_STEP_BYTES = 16 + 8 + 8 + 2
 
 
 def make_columnar(num_episodes: int, steps: int, tag: str, seed: int = 0) -> Any:
-    from ray_sampler.data.columnar import ColumnarEpisodes
+    from ray_sampler.data.columnar import ColumnarEpisodes, StepRows
 
     rng = np.random.default_rng(seed)
     n = num_episodes * steps
@@ -48,18 +48,22 @@ def make_columnar(num_episodes: int, steps: int, tag: str, seed: int = 0) -> Any
         lookback_lens=np.zeros(num_episodes, np.int64),
         terminated=np.ones(num_episodes, bool),
         truncated=np.zeros(num_episodes, bool),
-        observations=rng.standard_normal((n + num_episodes, 4)).astype(np.float32),
-        actions=rng.integers(0, 2, n),
-        rewards=np.ones(n),
-        extra_model_outputs={},
-        info_rows=empty,
-        info_values=[],
-        lookback_observations=np.zeros((0, 4), np.float32),
-        lookback_actions=np.zeros(0, np.int64),
-        lookback_rewards=np.zeros(0),
-        lookback_extra_model_outputs={},
-        lookback_info_rows=empty,
-        lookback_info_values=[],
+        data=StepRows(
+            observations=rng.standard_normal((n + num_episodes, 4)).astype(np.float32),
+            actions=rng.integers(0, 2, n),
+            rewards=np.ones(n),
+            extra_model_outputs={},
+            info_rows=empty,
+            info_values=[],
+        ),
+        lookback=StepRows(
+            observations=np.zeros((0, 4), np.float32),
+            actions=np.zeros(0, np.int64),
+            rewards=np.zeros(0),
+            extra_model_outputs={},
+            info_rows=empty,
+            info_values=[],
+        ),
     )
 
 
@@ -204,7 +208,8 @@ def main() -> None:
         "RSS growth per stored step", ours.get("rss_bytes_per_step"), rl.get("stored_bytes_per_step"), "B", higher=False
     )
     print(
-        f"memory per stored step / raw ({RAW_STEP_BYTES} B): arrays {ours.get('arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} "
+        f"memory per stored step / raw ({RAW_STEP_BYTES} B): "
+        f"arrays {ours.get('arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} "
         f"(1M-step buffer), {ours.get('evicting_arrays_bytes_per_step', 0) / RAW_STEP_BYTES:.2f} (evicting 100k); "
         f"RSS growth {ours.get('rss_bytes_per_step', 0) / RAW_STEP_BYTES:.2f}; RLlib RSS growth "
         f"{(rl.get('stored_bytes_per_step') or 0) / RAW_STEP_BYTES:.2f}"

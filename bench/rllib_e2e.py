@@ -36,14 +36,14 @@ def connector_throughput(algo: Any, config: Any) -> float:
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     runner = SingleAgentEnvRunner(config=config.copy(copy_frozen=False).env_runners(num_env_runners=0))
-    learner = algo.learner_group._learner
+    learner = algo.learner_group._learner  # noqa: SLF001  RLlib has no public handle on its local learner
     rates = []
     try:
         for _ in range(6):
             episodes = runner.sample(num_timesteps=4000, explore=True)
             steps = sum(len(e) for e in episodes)
             t0 = time.perf_counter()
-            learner._learner_connector(
+            learner._learner_connector(  # noqa: SLF001  the piece of RLlib this benchmark measures
                 rl_module=learner.module, batch={}, episodes=episodes, shared_data={}, metrics=learner.metrics
             )
             rates.append(steps / (time.perf_counter() - t0))

@@ -228,7 +228,7 @@ def bench_memory(args, capacity: int) -> dict:
     finally:
         tracemalloc.stop()
     # Index list cost, computed exactly from the structure (a list of 2-tuples of ints).
-    idx = buf._indices
+    idx = buf._indices  # noqa: SLF001  RLlib's index list, measured for its memory cost
     n_idx = len(idx)
     per_tuple = sys.getsizeof(idx[0]) if n_idx else 0
     big_ints = sum(1 for a, b in idx for v in (a, b) if not (-5 <= v <= 256))

@@ -22,6 +22,7 @@ that fails is reported as null and its error appended to "errors".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -154,10 +155,8 @@ def bench_remote(n: int, args) -> dict:
                 break
     finally:
         for a in actors:
-            try:
+            with contextlib.suppress(Exception):  # a runner that fails to stop is killed with Ray
                 ray.get(a.stop.remote(), timeout=30)
-            except Exception:
-                pass
             ray.kill(a)
     return {
         "steps_per_s": steps / dt,

@@ -1,5 +1,6 @@
-"""ConnectorV2 pieces and pipelines: env-to-module, module-to-env (and learner pieces, issue #5)."""
+"""ConnectorV2 pieces and pipelines: env-to-module, module-to-env, learner, and pieces common to several."""
 
+from connectors.common import MeanStdFilter
 from connectors.connector_v2 import ConnectorV2
 from connectors.env_to_module import (
     AddObservationsFromEpisodesToBatch,
@@ -16,7 +17,6 @@ from connectors.learner import (
     NStepReturns,
     PrevActionsPrevRewards,
 )
-from connectors.mean_std_filter import MeanStdFilter
 from connectors.module_to_env import GetActions, NormalizeAndClipActions, default_module_to_env
 from connectors.pipeline import ConnectorPipelineV2
 

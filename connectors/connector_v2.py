@@ -4,7 +4,8 @@ The contract (RLlib's): ``piece(*, rl_module, batch, episodes, explore=None, sha
 **kwargs) -> batch``. ``episodes`` are the episodes the batch is about (for an EnvRunner: one
 ongoing episode per sub-env, in sub-env order); a piece that needs history reads it from their
 lookback, never from a hidden copy of its own. ``shared_data`` is a dict the pieces of one
-pipeline call share. Plain functions with this signature work as pieces too.
+pipeline call share. Plain functions with this signature work as pieces too; a piece that keeps
+state subclasses ConnectorV2, whose state hooks a pipeline calls.
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ class ConnectorV2:
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Loads ``get_state()`` output."""
+
+    def merge_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
+        """One state from the states of copies of this piece (e.g. one per runner).
+
+        The default suits a piece whose state needs no merging: the first state given (its own
+        state when given none). A piece with statistics to combine (MeanStdFilter) overrides it.
+        """
+        return states[0] if states else self.get_state()
+
+    def reset_state(self) -> None:
+        """Forgets what the piece learned; the default, for a stateless piece, resets nothing."""
 
     def __repr__(self) -> str:
         return self.name

@@ -105,7 +105,7 @@ class ConnectorPipelineV2(ConnectorV2):
         lines = [f"{self.name}("]
         for piece in self.connectors:
             lines += ["  " + line for line in repr(piece).splitlines()]
-        return "\n".join(lines + [")"])
+        return "\n".join([*lines, ")"])
 
     # ---------------------------------------------------------------- state (by piece name, never position)
     def _keys(self) -> list[str]:
@@ -127,14 +127,20 @@ class ConnectorPipelineV2(ConnectorV2):
 
     def merge_states(self, states: list[dict[str, Any]]) -> dict[str, Any]:
         """One state from copies of this pipeline (e.g. one per runner), merged piece by piece and
-        matched by name, never position: pieces with ``merge_states`` merge, others keep the first."""
+        matched by name, never position: each ConnectorV2 piece by its ``merge_states``; other
+        callables keep the first."""
         merged = {}
         for key, piece in zip(self._keys(), self.connectors):
             parts = [s[key] for s in states if key in s]
             if parts:
-                merge = getattr(piece, "merge_states", None)
-                merged[key] = merge(parts) if callable(merge) else parts[0]
+                merged[key] = piece.merge_states(parts) if isinstance(piece, ConnectorV2) else parts[0]
         return merged
+
+    def reset_state(self) -> None:
+        """Resets every ConnectorV2 piece (plain functions hold no state)."""
+        for piece in self.connectors:
+            if isinstance(piece, ConnectorV2):
+                piece.reset_state()
 
 
 def _checked(piece: Any) -> Any:

@@ -317,13 +317,15 @@ class EpisodeReplayBuffer:
             s.infos.get(int(r)) or {} for r in obs_rows.tolist()
         ]
         extras = s.extras or {}
-        return SingleAgentEpisode._from_buffers(
+        return SingleAgentEpisode.from_buffers(
             id_,
-            LookbackBuffer(joined(s.lb_obs, s.obs, obs_rows), lookback=h),
-            LookbackBuffer(joined(s.lb_actions, s.actions, step_rows), lookback=h),
-            LookbackBuffer(joined(s.lb_rewards, s.rewards, step_rows), lookback=h),
-            LookbackBuffer(infos, lookback=h),
-            {k: LookbackBuffer(joined(s.lb_extras[k], rows, step_rows), lookback=h) for k, rows in extras.items()},
+            observations=LookbackBuffer(joined(s.lb_obs, s.obs, obs_rows), lookback=h),
+            actions=LookbackBuffer(joined(s.lb_actions, s.actions, step_rows), lookback=h),
+            rewards=LookbackBuffer(joined(s.lb_rewards, s.rewards, step_rows), lookback=h),
+            infos=LookbackBuffer(infos, lookback=h),
+            extra_model_outputs={
+                k: LookbackBuffer(joined(s.lb_extras[k], rows, step_rows), lookback=h) for k, rows in extras.items()
+            },
             t_started=t_started,
             terminated=terminated,
             truncated=truncated,

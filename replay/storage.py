@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ray_sampler.data import tree
-from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.columnar import ColumnarEpisodes, StepRows
 from ray_sampler.errors import ReplayError
 from replay.rows import Rows, equal_rows, remap_rows
 
@@ -161,7 +161,7 @@ class EpisodeStorage:
 
     def _plan(self, col: ColumnarEpisodes) -> list[tuple[int, bool]]:
         """(chunk, continues a stored episode) for every chunk with steps; raises before any change."""
-        keys = set(col.extra_model_outputs)
+        keys = set(col.data.extra_model_outputs)
         if self.extras is not None and col.num_env_steps and keys != set(self.extras):
             raise ReplayError(
                 f"chunks must carry the stored extra_model_outputs keys {sorted(self.extras)} (got {sorted(keys)})"
@@ -181,7 +181,7 @@ class EpisodeStorage:
                 last_obs = self.obs.gather(np.array([self.seg_obs[seg] + self.seg_len[seg]]))
             else:
                 t = done = last_obs = None
-            first_obs = tree.map_structure(lambda a: a[obs_off[i] : obs_off[i] + 1], col.observations)
+            first_obs = tree.map_structure(lambda a: a[obs_off[i] : obs_off[i] + 1], col.data.observations)
             if t is not None:
                 where = f"chunk {i} (id_ {id_!r})"
                 if done:
@@ -195,7 +195,7 @@ class EpisodeStorage:
                     raise ReplayError(
                         f"{where} does not start with the stored episode's last observation; nothing was added"
                     )
-            last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1 : obs_off[i + 1]], col.observations)
+            last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1 : obs_off[i + 1]], col.data.observations)
             pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]), last)
             plan.append((i, t is not None))
         if plan:
@@ -204,37 +204,37 @@ class EpisodeStorage:
 
     def _check_columns(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
         """Every column's structure, shape and dtype, before anything is written."""
-        self.obs.check(col.observations, "observations")
-        self.actions.check(col.actions, "actions")
-        self.rewards.check(col.rewards, "rewards")
+        self.obs.check(col.data.observations, "observations")
+        self.actions.check(col.data.actions, "actions")
+        self.rewards.check(col.data.rewards, "rewards")
         for k, rows in (self.extras or {}).items():
-            rows.check(col.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
+            rows.check(col.data.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
         if any(not cont and col.lookback_lens[i] for i, cont in plan):
             for rows, data, stored, name in (
-                (self.lb_obs, col.lookback_observations, self.obs, "lookback observations"),
-                (self.lb_actions, col.lookback_actions, self.actions, "lookback actions"),
-                (self.lb_rewards, col.lookback_rewards, self.rewards, "lookback rewards"),
+                (self.lb_obs, col.lookback.observations, self.obs, "lookback observations"),
+                (self.lb_actions, col.lookback.actions, self.actions, "lookback actions"),
+                (self.lb_rewards, col.lookback.rewards, self.rewards, "lookback rewards"),
             ):
                 rows.check(data, name)
                 stored.check(data, name)  # lookback rows sit beside data rows in sampled chunks
             for k, rows in self.lb_extras.items():
-                rows.check(col.lookback_extra_model_outputs[k], f"lookback extra_model_outputs[{k!r}]")
+                rows.check(col.lookback.extra_model_outputs[k], f"lookback extra_model_outputs[{k!r}]")
 
     def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
-        base_obs = self.obs.append(col.observations, "observations")
-        base_step = self.actions.append(col.actions, "actions")
+        base_obs = self.obs.append(col.data.observations, "observations")
+        base_step = self.actions.append(col.data.actions, "actions")
         if self.priorities is not None:
             grown = np.zeros(max(len(self.priorities), self.actions.rows), np.float64)
             grown[: len(self.priorities)] = self.priorities
             grown[base_step : self.actions.rows] = self.new_priority
             self.priorities = grown
-        self.rewards.append(col.rewards, "rewards")
+        self.rewards.append(col.data.rewards, "rewards")
         if self.extras is None:
-            self.extras = {k: Rows() for k in col.extra_model_outputs}
-            self.lb_extras = {k: Rows() for k in col.extra_model_outputs}
+            self.extras = {k: Rows() for k in col.data.extra_model_outputs}
+            self.lb_extras = {k: Rows() for k in col.data.extra_model_outputs}
         for k, rows in self.extras.items():
-            rows.append(col.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
-        for r, info in zip(col.info_rows.tolist(), col.info_values):
+            rows.append(col.data.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
+        for r, info in zip(col.data.info_rows.tolist(), col.data.info_values):
             self.infos[base_obs + r] = info
         obs_off, step_off, lb_off = col.obs_offsets, col.step_offsets, col.lookback_offsets
         # Lookback rows are kept only for chunks that begin a stored episode.
@@ -242,13 +242,13 @@ class EpisodeStorage:
         lb_index = np.concatenate([np.arange(lb_off[i], lb_off[i + 1]) for i in new_chunks]) if new_chunks else None
         lb_base: dict[int, int] = {}
         if lb_index is not None:
-            base = self.lb_obs.append(tree.map_structure(lambda a: a[lb_index], col.lookback_observations), "lookback")
-            self.lb_actions.append(tree.map_structure(lambda a: a[lb_index], col.lookback_actions), "lookback")
-            self.lb_rewards.append(col.lookback_rewards[lb_index], "lookback")
+            base = self.lb_obs.append(tree.map_structure(lambda a: a[lb_index], col.lookback.observations), "lookback")
+            self.lb_actions.append(tree.map_structure(lambda a: a[lb_index], col.lookback.actions), "lookback")
+            self.lb_rewards.append(col.lookback.rewards[lb_index], "lookback")
             for k, rows in self.lb_extras.items():
-                rows.append(tree.map_structure(lambda a: a[lb_index], col.lookback_extra_model_outputs[k]), "lookback")
+                rows.append(tree.map_structure(lambda a: a[lb_index], col.lookback.extra_model_outputs[k]), "lookback")
             row_of = {int(old): base + j for j, old in enumerate(lb_index.tolist())}
-            for r, info in zip(col.lookback_info_rows.tolist(), col.lookback_info_values):
+            for r, info in zip(col.lookback.info_rows.tolist(), col.lookback.info_values):
                 if r in row_of:
                     self.lb_infos[row_of[r]] = info
             at = base
@@ -437,18 +437,22 @@ class EpisodeStorage:
             lookback_lens=np.array(lb_lens, np.int64),
             terminated=np.array([ep.terminated for ep in eps], bool),
             truncated=np.array([ep.truncated for ep in eps], bool),
-            observations=self.obs.gather(obs_rows),
-            actions=self.actions.gather(step_rows),
-            rewards=self.rewards.gather(step_rows),
-            extra_model_outputs={k: rows.gather(step_rows) for k, rows in extras.items()},
-            info_rows=info_rows,
-            info_values=info_values,
-            lookback_observations=lookback(self.lb_obs, self.obs),
-            lookback_actions=lookback(self.lb_actions, self.actions),
-            lookback_rewards=lookback(self.lb_rewards, self.rewards),
-            lookback_extra_model_outputs={k: lookback(self.lb_extras[k], rows) for k, rows in extras.items()},
-            lookback_info_rows=lb_info_rows,
-            lookback_info_values=lb_info_values,
+            data=StepRows(
+                observations=self.obs.gather(obs_rows),
+                actions=self.actions.gather(step_rows),
+                rewards=self.rewards.gather(step_rows),
+                extra_model_outputs={k: rows.gather(step_rows) for k, rows in extras.items()},
+                info_rows=info_rows,
+                info_values=info_values,
+            ),
+            lookback=StepRows(
+                observations=lookback(self.lb_obs, self.obs),
+                actions=lookback(self.lb_actions, self.actions),
+                rewards=lookback(self.lb_rewards, self.rewards),
+                extra_model_outputs={k: lookback(self.lb_extras[k], rows) for k, rows in extras.items()},
+                info_rows=lb_info_rows,
+                info_values=lb_info_values,
+            ),
         )
 
     # ---------------------------------------------------------------- sizes

@@ -50,8 +50,11 @@ def _private_imports(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
-            found += [f"{path.relative_to(ROOT)}: from {node.module} import {a.name}" for a in node.names
-                      if a.name.startswith("_") and not a.name.startswith("__")]
+            found += [
+                f"{path.relative_to(ROOT)}: from {node.module} import {a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
     return found
 
 
@@ -64,12 +67,14 @@ def test_private_import_check_finds_a_private_import(tmp_path: Path) -> None:
     probe = ROOT / "ray_sampler" / "_layout_probe.py"
     probe.write_text("from ray_sampler.data.columnar import _offsets\n")
     try:
-        assert _private_imports(probe) == ["ray_sampler/_layout_probe.py: from ray_sampler.data.columnar import _offsets"]
+        expected = "ray_sampler/_layout_probe.py: from ray_sampler.data.columnar import _offsets"
+        assert _private_imports(probe) == [expected]
     finally:
         probe.unlink()
 
 
 def test_public_imports_users_write_keep_working() -> None:
+    import ray_sampler
     from connectors import ConnectorPipelineV2, ConnectorV2, MeanStdFilter  # noqa: F401
     from learner import (  # noqa: F401
         DQNLearner,
@@ -91,8 +96,6 @@ def test_public_imports_users_write_keep_working() -> None:
         register_env,
     )
     from replay import EpisodeReplayBuffer, PrioritizedEpisodeReplayBuffer, ReplayActor  # noqa: F401
-
-    import ray_sampler
 
     assert sorted(ray_sampler.__all__) == sorted(dir(ray_sampler))
     for name in ray_sampler.__all__:

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ray_sampler.data import tree
-from ray_sampler.data.columnar import ColumnarEpisodes, _offsets
+from ray_sampler.data.columnar import ColumnarEpisodes, StepRows, row_offsets
 from ray_sampler.errors import DataFormatError
 
 __all__ = ["SCHEMA_VERSION", "arrow_to_columnar", "columnar_to_arrow"]
@@ -69,7 +69,7 @@ class _Rows:
 
     def __init__(self, lookback_lens: np.ndarray, lens: np.ndarray) -> None:
         self.sizes = lookback_lens + lens + 1
-        self.starts = _offsets(self.sizes)[:-1]
+        self.starts = row_offsets(self.sizes)[:-1]
         self.num_rows = int(self.sizes.sum())
         self.pos = np.arange(self.num_rows, dtype=np.int64) - np.repeat(self.starts, self.sizes)
         self.is_lookback = self.pos < np.repeat(lookback_lens, self.sizes)
@@ -101,12 +101,13 @@ def columnar_to_arrow(col: ColumnarEpisodes, *, drop_infos: bool = False, first_
     }
     fields: dict[str, pa.Field] = {}
     structure: dict[str, Any] = {"extra_model_outputs": {}}
-    step_fields = [("action", col.lookback_actions, col.actions), ("reward", col.lookback_rewards, col.rewards)]
+    data_side, lb_side = col.data, col.lookback
+    step_fields = [("action", lb_side.actions, data_side.actions), ("reward", lb_side.rewards, data_side.rewards)]
     step_fields += [
-        (f"extra_model_outputs.{_check_key(k, 'extra_model_outputs')}", col.lookback_extra_model_outputs[k], v)
-        for k, v in col.extra_model_outputs.items()
+        (f"extra_model_outputs.{_check_key(k, 'extra_model_outputs')}", lb_side.extra_model_outputs[k], v)
+        for k, v in data_side.extra_model_outputs.items()
     ]
-    for name, lookback, data, is_step in [("obs", col.lookback_observations, col.observations, False)] + [
+    for name, lookback, data, is_step in [("obs", lb_side.observations, data_side.observations, False)] + [
         (n, lb, d, True) for n, lb, d in step_fields
     ]:
         ref = data if _num_rows(data) or not _num_rows(lookback) else lookback
@@ -198,8 +199,8 @@ def _infos_to_arrow(col: ColumnarEpisodes, rows: _Rows) -> pa.Array:
     data_rows = np.flatnonzero(~rows.is_lookback)
     lookback_rows = np.flatnonzero(rows.is_lookback)
     for where, positions, values, row_map in (
-        ("infos", col.info_rows, col.info_values, data_rows),
-        ("lookback infos", col.lookback_info_rows, col.lookback_info_values, lookback_rows),
+        ("infos", col.data.info_rows, col.data.info_values, data_rows),
+        ("lookback infos", col.lookback.info_rows, col.lookback.info_values, lookback_rows),
     ):
         for r, info in zip(positions.tolist(), values):
             _check_json(info, f"{where}[{r}]")
@@ -240,7 +241,7 @@ def arrow_to_columnar(table: pa.Table) -> ColumnarEpisodes:
         raise DataFormatError("column 'episode_index' must count chunks up by 1 over contiguous rows")
     index = index - index[0]  # a row group read on its own starts where the file's numbering is
     sizes = np.bincount(index).astype(np.int64)
-    starts = _offsets(sizes)[:-1]
+    starts = row_offsets(sizes)[:-1]
     lookback_lens = np.add.reduceat(base["is_lookback"].astype(np.int64), starts)
     lens = sizes - lookback_lens - 1
     rows = _Rows(lookback_lens, np.maximum(lens, 0))
@@ -277,18 +278,22 @@ def arrow_to_columnar(table: pa.Table) -> ColumnarEpisodes:
         lookback_lens=lookback_lens,
         terminated=base["terminated"][starts + sizes - 1],
         truncated=base["truncated"][starts + sizes - 1],
-        observations=obs,
-        actions=act,
-        rewards=rew,
-        extra_model_outputs={k: v[1] for k, v in emo.items()},
-        info_rows=info_rows,
-        info_values=info_values,
-        lookback_observations=lb_obs,
-        lookback_actions=lb_act,
-        lookback_rewards=lb_rew,
-        lookback_extra_model_outputs={k: v[0] for k, v in emo.items()},
-        lookback_info_rows=lb_info_rows,
-        lookback_info_values=lb_info_values,
+        data=StepRows(
+            observations=obs,
+            actions=act,
+            rewards=rew,
+            extra_model_outputs={k: v[1] for k, v in emo.items()},
+            info_rows=info_rows,
+            info_values=info_values,
+        ),
+        lookback=StepRows(
+            observations=lb_obs,
+            actions=lb_act,
+            rewards=lb_rew,
+            extra_model_outputs={k: v[0] for k, v in emo.items()},
+            info_rows=lb_info_rows,
+            info_values=lb_info_values,
+        ),
     )
     col.validate()
     return col
@@ -322,7 +327,8 @@ def _read_metadata(schema: pa.Schema) -> dict[str, Any]:
         raise DataFormatError(f"'ray_sampler.schema_version' must be an int (got {meta[_VERSION_KEY]!r})") from None
     if version > SCHEMA_VERSION:
         raise DataFormatError(
-            f"schema version {version} is newer than this ray-sampler reads (up to {SCHEMA_VERSION}); upgrade ray-sampler"
+            f"schema version {version} is newer than this ray-sampler reads (up to {SCHEMA_VERSION}); "
+            "upgrade ray-sampler"
         )
     if version < 1:
         raise DataFormatError(f"'ray_sampler.schema_version' must be >= 1 (got {version})")
@@ -399,7 +405,7 @@ def _to_numpy(arr: pa.Array, dtype: np.dtype, name: str) -> np.ndarray:
 
 
 def _read_infos(table: pa.Table, rows: _Rows) -> tuple[tuple[np.ndarray, list], tuple[np.ndarray, list]]:
-    empty = (np.zeros(0, np.int64), [])
+    empty: tuple[np.ndarray, list] = (np.zeros(0, np.int64), [])
     if "infos" not in table.column_names:
         return empty, empty
     column = table.column("infos")

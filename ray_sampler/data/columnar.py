@@ -3,13 +3,14 @@
 Layout (E chunks; chunk ``i`` has ``lens[i]`` steps and ``lookback_lens[i]`` lookback steps):
 
 - per chunk: ``ids``, ``t_started``, ``lens``, ``lookback_lens``, ``terminated``, ``truncated``;
-- data, chunks one after another, lookback never included (so it is never counted as data):
-  ``observations`` (``lens[i] + 1`` rows per chunk), ``actions``, ``rewards`` and each
-  ``extra_model_outputs[key]`` (``lens[i]`` rows per chunk) — (nested) arrays, leading row axis;
-- lookback, kept apart: ``lookback_observations``, ``lookback_actions``, ``lookback_rewards``,
-  ``lookback_extra_model_outputs`` (``lookback_lens[i]`` rows per chunk);
-- infos, sparse: only non-empty info dicts are kept, with their row numbers among the data
-  observations (``info_rows``/``info_values``) or among the lookback ones.
+- ``data``, a :class:`StepRows` of the chunks' own rows one chunk after another, lookback never
+  included (so it is never counted as data): ``observations`` (``lens[i] + 1`` rows per chunk),
+  ``actions``, ``rewards`` and each ``extra_model_outputs[key]`` (``lens[i]`` rows per chunk),
+  as (nested) arrays with a leading row axis;
+- ``lookback``, a :class:`StepRows` of the same columns kept apart (``lookback_lens[i]`` rows per
+  chunk for every column, observations included);
+- infos, sparse on each side: only non-empty info dicts are kept, with their row numbers among
+  that side's observations (``info_rows``/``info_values``).
 
 ``episodes_to_columnar`` packs (list-form or numpy'd chunks alike); ``columnar_to_episodes``
 unpacks into numpy'd episodes equal to ``[e.to_numpy() for e in episodes]``.
@@ -17,7 +18,7 @@ unpacks into numpy'd episodes equal to ``[e.to_numpy() for e in episodes]``.
 >>> from ray_sampler.data.episode import SingleAgentEpisode
 >>> ep = SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 1], rewards=[0.5, 1.5])
 >>> col = episodes_to_columnar([ep, ep.cut()])
->>> col.num_env_steps, col.lens.tolist(), col.lookback_lens.tolist(), col.observations.tolist()
+>>> col.num_env_steps, col.lens.tolist(), col.lookback_lens.tolist(), col.data.observations.tolist()
 (2, [2, 0], [0, 1], [0, 1, 2, 2])
 """
 
@@ -37,7 +38,46 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import DataFormatError
 
-__all__ = ["ColumnarEpisodes", "columnar_to_episodes", "concat_columnar", "episodes_to_columnar"]
+__all__ = [
+    "ColumnarEpisodes",
+    "StepRows",
+    "columnar_to_episodes",
+    "concat_columnar",
+    "episodes_to_columnar",
+    "row_offsets",
+]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StepRows:
+    """One side of a ColumnarEpisodes, its data or its lookback: every per-step column, chunk after chunk."""
+
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    extra_model_outputs: dict[str, Any]
+    info_rows: np.ndarray
+    """Rows (among this side's observations) whose info dict is not empty, increasing."""
+    info_values: list[dict]
+    """The info dicts of ``info_rows``, in the same order."""
+
+    def columns(self) -> dict[str, Any]:
+        """The array columns by name (``extra_model_outputs.<key>`` for model outputs)."""
+        out = {"observations": self.observations, "actions": self.actions, "rewards": self.rewards}
+        out.update({f"extra_model_outputs.{k}": v for k, v in self.extra_model_outputs.items()})
+        return out
+
+    def validate(self, side: str, num_obs_rows: int, num_step_rows: int) -> None:
+        """Raises DataFormatError if a column's row count or the sparse infos do not fit."""
+        prefix = "" if side == "data" else "lookback "
+        if not isinstance(self.rewards, np.ndarray) or self.rewards.ndim != 1:
+            raise DataFormatError(
+                f"{prefix}'rewards' must be a 1-D array (got {getattr(self.rewards, 'shape', self.rewards)!r})"
+            )
+        for name, column in self.columns().items():
+            rows = num_obs_rows if name == "observations" else num_step_rows
+            _check_rows(f"{prefix}{name}", column, rows)
+        _check_sparse(f"{prefix}info", self.info_rows, self.info_values, num_obs_rows)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -50,18 +90,10 @@ class ColumnarEpisodes:
     lookback_lens: np.ndarray
     terminated: np.ndarray
     truncated: np.ndarray
-    observations: Any
-    actions: Any
-    rewards: np.ndarray
-    extra_model_outputs: dict[str, Any]
-    info_rows: np.ndarray
-    info_values: list[dict]
-    lookback_observations: Any
-    lookback_actions: Any
-    lookback_rewards: np.ndarray
-    lookback_extra_model_outputs: dict[str, Any]
-    lookback_info_rows: np.ndarray
-    lookback_info_values: list[dict]
+    data: StepRows
+    """The chunks' own rows."""
+    lookback: StepRows
+    """The rows of the chunks' lookback buffers."""
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
 
@@ -76,18 +108,18 @@ class ColumnarEpisodes:
 
     @property
     def obs_offsets(self) -> np.ndarray:
-        """Row where each chunk's data observations start in ``observations`` (E + 1 entries)."""
-        return _offsets(self.lens + 1)
+        """Row where each chunk's data observations start in ``data.observations`` (E + 1 entries)."""
+        return row_offsets(self.lens + 1)
 
     @property
     def step_offsets(self) -> np.ndarray:
-        """Row where each chunk's steps start in ``actions``/``rewards`` (E + 1 entries)."""
-        return _offsets(self.lens)
+        """Row where each chunk's steps start in ``data.actions``/``data.rewards`` (E + 1 entries)."""
+        return row_offsets(self.lens)
 
     @property
     def lookback_offsets(self) -> np.ndarray:
-        """Row where each chunk's lookback starts in the ``lookback_*`` fields (E + 1 entries)."""
-        return _offsets(self.lookback_lens)
+        """Row where each chunk's lookback starts in every ``lookback`` column (E + 1 entries)."""
+        return row_offsets(self.lookback_lens)
 
     def serialized_nbytes(self) -> int:
         """Bytes this object takes as a pickle-5 payload, which is what ``ray.put`` ships."""
@@ -95,7 +127,7 @@ class ColumnarEpisodes:
 
     def raw_step_nbytes(self) -> int:
         """Raw bytes of one step: observation + action + reward + the two done flags."""
-        leaves = tree.flatten(self.observations) + tree.flatten(self.actions) + [self.rewards]
+        leaves = tree.flatten(self.data.observations) + tree.flatten(self.data.actions) + [self.data.rewards]
         return sum(leaf.itemsize * math.prod(leaf.shape[1:]) for leaf in leaves) + 2
 
     def validate(self) -> None:
@@ -109,27 +141,19 @@ class ColumnarEpisodes:
             raise DataFormatError("'lens' and 'lookback_lens' must be >= 0")
         if (self.t_started < self.lookback_lens).any():
             raise DataFormatError("'t_started' must be >= the chunk's lookback length (>= 0)")
-        if not isinstance(self.rewards, np.ndarray) or self.rewards.ndim != 1:
-            raise DataFormatError(
-                f"'rewards' must be a 1-D array (got {getattr(self.rewards, 'shape', self.rewards)!r})"
-            )
+        if self.data.extra_model_outputs.keys() != self.lookback.extra_model_outputs.keys():
+            raise DataFormatError("data and lookback 'extra_model_outputs' must have the same keys")
         steps, lb = int(self.lens.sum()), int(self.lookback_lens.sum())
-        _check_rows("observations", self.observations, steps + e)
-        _check_rows("actions", self.actions, steps)
-        _check_rows("rewards", self.rewards, steps)
-        _check_rows("lookback_observations", self.lookback_observations, lb)
-        _check_rows("lookback_actions", self.lookback_actions, lb)
-        _check_rows("lookback_rewards", self.lookback_rewards, lb)
-        if self.extra_model_outputs.keys() != self.lookback_extra_model_outputs.keys():
-            raise DataFormatError("'extra_model_outputs' and 'lookback_extra_model_outputs' must have the same keys")
-        for k in self.extra_model_outputs:
-            _check_rows(f"extra_model_outputs[{k!r}]", self.extra_model_outputs[k], steps)
-            _check_rows(f"lookback_extra_model_outputs[{k!r}]", self.lookback_extra_model_outputs[k], lb)
-        _check_sparse("info", self.info_rows, self.info_values, steps + e)
-        _check_sparse("lookback_info", self.lookback_info_rows, self.lookback_info_values, lb)
+        self.data.validate("data", steps + e, steps)
+        self.lookback.validate("lookback", lb, lb)
 
 
-def _offsets(sizes: np.ndarray) -> np.ndarray:
+def row_offsets(sizes: np.ndarray) -> np.ndarray:
+    """Where each of consecutive blocks of ``sizes`` rows starts, and the total (len(sizes) + 1 entries).
+
+    >>> row_offsets(np.array([2, 0, 3])).tolist()
+    [0, 2, 2, 5]
+    """
     out = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
     return out
@@ -164,11 +188,11 @@ class _FieldPacker:
         if isinstance(part, list):
             self.pending.extend(part)
         elif len(tree.first_leaf(part)):
-            self._flush()
+            self.flush()
             self.pieces.append(part)
             self.owned.append(False)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         if self.pending:
             self.pieces.append(tree.stack(self.pending))
             self.owned.append(True)
@@ -177,18 +201,48 @@ class _FieldPacker:
     def result(self, other: _FieldPacker | None = None) -> Any:
         """The packed field; with no rows it takes the structure and dtypes of ``other``'s rows
         (the same field's lookback or data side), else those of the space."""
-        self._flush()
+        self.flush()
         if len(self.pieces) == 1 and not self.owned[0]:
             return tree.map_structure(np.copy, self.pieces[0])  # never alias the episode's own arrays
         if self.pieces:
             return tree.concat(self.pieces)
         if other is not None:
-            other._flush()
+            other.flush()
             if other.pieces:
                 return tree.map_structure(lambda a: a[:0].copy(), other.pieces[0])
         buf = LookbackBuffer([], space=self.space)
         buf.to_numpy()
         return buf.data
+
+
+class _SidePacker:
+    """The packers of one side (data or lookback) of every column, and its infos."""
+
+    def __init__(self, obs_space: gym.Space | None, act_space: gym.Space | None, keys: Any) -> None:
+        self.obs, self.act, self.rew = _FieldPacker(obs_space), _FieldPacker(act_space), _FieldPacker(None)
+        self.emo = {k: _FieldPacker(None) for k in keys}
+        self.infos: list[dict] = []
+
+    def add(self, ep: SingleAgentEpisode, start: int, obs_stop: int, step_stop: int, with_emo: bool) -> None:
+        """Positions ``[start, obs_stop)`` of the observations (and infos), ``[start, step_stop)`` of the rest."""
+        self.obs.add(ep.observations.view(start, obs_stop))
+        self.act.add(ep.actions.view(start, step_stop))
+        self.rew.add(ep.rewards.view(start, step_stop))
+        if with_emo:
+            for k, buf in ep.extra_model_outputs.items():
+                self.emo[k].add(buf.view(start, step_stop))
+        self.infos.extend(ep.infos.data[start:obs_stop])
+
+    def result(self, other: _SidePacker) -> StepRows:
+        info_rows = np.fromiter(itertools.compress(itertools.count(), self.infos), np.int64)
+        return StepRows(
+            observations=self.obs.result(other.obs),
+            actions=self.act.result(other.act),
+            rewards=self.rew.result(other.rew),
+            extra_model_outputs={k: p.result(other.emo[k]) for k, p in self.emo.items()},
+            info_rows=info_rows,
+            info_values=[self.infos[r] for r in info_rows.tolist()],
+        )
 
 
 def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes:
@@ -200,20 +254,15 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
     keyed = next((ep for ep in episodes if ep.actions.num_total()), first)
     keys = keyed.extra_model_outputs.keys()
     obs_space, act_space = first.observation_space, first.action_space
-    fields = ("obs", "act", "rew")
-    data = {f: _FieldPacker(s) for f, s in zip(fields, (obs_space, act_space, None))}
-    look = {f: _FieldPacker(s) for f, s in zip(fields, (obs_space, act_space, None))}
-    data_emo = {k: _FieldPacker(None) for k in keys}
-    look_emo = {k: _FieldPacker(None) for k in keys}
-    infos: list[dict] = []
-    lookback_infos: list[dict] = []
+    data, look = _SidePacker(obs_space, act_space, keys), _SidePacker(obs_space, act_space, keys)
     num = len(episodes)
     lens = np.empty(num, np.int64)
     lookback_lens = np.empty(num, np.int64)
     for i, ep in enumerate(episodes):
         if not ep.is_reset:
             raise DataFormatError(f"'episodes[{i}]' (id_ {ep.id_!r}) has no observations; call add_env_reset first")
-        if ep.extra_model_outputs.keys() != keys and ep.actions.num_total():
+        has_steps = bool(ep.actions.num_total())
+        if ep.extra_model_outputs.keys() != keys and has_steps:
             raise DataFormatError(
                 f"'episodes[{i}]' has extra_model_outputs keys {sorted(ep.extra_model_outputs)}, "
                 f"episodes[0] has {sorted(keys)}; all chunks must agree"
@@ -221,18 +270,8 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
         h = ep.len_lookback_buffer
         lookback_lens[i] = h
         lens[i] = len(ep)
-        for f, buf in zip(fields, (ep.observations, ep.actions, ep.rewards)):
-            total = buf.num_total()
-            look[f].add(buf._range(0, h))
-            data[f].add(buf._range(h, total))
-        for k, buf in ep.extra_model_outputs.items() if ep.actions.num_total() else ():
-            look_emo[k].add(buf._range(0, h))
-            data_emo[k].add(buf._range(h, buf.num_total()))
-        inf = ep.infos.data
-        lookback_infos.extend(inf[:h])
-        infos.extend(inf[h:])
-    info_rows = np.fromiter(itertools.compress(itertools.count(), infos), np.int64)
-    lookback_info_rows = np.fromiter(itertools.compress(itertools.count(), lookback_infos), np.int64)
+        look.add(ep, 0, h, h, has_steps)
+        data.add(ep, h, ep.observations.num_total(), ep.actions.num_total(), has_steps)
     return ColumnarEpisodes(
         ids=[ep.id_ for ep in episodes],
         t_started=np.fromiter((ep.t_started for ep in episodes), np.int64, num),
@@ -240,18 +279,8 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
         lookback_lens=lookback_lens,
         terminated=np.fromiter((ep.is_terminated for ep in episodes), bool, num),
         truncated=np.fromiter((ep.is_truncated for ep in episodes), bool, num),
-        observations=data["obs"].result(look["obs"]),
-        actions=data["act"].result(look["act"]),
-        rewards=data["rew"].result(look["rew"]),
-        extra_model_outputs={k: p.result(look_emo[k]) for k, p in data_emo.items()},
-        info_rows=info_rows,
-        info_values=[infos[r] for r in info_rows.tolist()],
-        lookback_observations=look["obs"].result(data["obs"]),
-        lookback_actions=look["act"].result(data["act"]),
-        lookback_rewards=look["rew"].result(data["rew"]),
-        lookback_extra_model_outputs={k: p.result(data_emo[k]) for k, p in look_emo.items()},
-        lookback_info_rows=lookback_info_rows,
-        lookback_info_values=[lookback_infos[r] for r in lookback_info_rows.tolist()],
+        data=data.result(look),
+        lookback=look.result(data),
         observation_space=obs_space,
         action_space=act_space,
     )
@@ -261,28 +290,29 @@ def columnar_to_episodes(col: ColumnarEpisodes) -> list[SingleAgentEpisode]:
     """Unpacks into numpy'd episodes (lookback rows joined in front of each chunk's data)."""
     col.validate()
     obs_off, step_off, lb_off = col.obs_offsets, col.step_offsets, col.lookback_offsets
-    infos = _dense_infos(col.info_rows, col.info_values, int(obs_off[-1]))
-    lookback_infos = _dense_infos(col.lookback_info_rows, col.lookback_info_values, int(lb_off[-1]))
+    infos = _dense_infos(col.data.info_rows, col.data.info_values, int(obs_off[-1]))
+    lookback_infos = _dense_infos(col.lookback.info_rows, col.lookback.info_values, int(lb_off[-1]))
+    data, look = col.data, col.lookback
     out = []
     for i, id_ in enumerate(col.ids):
         o0, o1, s0, s1, l0, l1 = obs_off[i], obs_off[i + 1], step_off[i], step_off[i + 1], lb_off[i], lb_off[i + 1]
         h = int(l1 - l0)
 
-        def joined(lookback: Any, data: Any, a: int, b: int) -> Any:
-            return tree.map_structure(lambda lb, d: np.concatenate([lb[l0:l1], d[a:b]]), lookback, data)
+        def joined(lookback: Any, rows: Any, a: int, b: int, l0: int = l0, l1: int = l1) -> Any:
+            return tree.map_structure(lambda lb, d: np.concatenate([lb[l0:l1], d[a:b]]), lookback, rows)
 
         out.append(
-            SingleAgentEpisode._from_buffers(
+            SingleAgentEpisode.from_buffers(
                 id_,
-                LookbackBuffer(
-                    joined(col.lookback_observations, col.observations, o0, o1), lookback=h, space=col.observation_space
+                observations=LookbackBuffer(
+                    joined(look.observations, data.observations, o0, o1), lookback=h, space=col.observation_space
                 ),
-                LookbackBuffer(joined(col.lookback_actions, col.actions, s0, s1), lookback=h, space=col.action_space),
-                LookbackBuffer(joined(col.lookback_rewards, col.rewards, s0, s1), lookback=h),
-                LookbackBuffer(lookback_infos[l0:l1] + infos[o0:o1], lookback=h),
-                {
-                    k: LookbackBuffer(joined(col.lookback_extra_model_outputs[k], v, s0, s1), lookback=h)
-                    for k, v in col.extra_model_outputs.items()
+                actions=LookbackBuffer(joined(look.actions, data.actions, s0, s1), lookback=h, space=col.action_space),
+                rewards=LookbackBuffer(joined(look.rewards, data.rewards, s0, s1), lookback=h),
+                infos=LookbackBuffer(lookback_infos[l0:l1] + infos[o0:o1], lookback=h),
+                extra_model_outputs={
+                    k: LookbackBuffer(joined(look.extra_model_outputs[k], v, s0, s1), lookback=h)
+                    for k, v in data.extra_model_outputs.items()
                 },
                 t_started=int(col.t_started[i]),
                 terminated=bool(col.terminated[i]),
@@ -301,29 +331,33 @@ def _dense_infos(rows: np.ndarray, values: list[dict], num_rows: int) -> list[di
     return dense
 
 
+def _concat_sides(sides: list[StepRows], obs_rows: list[int], keys: Any) -> StepRows:
+    """One StepRows of ``sides`` in order; ``obs_rows`` is each side's observation row count."""
+    base = np.cumsum([0, *obs_rows[:-1]])
+    return StepRows(
+        observations=tree.concat([s.observations for s in sides]),
+        actions=tree.concat([s.actions for s in sides]),
+        rewards=tree.concat([s.rewards for s in sides]),
+        extra_model_outputs={
+            k: tree.concat([s.extra_model_outputs[k] for s in sides if k in s.extra_model_outputs]) for k in keys
+        },
+        info_rows=np.concatenate([s.info_rows + b for s, b in zip(sides, base)]),
+        info_values=[v for s in sides for v in s.info_values],
+    )
+
+
 def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
     """One ColumnarEpisodes holding the chunks of ``parts`` in order."""
     if len(parts) == 1:
         return parts[0]
     keyed = [p for p in parts if p.num_env_steps or int(p.lookback_lens.sum())]
-    keys = (keyed or parts)[0].extra_model_outputs.keys()
-    if any(p.extra_model_outputs.keys() != keys for p in keyed):
+    keys = (keyed or parts)[0].data.extra_model_outputs.keys()
+    if any(p.data.extra_model_outputs.keys() != keys for p in keyed):
         raise DataFormatError("concat_columnar: parts hold different extra_model_outputs keys")
 
     def cat(get: Any) -> Any:
         return tree.concat([get(p) for p in parts])
 
-    def shifted(rows: str, values: str, sizes: Any) -> tuple[np.ndarray, list]:
-        base = np.cumsum([0] + [int(sizes(p)) for p in parts[:-1]])
-        return (
-            np.concatenate([getattr(p, rows) + b for p, b in zip(parts, base)]),
-            [v for p in parts for v in getattr(p, values)],
-        )
-
-    info_rows, info_values = shifted("info_rows", "info_values", lambda p: p.num_env_steps + p.num_episodes)
-    lb_info_rows, lb_info_values = shifted(
-        "lookback_info_rows", "lookback_info_values", lambda p: p.lookback_lens.sum()
-    )
     return ColumnarEpisodes(
         ids=[i for p in parts for i in p.ids],
         t_started=cat(lambda p: p.t_started),
@@ -331,23 +365,8 @@ def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
         lookback_lens=cat(lambda p: p.lookback_lens),
         terminated=cat(lambda p: p.terminated),
         truncated=cat(lambda p: p.truncated),
-        observations=cat(lambda p: p.observations),
-        actions=cat(lambda p: p.actions),
-        rewards=cat(lambda p: p.rewards),
-        extra_model_outputs={
-            k: tree.concat([p.extra_model_outputs[k] for p in parts if k in p.extra_model_outputs]) for k in keys
-        },
-        info_rows=info_rows,
-        info_values=info_values,
-        lookback_observations=cat(lambda p: p.lookback_observations),
-        lookback_actions=cat(lambda p: p.lookback_actions),
-        lookback_rewards=cat(lambda p: p.lookback_rewards),
-        lookback_extra_model_outputs={
-            k: tree.concat([p.lookback_extra_model_outputs[k] for p in parts if k in p.lookback_extra_model_outputs])
-            for k in keys
-        },
-        lookback_info_rows=lb_info_rows,
-        lookback_info_values=lb_info_values,
+        data=_concat_sides([p.data for p in parts], [p.num_env_steps + p.num_episodes for p in parts], keys),
+        lookback=_concat_sides([p.lookback for p in parts], [int(p.lookback_lens.sum()) for p in parts], keys),
         observation_space=parts[0].observation_space,
         action_space=parts[0].action_space,
     )

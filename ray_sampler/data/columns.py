@@ -6,7 +6,7 @@ __all__ = ["Columns"]
 
 
 class Columns:
-    """Keys of forward batches, module outputs and episode extra model outputs."""
+    """Keys of forward batches, module outputs, episode extra model outputs and train batches."""
 
     OBS = "obs"
     ACTIONS = "actions"
@@ -14,3 +14,21 @@ class Columns:
     ACTION_DIST_INPUTS = "action_dist_inputs"
     ACTION_LOGP = "action_logp"
     VF_PREDS = "vf_preds"
+
+    # Train-batch columns (what the learner connector pieces write, one row per step).
+    REWARDS = "rewards"
+    TERMINATEDS = "terminateds"
+    TRUNCATEDS = "truncateds"
+    NEXT_OBS = "next_obs"
+    ADVANTAGES = "advantages"
+    VALUE_TARGETS = "value_targets"
+    N_STEP_RETURNS = "n_step_returns"
+    N_STEP = "n_step"
+    N_STEP_TERMINATED = "n_step_terminated"
+    N_STEP_NEXT_OBS = "n_step_next_obs"
+    PREV_ACTIONS = "prev_actions"
+    PREV_REWARDS = "prev_rewards"
+
+    # Replay-sample columns beside the train-batch ones (what a replay buffer's sample() adds).
+    WEIGHTS = "weights"
+    KEYS = "keys"

@@ -89,7 +89,8 @@ class SingleAgentEpisode:
         for k, buf in emo.items():
             if buf.num_total() != num_steps:
                 raise EpisodeError(
-                    f"'extra_model_outputs[{k!r}]' must hold one item per action (got {buf.num_total()} for {num_steps})"
+                    f"'extra_model_outputs[{k!r}]' must hold one item per action "
+                    f"(got {buf.num_total()} for {num_steps})"
                 )
         lookback = num_steps if len_lookback_buffer == "auto" else len_lookback_buffer
         if not isinstance(lookback, int) or isinstance(lookback, bool) or not 0 <= lookback <= num_steps:
@@ -144,18 +145,39 @@ class SingleAgentEpisode:
         self._refresh_open()
 
     @classmethod
-    def _from_buffers(
+    def from_buffers(
         cls,
         id_: str,
-        obs: LookbackBuffer,
-        act: LookbackBuffer,
-        rew: LookbackBuffer,
-        inf: LookbackBuffer,
-        emo: dict[str, LookbackBuffer],
-        **kwargs: Any,
+        *,
+        observations: LookbackBuffer,
+        actions: LookbackBuffer,
+        rewards: LookbackBuffer,
+        infos: LookbackBuffer,
+        extra_model_outputs: dict[str, LookbackBuffer],
+        t_started: int = 0,
+        terminated: bool = False,
+        truncated: bool = False,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
     ) -> SingleAgentEpisode:
+        """An episode that takes ``LookbackBuffer`` objects as they are (no copy, no checks): for
+        code that builds consistent buffers in bulk (the columnar form, the replay). Every buffer
+        must have the same ``lookback``; observations and infos one item more than the others."""
         ep = cls.__new__(cls)
-        ep._init(id_, obs, act, rew, inf, emo, **kwargs)
+        cls._init(
+            ep,
+            id_,
+            observations,
+            actions,
+            rewards,
+            infos,
+            extra_model_outputs,
+            t_started=t_started,
+            terminated=terminated,
+            truncated=truncated,
+            observation_space=observation_space,
+            action_space=action_space,
+        )
         return ep
 
     def _refresh_open(self) -> None:
@@ -343,13 +365,15 @@ class SingleAgentEpisode:
         num_obs, num_steps = self._obs.num_total(), self._act.num_total()
         h = min(len_lookback_buffer, num_steps)
         obs_from = max(num_obs - h - 1, 0)
-        return self._from_buffers(
+        return self.from_buffers(
             self.id_,
-            self._obs.copy_range(obs_from, num_obs, lookback=h, as_list=True),
-            self._act.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
-            self._rew.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
-            self._inf.copy_range(obs_from, num_obs, lookback=h),
-            {k: b.copy_range(num_steps - h, num_steps, lookback=h, as_list=True) for k, b in self._emo.items()},
+            observations=self._obs.copy_range(obs_from, num_obs, lookback=h, as_list=True),
+            actions=self._act.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
+            rewards=self._rew.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
+            infos=self._inf.copy_range(obs_from, num_obs, lookback=h),
+            extra_model_outputs={
+                k: b.copy_range(num_steps - h, num_steps, lookback=h, as_list=True) for k, b in self._emo.items()
+            },
             t_started=self.t,
             terminated=False,
             truncated=False,
@@ -380,13 +404,15 @@ class SingleAgentEpisode:
         h = min(want, lb + start)
         a, b = lb + start - h, lb + stop
         reaches_end = stop == len(self)
-        return self._from_buffers(
+        return self.from_buffers(
             self.id_,
-            self._obs.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(space=self._obs.space),
-            self._act.copy_range(a, b, lookback=h),
-            self._rew.copy_range(a, b, lookback=h),
-            self._inf.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(),
-            {k: buf.copy_range(a, b, lookback=h) for k, buf in self._emo.items()},
+            observations=(
+                self._obs.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(space=self._obs.space)
+            ),
+            actions=self._act.copy_range(a, b, lookback=h),
+            rewards=self._rew.copy_range(a, b, lookback=h),
+            infos=self._inf.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(),
+            extra_model_outputs={k: buf.copy_range(a, b, lookback=h) for k, buf in self._emo.items()},
             t_started=self.t_started + start,
             terminated=self.is_terminated and reaches_end,
             truncated=self.is_truncated and reaches_end,
@@ -425,12 +451,12 @@ class SingleAgentEpisode:
                 "it is not this chunk's continuation"
             )
         o_lb = other._act.lookback
-        self._obs.extend(other._obs._range(o_lb + 1, other._obs.num_total()))
-        self._inf.extend(other._inf._range(o_lb + 1, other._inf.num_total()))
-        self._act.extend(other._act._range(o_lb, other._act.num_total()))
-        self._rew.extend(other._rew._range(o_lb, other._rew.num_total()))
+        self._obs.extend(other._obs.view(o_lb + 1, other._obs.num_total()))
+        self._inf.extend(other._inf.view(o_lb + 1, other._inf.num_total()))
+        self._act.extend(other._act.view(o_lb, other._act.num_total()))
+        self._rew.extend(other._rew.view(o_lb, other._rew.num_total()))
         for k, buf in self._emo.items():
-            buf.extend(other._emo[k]._range(o_lb, other._emo[k].num_total()))
+            buf.extend(other._emo[k].view(o_lb, other._emo[k].num_total()))
         self.is_terminated, self.is_truncated = other.is_terminated, other.is_truncated
         self._refresh_open()
 
@@ -440,6 +466,13 @@ class SingleAgentEpisode:
         for buf in (self._obs, self._act, self._rew, *self._emo.values()):
             buf.to_numpy()
         self._is_open = False
+        return self
+
+    def to_list(self) -> SingleAgentEpisode:
+        """Turns numpy storage back into lists of items (rows copied), so ``add_env_step`` is cheap again."""
+        for buf in (self._obs, self._act, self._rew, *self._emo.values()):
+            buf.to_list()
+        self._refresh_open()
         return self
 
     def get_state(self) -> dict[str, Any]:

@@ -96,7 +96,7 @@ class LookbackBuffer:
     def _get(self, indices: Indices, nal: bool, fill: Any) -> Any:
         total = self.num_total()
         if indices is None:
-            return self._range(self.lookback, total)
+            return self.view(self.lookback, total)
         if isinstance(indices, np.ndarray) and indices.ndim == 0:
             indices = int(indices)
         if isinstance(indices, slice):
@@ -109,7 +109,7 @@ class LookbackBuffer:
             stop = total if indices.stop is None else self._pos(indices.stop, total, nal)
             stop = max(stop, start)
             if step == 1 and start >= 0 and stop <= total:
-                return self._range(start, stop)
+                return self.view(start, stop)
             return self._gather(list(range(start, stop, step)), total, fill, indices)
         if isinstance(indices, (list, tuple, np.ndarray)):
             positions = [self._pos(int(i), total, nal) for i in indices]
@@ -134,7 +134,9 @@ class LookbackBuffer:
             return self.data[pos]
         return tree.map_structure(lambda a: a[pos], self.data)
 
-    def _range(self, start: int, stop: int) -> Any:
+    def view(self, start: int, stop: int) -> Any:
+        """Items at raw positions ``[start, stop)``, lookback included (no index rules; numpy data
+        comes as views, list data as a new list of the same items)."""
         if isinstance(self.data, list):
             return self.data[start:stop]
         return tree.map_structure(lambda a: a[start:stop], self.data)
@@ -147,7 +149,7 @@ class LookbackBuffer:
             filler = self._fill_item(fill) if any(outside) else None
             return [filler if out else self.data[p] for p, out in zip(positions, outside)]
         if total == 0:
-            return tree.stack([self._fill_item(fill)] * len(positions)) if positions else self._range(0, 0)
+            return tree.stack([self._fill_item(fill)] * len(positions)) if positions else self.view(0, 0)
         idx = np.clip(np.asarray(positions, dtype=np.int64), 0, total - 1)
         mask = np.asarray(outside, dtype=bool)
 
@@ -185,17 +187,17 @@ class LookbackBuffer:
     def extend(self, items: Any) -> None:
         """Appends data items given as a list (list form) or a structure of arrays."""
         if isinstance(self.data, list):
-            self.data.extend(items if isinstance(items, list) else _unstack(items))
+            self.data.extend(items if isinstance(items, list) else tree.unstack(items))
         else:
             self.data = tree.concat([self.data, items if not isinstance(items, list) else _stack(items, self.space)])
 
     def copy_range(self, start: int, stop: int, *, lookback: int, as_list: bool = False) -> LookbackBuffer:
         """A new buffer holding copies of positions ``[start, stop)``, the first ``lookback`` as lookback."""
-        part = self._range(start, stop)
+        part = self.view(start, stop)
         if isinstance(part, list):
             data = list(part)
         elif as_list:
-            data = _unstack(part)
+            data = tree.unstack(part)
         else:
             data = tree.map_structure(np.copy, part)
         return LookbackBuffer(data, lookback=lookback, space=self.space)
@@ -204,6 +206,11 @@ class LookbackBuffer:
         """Turns list storage into (nested) arrays with a leading axis, in place."""
         if isinstance(self.data, list):
             self.data = _stack(self.data, self.space)
+
+    def to_list(self) -> None:
+        """Turns numpy storage into a list of items (rows copied), in place: cheap appends again."""
+        if not isinstance(self.data, list):
+            self.data = tree.unstack(self.data)
 
 
 def _stack(items: list[Any], space: gym.Space | None) -> Any:
@@ -214,17 +221,6 @@ def _stack(items: list[Any], space: gym.Space | None) -> Any:
             lambda leaf: np.zeros((0, *np.shape(leaf)), np.asarray(leaf).dtype), _space_fill(space, 0)
         )
     return np.zeros((0,))
-
-
-def _unstack(struct: Any) -> list[Any]:
-    """Structure of arrays -> list of items; array rows are copied so no view pins the source."""
-    n = len(tree.first_leaf(struct))
-
-    def row(a: np.ndarray, i: int) -> Any:
-        r = a[i]
-        return r.copy() if isinstance(r, np.ndarray) else r
-
-    return [tree.map_structure(lambda a: row(a, i), struct) for i in range(n)]
 
 
 def _filled_like(leaf: Any, fill: Any) -> Any:

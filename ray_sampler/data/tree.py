@@ -28,6 +28,7 @@ __all__ = [
     "spec_of",
     "stack",
     "unflatten",
+    "unstack",
 ]
 
 
@@ -110,3 +111,19 @@ def concat(structs: list[Any]) -> Any:
     if len(kept) == 1:
         return kept[0]
     return map_structure(lambda *leaves: np.concatenate(leaves), *kept)
+
+
+def unstack(struct: Any) -> list[Any]:
+    """Structure of arrays -> list of items (the inverse of ``stack``); array rows are copied so no
+    view pins the source.
+
+    >>> [item["a"].tolist() for item in unstack({"a": np.arange(4).reshape(2, 2)})]
+    [[0, 1], [2, 3]]
+    """
+    n = len(first_leaf(struct))
+
+    def row(a: np.ndarray, i: int) -> Any:
+        r = a[i]
+        return r.copy() if isinstance(r, np.ndarray) else r
+
+    return [map_structure(lambda a, i=i: row(a, i), struct) for i in range(n)]

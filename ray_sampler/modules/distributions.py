@@ -76,6 +76,8 @@ def dist_class_for(action_space: gym.Space) -> type[Categorical] | type[DiagGaus
 
 def dist_input_size(action_space: gym.Space) -> int:
     """Width of ``action_dist_inputs`` for ``action_space``."""
-    if dist_class_for(action_space) is Categorical:
+    dist_class = dist_class_for(action_space)  # raises for spaces the built-in policy does not support
+    if isinstance(action_space, gym.spaces.Discrete):
         return int(action_space.n)
+    assert dist_class is DiagGaussian and action_space.shape is not None, "dist_class_for took a 1-D Box"
     return 2 * int(action_space.shape[0])

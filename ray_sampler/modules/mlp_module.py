@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import gymnasium as gym
@@ -43,7 +44,7 @@ class MLPModule:
         self.params: dict[str, np.ndarray] = {}
         for head, n_out, out_gain in (("pi", n_dist // 2 if self.is_gaussian else n_dist, 0.01), ("vf", 1, 1.0)):
             sizes = (n_in, *self.hidden_sizes, n_out)
-            for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            for layer, (a, b) in enumerate(itertools.pairwise(sizes)):
                 gain = out_gain if layer == len(sizes) - 2 else float(np.sqrt(2))
                 self.params[f"{head}.{layer}.w"], self.params[f"{head}.{layer}.b"] = init_layer(rng, a, b, gain)
         if self.is_gaussian:

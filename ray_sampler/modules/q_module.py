@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import gymnasium as gym
@@ -44,7 +45,7 @@ class QModule:
         rng = np.random.default_rng(seed)
         sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(action_space.n))
         self.params: dict[str, np.ndarray] = {}
-        for layer, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        for layer, (a, b) in enumerate(itertools.pairwise(sizes)):
             gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
             self.params[f"q.{layer}.w"], self.params[f"q.{layer}.b"] = init_layer(rng, a, b, gain)
         self.epsilon = _checked_epsilon(epsilon)

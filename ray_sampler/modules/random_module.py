@@ -27,7 +27,9 @@ class RandomModule:
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return self._rng.integers(space.start, space.start + space.n, n)
-        return np.stack([self._space.sample() for _ in range(n)]) if n else np.zeros((0, *space.shape), space.dtype)
+        if n:
+            return np.stack([self._space.sample() for _ in range(n)])
+        return np.zeros((0, *(space.shape or ())), space.dtype)
 
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
         return {Columns.ACTIONS: self._actions(len(batch[Columns.OBS]))}

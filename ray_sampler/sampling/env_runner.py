@@ -451,7 +451,7 @@ class EnvRunner:
         self, result: list[SingleAgentEpisode] | ColumnarEpisodes | None, duration_s: float, dropped: int
     ) -> None:
         if isinstance(result, ColumnarEpisodes):
-            sums = np.concatenate([[0.0], np.cumsum(result.rewards, dtype=np.float64)])
+            sums = np.concatenate([[0.0], np.cumsum(result.data.rewards, dtype=np.float64)])
             offsets = result.step_offsets
             chunks = zip(
                 result.ids,

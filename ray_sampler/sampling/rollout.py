@@ -22,9 +22,14 @@ from typing import Any
 import numpy as np
 
 from ray_sampler.data import tree
-from ray_sampler.data.columnar import ColumnarEpisodes, _offsets, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.columnar import (
+    ColumnarEpisodes,
+    StepRows,
+    columnar_to_episodes,
+    episodes_to_columnar,
+    row_offsets,
+)
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.data.lookback import _unstack
 from ray_sampler.sampling.vector import VectorStep
 
 __all__ = ["CursorBatch", "StepRecord", "awaiting_reset", "harvest"]
@@ -53,7 +58,7 @@ def _gather(struct: Any, index: np.ndarray) -> Any:
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(s, s + n)`` for each start ``s`` and length ``n``."""
     total = int(lengths.sum())
-    return np.repeat(starts - _offsets(lengths)[:-1], lengths) + np.arange(total)
+    return np.repeat(starts - row_offsets(lengths)[:-1], lengths) + np.arange(total)
 
 
 @dataclasses.dataclass
@@ -87,10 +92,7 @@ class CursorBatch:
             if waiting:
                 out.append(awaiting_reset(ep.id_, ep.get_observations(-1)))
                 continue
-            for buf in (ep.observations, ep.actions, ep.rewards, *ep.extra_model_outputs.values()):
-                buf.data = _unstack(buf.data)
-            ep._refresh_open()
-            out.append(ep)
+            out.append(ep.to_list())
         return out
 
 
@@ -159,9 +161,9 @@ def harvest(
     lookback_lens = np.zeros(num_chunks, np.int64)
     lookback_lens[continues] = cb.lookback_lens[cont_env]
 
-    first_obs = _gather(cb.observations, np.zeros(num_chunks, np.int64))  # buffer of the right shape
+    first_obs = _gather(cb.data.observations, np.zeros(num_chunks, np.int64))  # buffer of the right shape
     if len(cont_env):
-        tree.map_structure(lambda out, src: out.__setitem__(continues, src[cont_env]), first_obs, cb.observations)
+        tree.map_structure(lambda out, src: out.__setitem__(continues, src[cont_env]), first_obs, cb.data.observations)
     if fresh_starts:
         fresh = tree.stack([o for o, _ in fresh_starts])
         tree.map_structure(lambda out, src: out.__setitem__(~continues, src), first_obs, fresh)
@@ -174,7 +176,7 @@ def harvest(
         lambda s, t: _interleave(s, t, chunk_row, trans_row, rows_total), first_obs, next_obs
     )
     infos = {int(trans_row[j]): info for j, info in trans_infos.items()}
-    cursor_infos = dict(zip(cb.info_rows.tolist(), cb.info_values))
+    cursor_infos = dict(zip(cb.data.info_rows.tolist(), cb.data.info_values))
     for s, i in enumerate(chunk_env.tolist()):
         info = cursor_infos.get(i) if is_cont[s] else fresh_starts[fresh_at[s]][1]
         if info:
@@ -182,9 +184,9 @@ def harvest(
     info_rows = np.array(sorted(infos), dtype=np.int64)
 
     lb_rows = _ranges(cb.lookback_offsets[cont_env], cb.lookback_lens[cont_env])
-    lb_rows_old = cb.lookback_info_rows
+    lb_rows_old = cb.lookback.info_rows
     lb_mask = np.isin(lb_rows, lb_rows_old)
-    lb_old_infos = dict(zip(lb_rows_old.tolist(), cb.lookback_info_values))
+    lb_old_infos = dict(zip(lb_rows_old.tolist(), cb.lookback.info_values))
     actions = gather_steps([r.actions for r in records])
     rewards = np.stack([r.step.rewards for r in records])[step_of, env_of]
     extras = {k: gather_steps([r.extras[k] for r in records]) for k in records[0].extras}
@@ -195,20 +197,24 @@ def harvest(
         lookback_lens=lookback_lens,
         terminated=terminated[last],
         truncated=truncated[last],
-        observations=observations,
-        actions=actions,
-        rewards=rewards,
-        extra_model_outputs=extras,
-        info_rows=info_rows,
-        info_values=[infos[r] for r in info_rows.tolist()],
-        lookback_observations=_gather(cb.lookback_observations, lb_rows),
-        lookback_actions=_lookback_like(cb.lookback_actions, lb_rows, actions),
-        lookback_rewards=_lookback_like(cb.lookback_rewards, lb_rows, rewards),
-        lookback_extra_model_outputs={
-            k: _lookback_like(cb.lookback_extra_model_outputs.get(k), lb_rows, v) for k, v in extras.items()
-        },
-        lookback_info_rows=np.flatnonzero(lb_mask).astype(np.int64),
-        lookback_info_values=[lb_old_infos[r] for r in lb_rows[lb_mask].tolist()],
+        data=StepRows(
+            observations=observations,
+            actions=actions,
+            rewards=rewards,
+            extra_model_outputs=extras,
+            info_rows=info_rows,
+            info_values=[infos[r] for r in info_rows.tolist()],
+        ),
+        lookback=StepRows(
+            observations=_gather(cb.lookback.observations, lb_rows),
+            actions=_lookback_like(cb.lookback.actions, lb_rows, actions),
+            rewards=_lookback_like(cb.lookback.rewards, lb_rows, rewards),
+            extra_model_outputs={
+                k: _lookback_like(cb.lookback.extra_model_outputs.get(k), lb_rows, v) for k, v in extras.items()
+            },
+            info_rows=np.flatnonzero(lb_mask).astype(np.int64),
+            info_values=[lb_old_infos[r] for r in lb_rows[lb_mask].tolist()],
+        ),
         observation_space=cb.observation_space,
         action_space=cb.action_space,
     )
@@ -256,7 +262,7 @@ def _advance(
     s = last_chunk[going]
 
     # First observations and ids.
-    first_obs = _gather(cb.observations, np.arange(n))
+    first_obs = _gather(cb.data.observations, np.arange(n))
     cb_lb_off = cb.lookback_offsets
     obs_off = col.obs_offsets if col is not None else None
     if col is not None:
@@ -264,7 +270,7 @@ def _advance(
         last_row = obs_off[1:] - 1
         for mask in (going, waiting):
             rows = last_row[last_chunk[mask]]
-            tree.map_structure(lambda out, src: out.__setitem__(mask, src[rows]), first_obs, col.observations)
+            tree.map_structure(lambda out, src: out.__setitem__(mask, src[rows]), first_obs, col.data.observations)
     if trailing:
         order = sorted(trailing)
         stacked = tree.stack([trailing[i][0] for i in order])
@@ -285,7 +291,7 @@ def _advance(
     if len(s):
         keep[going] = np.minimum(h, col.lookback_lens[s] + col.lens[s])
     out_rows = int(keep.sum())
-    out_off = _offsets(keep)
+    out_off = row_offsets(keep)
     row_env = np.repeat(np.arange(n), keep)
     back = np.repeat(keep, keep) - (np.arange(out_rows) - np.repeat(out_off[:-1], keep))  # keep..1 per sub-env
     from_old = kept[row_env]
@@ -329,33 +335,33 @@ def _advance(
         return assemble(old, data, lb, data_rows)
 
     new_lb_obs = lookback_of(
-        cb.lookback_observations,
-        col.observations if col else None,
-        col.lookback_observations if col else None,
+        cb.lookback.observations,
+        col.data.observations if col else None,
+        col.lookback.observations if col else None,
         obs_data_rows,
     )
     new_lb_actions = lookback_of(
-        cb.lookback_actions, col.actions if col else None, col.lookback_actions if col else None, step_data_rows
+        cb.lookback.actions, col.data.actions if col else None, col.lookback.actions if col else None, step_data_rows
     )
     new_lb_rewards = lookback_of(
-        cb.lookback_rewards, col.rewards if col else None, col.lookback_rewards if col else None, step_data_rows
+        cb.lookback.rewards, col.data.rewards if col else None, col.lookback.rewards if col else None, step_data_rows
     )
-    keys = col.extra_model_outputs.keys() if col is not None else cb.lookback_extra_model_outputs.keys()
+    keys = col.data.extra_model_outputs.keys() if col is not None else cb.lookback.extra_model_outputs.keys()
     new_lb_extras = {
         k: lookback_of(
-            cb.lookback_extra_model_outputs.get(k),
-            col.extra_model_outputs[k] if col else None,
-            col.lookback_extra_model_outputs[k] if col else None,
+            cb.lookback.extra_model_outputs.get(k),
+            col.data.extra_model_outputs[k] if col else None,
+            col.lookback.extra_model_outputs[k] if col else None,
             step_data_rows,
         )
         for k in keys
     }
 
     # Infos (sparse dicts): first observation's, then each lookback observation's.
-    old_first = dict(zip(cb.info_rows.tolist(), cb.info_values))
-    old_lb = dict(zip(cb.lookback_info_rows.tolist(), cb.lookback_info_values))
-    new_info = dict(zip(col.info_rows.tolist(), col.info_values)) if col is not None else {}
-    new_lb = dict(zip(col.lookback_info_rows.tolist(), col.lookback_info_values)) if col is not None else {}
+    old_first = dict(zip(cb.data.info_rows.tolist(), cb.data.info_values))
+    old_lb = dict(zip(cb.lookback.info_rows.tolist(), cb.lookback.info_values))
+    new_info = dict(zip(col.data.info_rows.tolist(), col.data.info_values)) if col is not None else {}
+    new_lb = dict(zip(col.lookback.info_rows.tolist(), col.lookback.info_values)) if col is not None else {}
     first_infos: dict[int, dict] = {}
     for i in range(n):
         if kept[i]:
@@ -388,20 +394,24 @@ def _advance(
         lookback_lens=keep,
         terminated=np.zeros(n, bool),
         truncated=np.zeros(n, bool),
-        observations=first_obs,
-        actions=tree.map_structure(lambda a: a[:0], empty_steps.actions),
-        rewards=empty_steps.rewards[:0],
-        extra_model_outputs={
-            k: tree.map_structure(lambda a: a[:0], v) for k, v in empty_steps.extra_model_outputs.items()
-        },
-        info_rows=first_rows,
-        info_values=[first_infos[r] for r in first_rows.tolist()],
-        lookback_observations=new_lb_obs,
-        lookback_actions=new_lb_actions,
-        lookback_rewards=new_lb_rewards,
-        lookback_extra_model_outputs=new_lb_extras,
-        lookback_info_rows=lb_info_rows,
-        lookback_info_values=[lb_infos[r] for r in lb_info_rows.tolist()],
+        data=StepRows(
+            observations=first_obs,
+            actions=tree.map_structure(lambda a: a[:0], empty_steps.data.actions),
+            rewards=empty_steps.data.rewards[:0],
+            extra_model_outputs={
+                k: tree.map_structure(lambda a: a[:0], v) for k, v in empty_steps.data.extra_model_outputs.items()
+            },
+            info_rows=first_rows,
+            info_values=[first_infos[r] for r in first_rows.tolist()],
+        ),
+        lookback=StepRows(
+            observations=new_lb_obs,
+            actions=new_lb_actions,
+            rewards=new_lb_rewards,
+            extra_model_outputs=new_lb_extras,
+            info_rows=lb_info_rows,
+            info_values=[lb_infos[r] for r in lb_info_rows.tolist()],
+        ),
         observation_space=cb.observation_space,
         action_space=cb.action_space,
     )

@@ -1,4 +1,4 @@
-"""ConnectorPipelineV2: editing, nesting, repr, state by piece name."""
+"""ConnectorPipelineV2: editing, nesting, repr, state by piece name (get, set, merge, reset)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ class Tag(ConnectorV2):
 
     def set_state(self, state: dict) -> None:
         self.calls = state["calls"]
+
+    def reset_state(self) -> None:
+        self.calls = 0
 
 
 def run(pipe: ConnectorPipelineV2) -> str:
@@ -102,3 +105,17 @@ def test_state_is_keyed_by_piece_name_not_position() -> None:
     reordered = ConnectorPipelineV2([Tag("b"), Tag("new"), Tag("a")])
     reordered.set_state({"Tag[a]": {"calls": 7}, "Tag[b]": {"calls": 9}})
     assert [p.calls for p in reordered] == [9, 0, 7]
+
+
+def test_merge_keeps_the_first_state_of_pieces_that_do_not_merge() -> None:
+    pipe = ConnectorPipelineV2([Tag("a"), lambda **kw: kw["batch"]])
+    merged = pipe.merge_states([{"Tag[a]": {"calls": 1}}, {"Tag[a]": {"calls": 2}, "<lambda>": {"x": 1}}])
+    assert merged == {"Tag[a]": {"calls": 1}, "<lambda>": {"x": 1}}
+
+
+def test_reset_state_resets_every_piece_nested_ones_too() -> None:
+    inner = ConnectorPipelineV2([Tag("b")], name="Inner")
+    pipe = ConnectorPipelineV2([Tag("a"), inner, lambda **kw: kw["batch"]])
+    run(pipe)
+    pipe.reset_state()
+    assert pipe.get_state() == {"Tag[a]": {"calls": 0}, "Inner": {"Tag[b]": {"calls": 0}}}

@@ -146,7 +146,7 @@ def test_runners_ship_straight_to_the_replay_actor_and_every_step_is_stored_once
         assert len(buffer) == 4 * 2 * 8
         seen = set()
         for id_ in buffer.storage.episodes:
-            stamps = buffer.storage.episodes_columnar([id_]).observations.tolist()
+            stamps = buffer.storage.episodes_columnar([id_]).data.observations.tolist()
             w, v, e = stamps[0][:3]
             assert [s[3] for s in stamps] == list(range(stamps[0][3], stamps[0][3] + len(stamps)))
             assert all(s[:3] == [w, v, e] for s in stamps)

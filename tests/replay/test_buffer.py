@@ -30,7 +30,7 @@ def fill_from_runner(buffer: EpisodeReplayBuffer, calls: int, **config: object) 
     for _ in range(calls):
         col, _ = runner.sample_columnar()
         buffer.add(col)
-        for row in col.observations[col.obs_offsets[1:] - 1].tolist():  # each chunk's last observation
+        for row in col.data.observations[col.obs_offsets[1:] - 1].tolist():  # each chunk's last observation
             last[(row[1], row[2])] = max(last.get((row[1], row[2]), 0), row[3])
     return last
 
@@ -170,11 +170,11 @@ def test_infos_survive_eviction_and_compaction() -> None:
     s.compact()
     assert s.obs.rows < rows_before
     col = s.episodes_columnar(list(s.episodes))
-    infos = dict(zip(col.info_rows.tolist(), col.info_values, strict=True))
-    for row, (_, _, e, t) in enumerate(col.observations.tolist()):
+    infos = dict(zip(col.data.info_rows.tolist(), col.data.info_values, strict=True))
+    for row, (_, _, e, t) in enumerate(col.data.observations.tolist()):
         assert infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})
-    lb_infos = dict(zip(col.lookback_info_rows.tolist(), col.lookback_info_values, strict=True))
-    for row, (_, _, e, t) in enumerate(col.lookback_observations.tolist()):
+    lb_infos = dict(zip(col.lookback.info_rows.tolist(), col.lookback.info_values, strict=True))
+    for row, (_, _, e, t) in enumerate(col.lookback.observations.tolist()):
         assert lb_infos.get(row, {}) == ({"episode": e} if t == 0 else {"t": t})
 
 

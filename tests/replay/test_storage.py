@@ -158,15 +158,20 @@ def test_rejection_at_a_later_column_changes_nothing() -> None:
 
     storage = EpisodeStorage(capacity_env_steps=100)
     first = episodes_to_columnar([episode("a", 3)])
-    storage.add(dataclasses.replace(first, rewards=first.rewards.astype(np.float32)))  # float32 rewards stored
+    storage.add(
+        dataclasses.replace(first, data=dataclasses.replace(first.data, rewards=first.data.rewards.astype(np.float32)))
+    )  # float32 rewards stored
     rows = {name: r.rows for name, r in storage._all_rows().items()}
     bad = episodes_to_columnar([episode("b", 2, start=0)])  # float64 rewards cannot go into float32
     with pytest.raises(ReplayError, match="'rewards' rows must keep"):
         storage.add(bad)
     assert {name: r.rows for name, r in storage._all_rows().items()} == rows
-    storage.add(dataclasses.replace(episodes_to_columnar([episode("c", 3)]), rewards=np.array([1, 2, 3], np.float32)))
+    third = episodes_to_columnar([episode("c", 3)])
+    storage.add(
+        dataclasses.replace(third, data=dataclasses.replace(third.data, rewards=np.array([1, 2, 3], np.float32)))
+    )
     stored = storage.episodes_columnar(["a", "c"])
-    assert stored.rewards.tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    assert stored.data.rewards.tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
 
 
 def test_safe_upcasts_are_stored_and_strings_widen() -> None:
@@ -174,15 +179,17 @@ def test_safe_upcasts_are_stored_and_strings_widen() -> None:
     storage.add(episodes_to_columnar([episode("a", 2)]))
     import dataclasses
 
+    second = episodes_to_columnar([episode("b", 2)])
     upcast = dataclasses.replace(
-        episodes_to_columnar([episode("b", 2)]), extra_model_outputs={"logp": np.array([-1.0, -2.0], np.float16)}
+        second,
+        data=dataclasses.replace(second.data, extra_model_outputs={"logp": np.array([-1.0, -2.0], np.float16)}),
     )
     storage.add(upcast)
-    assert storage.episodes_columnar(["b"]).extra_model_outputs["logp"].tolist() == [-1.0, -2.0]
+    assert storage.episodes_columnar(["b"]).data.extra_model_outputs["logp"].tolist() == [-1.0, -2.0]
     words = EpisodeStorage(capacity_env_steps=100)
     words.add(episodes_to_columnar([SingleAgentEpisode("x", observations=["ab", "cd"], actions=[0], rewards=[1.0])]))
     words.add(episodes_to_columnar([SingleAgentEpisode("y", observations=["abc", "wxyz"], actions=[0], rewards=[1.0])]))
-    assert words.episodes_columnar(["x", "y"]).observations.tolist() == ["ab", "cd", "abc", "wxyz"]
+    assert words.episodes_columnar(["x", "y"]).data.observations.tolist() == ["ab", "cd", "abc", "wxyz"]
 
 
 def test_an_episode_larger_than_capacity_then_normal_adds() -> None:

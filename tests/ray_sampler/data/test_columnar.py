@@ -50,25 +50,25 @@ def test_lookback_is_kept_apart_and_never_counted() -> None:
     assert col.lens.tolist() == [5, 4, 0, 3, 4]
     assert col.lookback_lens.tolist() == [0, 3, 2, 0, 0]
     assert col.num_env_steps == 16
-    assert len(col.rewards) == 16 and len(col.lookback_rewards) == 5
-    assert len(col.observations) == 16 + 5 and len(col.lookback_observations) == 5
+    assert len(col.data.rewards) == 16 and len(col.lookback.rewards) == 5
+    assert len(col.data.observations) == 16 + 5 and len(col.lookback.observations) == 5
     assert col.obs_offsets.tolist() == [0, 6, 11, 12, 16, 21]
     assert col.step_offsets.tolist() == [0, 5, 9, 9, 12, 16]
     assert col.lookback_offsets.tolist() == [0, 0, 3, 5, 5, 5]
     # The continuation's lookback rows are the previous chunk's last steps.
-    np.testing.assert_array_equal(col.lookback_rewards[:3], col.rewards[2:5])
-    np.testing.assert_array_equal(col.lookback_observations[:3], col.observations[2:5])
+    np.testing.assert_array_equal(col.lookback.rewards[:3], col.data.rewards[2:5])
+    np.testing.assert_array_equal(col.lookback.observations[:3], col.data.observations[2:5])
 
 
 def test_infos_are_sparse() -> None:
     chunks = chunk_catalogue(SPACES["discrete"])
     col = episodes_to_columnar(chunks)
     non_empty = [info for ep in chunks for info in ep.infos.data[ep.len_lookback_buffer :] if info]
-    assert col.info_values == non_empty
-    assert len(col.info_rows) == len(non_empty) < col.num_env_steps
+    assert col.data.info_values == non_empty
+    assert len(col.data.info_rows) == len(non_empty) < col.num_env_steps
     lookback = [info for ep in chunks for info in ep.infos.data[: ep.len_lookback_buffer]]
-    assert col.lookback_info_values == [info for info in lookback if info] == [{"t": 3}, {"k": [2, "x"]}]
-    assert col.lookback_info_rows.tolist() == [i for i, info in enumerate(lookback) if info] == [2, 4]
+    assert col.lookback.info_values == [info for info in lookback if info] == [{"t": 3}, {"k": [2, "x"]}]
+    assert col.lookback.info_rows.tolist() == [i for i, info in enumerate(lookback) if info] == [2, 4]
 
 
 def test_chunks_with_ids_times_and_flags() -> None:
@@ -111,12 +111,21 @@ def test_mismatched_extra_keys_raise() -> None:
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        (lambda c: {"actions": c.actions[:-1]}, "'actions' must hold"),
+        (lambda c: {"data": dataclasses.replace(c.data, actions=c.data.actions[:-1])}, "'actions' must hold"),
         (lambda c: {"lens": c.lens[:-1]}, "'lens' must be an array of shape"),
-        (lambda c: {"lookback_observations": c.lookback_observations[1:]}, "'lookback_observations' must hold"),
-        (lambda c: {"info_rows": c.info_rows[::-1].copy()}, "'info_rows' must be increasing"),
-        (lambda c: {"info_values": c.info_values[:-1]}, "must be equally long"),
-        (lambda c: {"lookback_extra_model_outputs": {}}, "must have the same keys"),
+        (
+            lambda c: {"lookback": dataclasses.replace(c.lookback, observations=c.lookback.observations[1:])},
+            "'lookback observations' must hold",
+        ),
+        (
+            lambda c: {"data": dataclasses.replace(c.data, info_rows=c.data.info_rows[::-1].copy())},
+            "'info_rows' must be increasing",
+        ),
+        (
+            lambda c: {"data": dataclasses.replace(c.data, info_values=c.data.info_values[:-1])},
+            "must be equally long",
+        ),
+        (lambda c: {"lookback": dataclasses.replace(c.lookback, extra_model_outputs={})}, "must have the same keys"),
     ],
     ids=["actions_rows", "lens_shape", "lookback_rows", "info_order", "info_len", "extra_keys"],
 )
@@ -130,8 +139,8 @@ def test_validate_rejects_inconsistent_objects(change: object, match: str) -> No
 def test_columnar_object_is_one_payload_of_arrays() -> None:
     col = episodes_to_columnar(chunk_catalogue(SPACES["dict"]))
     assert isinstance(col, ColumnarEpisodes)
-    assert isinstance(col.observations["pos"], np.ndarray) and col.observations["pos"].shape == (21, 2)
-    assert isinstance(col.rewards, np.ndarray) and col.rewards.dtype == np.float64
+    assert isinstance(col.data.observations["pos"], np.ndarray) and col.data.observations["pos"].shape == (21, 2)
+    assert isinstance(col.data.rewards, np.ndarray) and col.data.rewards.dtype == np.float64
 
 
 # ------------------------------------------------------------------ regressions from review (dtypes, empty sides, keys)
@@ -168,7 +177,7 @@ def test_chunk_without_actions_packs_with_keyed_chunks() -> None:
     keyed.add_env_reset(0)
     keyed.add_env_step(1, 0, 1.0, extra_model_outputs={"action_logp": -0.1})
     col = episodes_to_columnar([keyed, fresh])
-    assert col.lens.tolist() == [1, 0] and list(col.extra_model_outputs) == ["action_logp"]
+    assert col.lens.tolist() == [1, 0] and list(col.data.extra_model_outputs) == ["action_logp"]
     back = columnar_to_episodes(col)
     assert back[1].get_observations().tolist() == [0]
 

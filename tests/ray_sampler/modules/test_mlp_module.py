@@ -38,7 +38,7 @@ def test_mlp_set_state_checks_keys_and_shapes() -> None:
     with pytest.raises(ValueError, match="keys differ"):
         m.set_state({k: v for k, v in state.items() if k != "vf.0.b"})
     state["pi.0.w"] = np.zeros((3, 3))
-    with pytest.raises(ValueError, match="'pi.0.w' must have shape"):
+    with pytest.raises(ValueError, match=r"'pi\.0\.w' must have shape"):
         m.set_state(state)
 
 

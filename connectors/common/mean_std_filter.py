@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
-from connectors.env_to_module import AddObservationsFromEpisodesToBatch
+from connectors.env_to_module.add_observations import AddObservationsFromEpisodesToBatch
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
 
@@ -107,7 +107,7 @@ class MeanStdFilter(ConnectorV2):
         the same normalization (``shared_data["value_obs_transform"]``)."""
         if self.module_id is not None:
             target = batch[self.module_id]
-            for key in (Columns.OBS, "next_obs", "n_step_next_obs"):
+            for key in (Columns.OBS, Columns.NEXT_OBS, Columns.N_STEP_NEXT_OBS):
                 if key in target:
                     target[key] = self.normalize(self._checked(target[key]))
             if shared_data is not None:
@@ -149,3 +149,8 @@ class MeanStdFilter(ConnectorV2):
         for state in states:
             merged = combine_moments(merged, state["local"])
         return {"global": merged, "local": _empty()}
+
+    def reset_state(self) -> None:
+        """Forgets every observation seen: both sets of moments emptied."""
+        self.global_moments = _empty()
+        self.local_moments = _empty()

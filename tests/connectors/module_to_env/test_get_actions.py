@@ -1,11 +1,11 @@
-"""Default module-to-env pieces: sampling, greedy actions, logp, clipping and unsquashing."""
+"""GetActions: sampling, greedy actions, logp, and scoring actions already chosen."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
 
-from connectors.module_to_env import GetActions, NormalizeAndClipActions
+from connectors.module_to_env import GetActions
 
 
 def test_get_actions_samples_with_the_right_frequencies_and_logp() -> None:
@@ -38,13 +38,3 @@ def test_gaussian_sampling_statistics() -> None:
     actions = piece(rl_module=None, batch={"action_dist_inputs": inputs}, episodes=[], explore=True)["actions"]
     np.testing.assert_allclose(actions.mean(0), [1.0, -1.0], atol=0.02)
     np.testing.assert_allclose(actions.std(0), [0.5, 1.0], atol=0.02)
-
-
-def test_clip_and_unsquash() -> None:
-    space = gym.spaces.Box(np.array([0.0, -4.0], np.float32), np.array([2.0, 4.0], np.float32))
-    batch = {"actions": np.array([[-1.0, 0.5], [3.0, 1.5]])}
-    clipped = NormalizeAndClipActions(space)(rl_module=None, batch=dict(batch), episodes=[])
-    np.testing.assert_allclose(clipped["actions_for_env"], [[0.0, 0.5], [2.0, 1.5]])
-    unsquashed = NormalizeAndClipActions(space, normalize_actions=True)(rl_module=None, batch=dict(batch), episodes=[])
-    np.testing.assert_allclose(unsquashed["actions_for_env"], [[0.0, 2.0], [2.0, 4.0]])
-    assert unsquashed["actions"] is batch["actions"]

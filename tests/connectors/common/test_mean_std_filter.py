@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import ray
 
-from connectors.mean_std_filter import MeanStdFilter
+from connectors.common import MeanStdFilter
 from connectors.pipeline import ConnectorPipelineV2
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
@@ -125,6 +125,19 @@ def test_a_fresh_copy_first_does_not_drop_history() -> None:
     old.set_state(MeanStdFilter.merge_states([old.get_state()]))
     feed(old, np.ones((2, 1)))
     assert MeanStdFilter.merge_states([fresh.get_state(), old.get_state()])["global"]["count"] == 22.0
+
+
+def test_reset_state_forgets_every_observation() -> None:
+    f = MeanStdFilter()
+    feed(f, np.array([[1.0], [3.0]]))
+    f.set_state(MeanStdFilter.merge_states([f.get_state()]))
+    feed(f, np.array([[5.0]]))
+    f.reset_state()
+    assert f.get_state() == {
+        "global": {"count": 0.0, "mean": None, "m2": None},
+        "local": {"count": 0.0, "mean": None, "m2": None},
+    }
+    assert feed(f, np.array([[7.0]])).tolist() == [[7.0]]  # one observation: not normalized yet
 
 
 def test_bad_observations_and_states_raise() -> None:

@@ -1,0 +1,26 @@
+"""default_env_to_module: the env-to-module pipeline an EnvRunner builds (user pieces, then the defaults)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from connectors.env_to_module.add_observations import AddObservationsFromEpisodesToBatch
+from connectors.env_to_module.flatten_observations import FlattenObservations
+from connectors.pipeline import ConnectorPipelineV2
+
+__all__ = ["default_env_to_module"]
+
+
+def _is_flat_box(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype == np.float32
+
+
+def default_env_to_module(observation_space: gym.Space, user_pieces: tuple[Any, ...] = ()) -> ConnectorPipelineV2:
+    """User pieces first, then the defaults (flattening only where the space is not a flat float Box)."""
+    pieces: list[Any] = [*user_pieces, AddObservationsFromEpisodesToBatch()]
+    if not _is_flat_box(observation_space):
+        pieces.append(FlattenObservations(observation_space))
+    return ConnectorPipelineV2(pieces, name="EnvToModulePipeline")

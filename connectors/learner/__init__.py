@@ -1,0 +1,36 @@
+"""Learner connector pieces: train batches from whole lists of episode chunks, vectorized.
+
+- ``AddColumnsFromEpisodesToTrainBatch``: obs, actions, rewards, terminateds, truncateds and
+  chosen extra model outputs.
+- ``AddNextObservationsFromEpisodesToTrainBatch``: next_obs, gathered from the stored
+  observations (the observation after each step), never stored twice.
+- ``GeneralAdvantageEstimation``: advantages and value targets, bootstrapped right across cuts.
+- ``NStepReturns``: discounted n-step returns within each chunk, the n used and the bootstrap
+  observation.
+- ``PrevActionsPrevRewards`` and ``FrameStacking``: the seed's trajectory views (``shift=-1``,
+  ``shift=[-2,-1]``, ``"-50:-1"``) as pieces.
+
+What they share (the columnar view, ``batch[module_id]``, lookback history) is in ``learner_piece``.
+"""
+
+from connectors.learner.add_columns import AddColumnsFromEpisodesToTrainBatch
+from connectors.learner.add_next_observations import AddNextObservationsFromEpisodesToTrainBatch
+from connectors.learner.frame_stacking import FrameStacking
+from connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation, gae
+from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
+from connectors.learner.n_step_returns import NStepReturns
+from connectors.learner.prev_actions_prev_rewards import PrevActionsPrevRewards
+
+__all__ = [
+    "DEFAULT_MODULE_ID",
+    "AddColumnsFromEpisodesToTrainBatch",
+    "AddNextObservationsFromEpisodesToTrainBatch",
+    "FrameStacking",
+    "GeneralAdvantageEstimation",
+    "LearnerPiece",
+    "NStepReturns",
+    "PrevActionsPrevRewards",
+    "columnar_of",
+    "gae",
+    "step_index",
+]

@@ -1,0 +1,92 @@
+"""GeneralAdvantageEstimation: advantages and value targets with GAE(gamma, lambda), right across cuts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.columns import Columns
+from ray_sampler.validate import check_probability
+
+__all__ = ["GeneralAdvantageEstimation", "gae"]
+
+
+class GeneralAdvantageEstimation(LearnerPiece):
+    """``advantages`` and ``value_targets`` (and ``vf_preds`` recomputed) with GAE(gamma, lambda).
+
+    Values come from ``rl_module.compute_values(observations)`` for every observation of every
+    chunk in one call; the last observation of a chunk that did not terminate (cut, or truncated)
+    gives its bootstrap value (the "add one timestep and truncate" step), so GAE is right across
+    cuts; a terminal bootstraps 0. Values come from the stored observations (through
+    ``shared_data["value_obs_transform"]``, which MeanStdFilter sets), not from ``batch["obs"]``:
+    a FrameStacking piece does not reach them.
+    """
+
+    def __init__(
+        self,
+        *,
+        gamma: float = 0.99,
+        lambda_: float = 0.95,
+        standardize_advantages: bool = True,
+        module_id: str = DEFAULT_MODULE_ID,
+    ) -> None:
+        super().__init__(module_id=module_id)
+        self.gamma = check_probability("gamma", gamma)
+        self.lambda_ = check_probability("lambda_", lambda_)
+        self.standardize = standardize_advantages
+
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        col = columnar_of(episodes, shared_data)
+        chunk, k = step_index(col)
+        # Values of every stored observation (the bootstrap ones included); an observation transform
+        # an earlier piece registered (e.g. MeanStdFilter) applies here too.
+        transform = (shared_data or {}).get("value_obs_transform", lambda obs: obs)
+        values_all = np.asarray(rl_module.compute_values(transform(col.data.observations)), np.float64)
+        obs_row = col.obs_offsets[chunk] + k
+        values = values_all[obs_row]
+        terminal = (k == col.lens[chunk] - 1) & col.terminated[chunk]
+        next_values = np.where(terminal, 0.0, values_all[obs_row + 1])
+        deltas = col.data.rewards + self.gamma * next_values - values
+        advantages = gae(deltas, col, self.gamma * self.lambda_)
+        out = self.module_batch(batch)
+        out[Columns.VF_PREDS] = values
+        out[Columns.VALUE_TARGETS] = advantages + values
+        if self.standardize and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / max(advantages.std(), 1e-8)
+        out[Columns.ADVANTAGES] = advantages
+        return batch
+
+
+def gae(deltas: np.ndarray, col: ColumnarEpisodes, decay: float) -> np.ndarray:
+    """Reverse discounted sums of ``deltas`` within each chunk: A_t = d_t + decay * A_{t+1}."""
+    mat, mask = _padded(deltas, col)
+    acc = np.zeros(col.num_episodes)
+    out = np.zeros_like(mat)
+    for t in range(mat.shape[1] - 1, -1, -1):  # over time, vectorized over chunks
+        acc = np.where(mask[:, t], mat[:, t] + decay * acc, 0.0)
+        out[:, t] = acc
+    chunk, k = step_index(col)
+    return out[chunk, k]
+
+
+def _padded(values: np.ndarray, col: ColumnarEpisodes) -> tuple[np.ndarray, np.ndarray]:
+    """Steps as a [chunks, max_len] matrix (zero padded) and the mask of real entries."""
+    chunk, k = step_index(col)
+    width = int(col.lens.max()) if col.num_episodes else 0
+    mat = np.zeros((col.num_episodes, width), np.float64)
+    mat[chunk, k] = values
+    mask = np.zeros((col.num_episodes, width), bool)
+    mask[chunk, k] = True
+    return mat, mask

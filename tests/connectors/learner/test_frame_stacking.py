@@ -1,0 +1,37 @@
+"""FrameStacking: each step's last observations, from the chunk's data and lookback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from connectors.learner import FrameStacking
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.errors import ConfigError
+from tests.connectors.learner.chunks import run, steps_of
+
+
+@pytest.mark.parametrize("frames", [1, 4])
+def test_frame_stacking_comes_from_the_lookback(chunks: list[SingleAgentEpisode], frames: int) -> None:
+    out = run([FrameStacking(num_frames=frames)], chunks)
+    nxt = run([FrameStacking(num_frames=frames, as_next_obs=True)], chunks)
+    for i, (ep, t) in enumerate(steps_of(chunks)):
+        expected = ep.get_observations(slice(t - frames + 1, t + 1), neg_index_as_lookback=True, fill=0)
+        assert out["obs"][i].tolist() == np.asarray(expected).tolist()
+        expected_next = ep.get_observations(slice(t - frames + 2, t + 2), neg_index_as_lookback=True, fill=0)
+        assert nxt["next_obs"][i].tolist() == np.asarray(expected_next).tolist()
+
+
+def test_stacked_frames_keep_their_dtype() -> None:
+    frames = [np.full((2, 2), t, np.uint8) for t in range(4)]
+    ep = SingleAgentEpisode(observations=frames, actions=[np.int32(0)] * 3, rewards=[1.0] * 3)
+    out = run([FrameStacking(num_frames=2)], [ep])
+    assert out["obs"].dtype == np.uint8 and out["obs"].shape == (3, 2, 2, 2)
+
+
+def test_bad_num_frames_and_dict_observations_raise() -> None:
+    with pytest.raises(ConfigError, match=r"'num_frames' must be an int >= 1 \(got 0\)"):
+        FrameStacking(num_frames=0)
+    dict_obs = SingleAgentEpisode(observations=[{"a": 0}, {"a": 1}], actions=[0], rewards=[1.0])
+    with pytest.raises(ConfigError, match="FrameStacking needs array observations"):
+        run([FrameStacking()], [dict_obs])
