@@ -119,6 +119,7 @@ def measure_buffer() -> dict[str, float]:
 def measure_parquet(part: str, path: str) -> dict[str, float]:
     """Save or restore 1M steps in this (fresh) process; seconds and peak RSS."""
     from replay.buffer import EpisodeReplayBuffer
+    from replay.persistence import restore_buffer, save_buffer
 
     if part == "save":
         buf = EpisodeReplayBuffer(capacity_env_steps=1_000_000, seed=0)
@@ -126,12 +127,12 @@ def measure_parquet(part: str, path: str) -> dict[str, float]:
             buf.add(make_columnar(100, 500, f"b{k}", seed=k))
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         t0 = time.perf_counter()
-        buf.save(path)
+        save_buffer(buf, path)
         seconds = time.perf_counter() - t0
     else:
         base = rss_bytes()
         t0 = time.perf_counter()
-        buf = EpisodeReplayBuffer.restore(path)
+        buf = restore_buffer(path)
         seconds = time.perf_counter() - t0
         assert len(buf) == 1_000_000
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

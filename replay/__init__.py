@@ -1,22 +1,42 @@
-"""The episode replay buffer (storage, sampling, Parquet persistence), its rate limiter and the ReplayActor."""
+"""The episode replay buffer (storage, samplers, Parquet persistence), its rate limiter and the ReplayActor."""
 
 from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
-from replay.buffer import EpisodeReplayBuffer
+from replay.buffer import BatchList, EpisodeReplayBuffer
+from replay.metrics import AddAck, BufferMetrics, ReplayMetrics
+from replay.n_step import n_step_transitions
 from replay.persistence import restore_buffer, save_buffer
-from replay.prioritized import PrioritizedEpisodeReplayBuffer, SumTree
+from replay.prioritized import PrioritizedEpisodeReplayBuffer
+from replay.prioritized_sampler import PrioritizedSampler
 from replay.rate_limiter import RateLimiter
+from replay.sampler import Draw, Sampler
+from replay.segments import SegmentTable, SegmentView
+from replay.state import ReplayState
 from replay.storage import EpisodeStorage, StoredEpisode
+from replay.sum_tree import SumTree
+from replay.uniform import UniformSampler
 
 __all__ = [
+    "AddAck",
+    "BatchList",
+    "BufferMetrics",
+    "Draw",
     "EpisodeReplayBuffer",
     "EpisodeStorage",
     "PrioritizedEpisodeReplayBuffer",
+    "PrioritizedSampler",
     "RateLimiter",
     "ReplayActor",
     "ReplayConfig",
+    "ReplayMetrics",
+    "ReplayState",
+    "Sampler",
+    "SegmentTable",
+    "SegmentView",
     "StoredEpisode",
     "SumTree",
+    "UniformSampler",
     "create_replay_actor",
+    "n_step_transitions",
     "restore_buffer",
     "save_buffer",
 ]

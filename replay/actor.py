@@ -30,9 +30,13 @@ from typing import Any
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, ReplayError
+from ray_sampler.validate import check_bool, check_int, check_number, check_optional
 from replay.buffer import BatchList, EpisodeReplayBuffer
+from replay.metrics import AddAck, ReplayCounters, ReplayMetrics
+from replay.persistence import restore_buffer, save_buffer
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from replay.rate_limiter import RateLimiter
+from replay.state import ReplayState
 
 __all__ = ["ReplayActor", "ReplayConfig", "create_replay_actor"]
 
@@ -72,19 +76,14 @@ class ReplayConfig:
 
     def __post_init__(self) -> None:
         for name in ("add_timeout_s", "sample_timeout_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ConfigError(f"'{name}' must be a number > 0 (got {value!r})")
-        if self.checkpoint_every_s is not None:
-            if not isinstance(self.checkpoint_every_s, (int, float)) or not self.checkpoint_every_s > 0:
-                raise ConfigError(
-                    f"'checkpoint_every_s' must be a number > 0 or None (got {self.checkpoint_every_s!r})"
-                )
-            if self.checkpoint_path is None:
-                raise ConfigError("'checkpoint_every_s' needs 'checkpoint_path'")
-        if not isinstance(self.prioritized, bool):
-            raise ConfigError(f"'prioritized' must be a bool (got {self.prioritized!r})")
-        # The buffer and the limiter check their own fields.
+            check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
+        check_optional(check_number, "checkpoint_every_s", self.checkpoint_every_s, minimum=0, exclusive_minimum=True)
+        if self.checkpoint_every_s is not None and self.checkpoint_path is None:
+            raise ConfigError("'checkpoint_every_s' needs 'checkpoint_path'")
+        check_bool("checkpoint_drop_infos", self.checkpoint_drop_infos)
+        check_bool("prioritized", self.prioritized)
+        check_optional(check_int, "seed", self.seed, minimum=0)
+        # The buffer and the limiter check their own fields (through ray_sampler.validate as well).
         try:
             self.make_buffer()
         except ReplayError as e:
@@ -100,7 +99,7 @@ class ReplayConfig:
                 f"({self.min_size_to_sample}), or no sample could ever go"
             )
 
-    def _buffer_class_and_kwargs(self) -> tuple[type, dict[str, Any]]:
+    def _buffer_class_and_kwargs(self) -> tuple[type[EpisodeReplayBuffer], dict[str, Any]]:
         if self.prioritized:
             return PrioritizedEpisodeReplayBuffer, {"alpha": self.alpha, "beta": self.beta}
         return EpisodeReplayBuffer, {}
@@ -115,7 +114,7 @@ class ReplayConfig:
     def restore_buffer(self, path: str) -> EpisodeReplayBuffer:
         """The buffer saved at ``path``, of this config's kind and capacities."""
         cls, kwargs = self._buffer_class_and_kwargs()
-        buffer = cls.restore(path, seed=self.seed, **kwargs)
+        buffer = restore_buffer(path, seed=self.seed, buffer_class=cls, **kwargs)
         buffer.set_capacity(self.capacity_env_steps, self.capacity_bytes)  # the config's, not the file's
         return buffer
 
@@ -126,6 +125,7 @@ class ReplayActor:
     def __init__(self, config: ReplayConfig) -> None:
         self.config = config
         path = config.checkpoint_path
+        self.restored_from: str | None
         if path is not None and os.path.exists(path):
             self.buffer = config.restore_buffer(path)
             self.restored_from = path
@@ -140,29 +140,19 @@ class ReplayActor:
         self._count_restored_steps()
         self._cond = threading.Condition()
         self._started = time.monotonic()
-        self._counts = {
-            "num_adds": 0,
-            "num_env_steps_received": 0,
-            "num_env_steps_added": 0,
-            "num_samples": 0,
-            "num_transitions_sampled": 0,
-            "backpressure_s": 0.0,
-            "num_add_timeouts": 0,
-            "sample_wait_s": 0.0,
-            "num_checkpoints": 0,
-            "num_checkpoint_errors": 0,
-            "last_checkpoint_error": None,
-        }
+        self._counts = ReplayCounters()
         self._stop = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if config.checkpoint_every_s is not None:
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, daemon=True)
             self._checkpointer.start()
 
-    def add(self, data: ColumnarEpisodes | list[SingleAgentEpisode] | None) -> dict[str, Any]:
+    def add(self, data: ColumnarEpisodes | list[SingleAgentEpisode] | None) -> AddAck:
         """Stores a runner's chunks (all or none), after waiting out backpressure; a small ack."""
         if data is None:
-            return {"num_env_steps": 0, "waited_s": 0.0, "num_env_steps_stored": len(self.buffer)}
+            return AddAck(
+                num_env_steps=0, num_env_steps_received=0, waited_s=0.0, num_env_steps_stored=len(self.buffer)
+            )
         n = data.num_env_steps if isinstance(data, ColumnarEpisodes) else sum(len(ep) for ep in data)
         t0 = time.monotonic()
         deadline = t0 + self.config.add_timeout_s
@@ -170,24 +160,21 @@ class ReplayActor:
             while not self.limiter.can_insert(num_env_steps=n, stored=len(self.buffer)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._counts["num_add_timeouts"] += 1  # stored anyway: data is never dropped
+                    self._counts.num_add_timeouts += 1  # stored anyway: data is never dropped
                     break
                 self._cond.wait(remaining)
             waited = time.monotonic() - t0
             before = len(self.buffer)
             kept = self.buffer.add(data)  # steps still stored after eviction: only those count as delivered
             self.limiter.inserted(kept, stored_before=before)
-            self._counts["num_adds"] += 1
-            self._counts["num_env_steps_received"] += n
-            self._counts["num_env_steps_added"] += kept
-            self._counts["backpressure_s"] += waited
+            self._counts.num_adds += 1
+            self._counts.num_env_steps_received += n
+            self._counts.num_env_steps_added += kept
+            self._counts.backpressure_s += waited
             self._cond.notify_all()
-            return {
-                "num_env_steps": kept,
-                "num_env_steps_received": n,
-                "waited_s": waited,
-                "num_env_steps_stored": len(self.buffer),
-            }
+            return AddAck(
+                num_env_steps=kept, num_env_steps_received=n, waited_s=waited, num_env_steps_stored=len(self.buffer)
+            )
 
     def sample(
         self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99, timeout_s: float | None = None
@@ -206,9 +193,9 @@ class ReplayActor:
     ) -> BatchList:
         """``num_batches`` flat batches in one call (one draw, shipped as one BatchList), once the
         limits allow all of them."""
-        for name, value in (("batch_size_B", batch_size_B), ("num_batches", num_batches)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ReplayError(f"'{name}' must be an int >= 1 (got {value!r})")
+        check_int("batch_size_B", batch_size_B, minimum=1, error=ReplayError)
+        check_int("num_batches", num_batches, minimum=1, error=ReplayError)
+        check_optional(check_number, "timeout_s", timeout_s, minimum=0, error=ReplayError)
         total = batch_size_B * num_batches
         t0 = time.monotonic()
         deadline = t0 + (self.config.sample_timeout_s if timeout_s is None else timeout_s)
@@ -224,9 +211,9 @@ class ReplayActor:
                 self._cond.wait(remaining)
             batches = self.buffer.sample_batches(batch_size_B, num_batches, n_step=n_step, gamma=gamma)
             self.limiter.sampled(total)
-            self._counts["num_samples"] += num_batches
-            self._counts["num_transitions_sampled"] += total
-            self._counts["sample_wait_s"] += time.monotonic() - t0
+            self._counts.num_samples += num_batches
+            self._counts.num_transitions_sampled += total
+            self._counts.sample_wait_s += time.monotonic() - t0
             self._cond.notify_all()
             return batches
 
@@ -250,7 +237,7 @@ class ReplayActor:
             self._cond.notify_all()
             return out
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: ReplayState) -> None:
         with self._cond:
             self.buffer.set_state(state)
             self._count_restored_steps()
@@ -259,22 +246,22 @@ class ReplayActor:
     def _count_restored_steps(self) -> None:
         """Steps a restored buffer received before count toward the warm-up (evicted ones too), so
         a replay that was sampling samples again at once."""
-        s = self.buffer.storage
-        self.limiter.num_received = max(self.limiter.num_received, len(self.buffer) + s.num_evicted_steps)
+        evicted = self.buffer.storage.num_evicted_steps
+        self.limiter.num_received = max(self.limiter.num_received, len(self.buffer) + evicted)
 
-    def get_metrics(self) -> dict[str, Any]:
+    def get_metrics(self) -> ReplayMetrics:
         with self._cond:
             elapsed = max(time.monotonic() - self._started, 1e-9)
-            return {
-                **self.buffer.get_metrics(),
-                **self._counts,
-                "inserts_per_s": self._counts["num_env_steps_added"] / elapsed,
-                "samples_per_s": self._counts["num_transitions_sampled"] / elapsed,
-                "samples_per_insert_lead": self.limiter.lead(),
-                "restored_from": self.restored_from,
-            }
+            return ReplayMetrics(
+                **dataclasses.asdict(self.buffer.get_metrics()),
+                **dataclasses.asdict(self._counts),
+                inserts_per_s=self._counts.num_env_steps_added / elapsed,
+                samples_per_s=self._counts.num_transitions_sampled / elapsed,
+                samples_per_insert_lead=self.limiter.lead(),
+                restored_from=self.restored_from,
+            )
 
-    def get_state(self) -> dict[str, Any]:
+    def get_state(self) -> ReplayState:
         with self._cond:
             return self.buffer.get_state()
 
@@ -284,8 +271,8 @@ class ReplayActor:
         if path is None:
             raise ReplayError("save: give a path or configure 'checkpoint_path'")
         with self._cond:
-            self.buffer.save(path, drop_infos=self.config.checkpoint_drop_infos)
-            self._counts["num_checkpoints"] += 1
+            save_buffer(self.buffer, path, drop_infos=self.config.checkpoint_drop_infos)
+            self._counts.num_checkpoints += 1
         return path
 
     def _checkpoint_loop(self) -> None:
@@ -295,8 +282,8 @@ class ReplayActor:
                     self.save()
             except Exception as e:  # a failed checkpoint is counted and reported; the next one still runs
                 with self._cond:
-                    self._counts["num_checkpoint_errors"] += 1
-                    self._counts["last_checkpoint_error"] = repr(e)
+                    self._counts.num_checkpoint_errors += 1
+                    self._counts.last_checkpoint_error = repr(e)
 
     def stop(self) -> None:
         """Stops the checkpoint thread."""

@@ -4,8 +4,9 @@ The file is the episode table of :mod:`ray_sampler.data.arrow_format` (schema ve
 per observation, no pickle), with the stored episodes in insertion order (eviction order), each
 as one chunk. One row group holds whole episodes, up to ``row_group_env_steps`` steps, so
 writing and reading hold about one row group in memory at a time. The schema metadata adds
-``ray_sampler.replay``: JSON with the buffer's capacities, eviction counters and the sampling
-RNG's state, so a restored buffer equals the saved one and draws the same samples.
+``ray_sampler.replay``: JSON of the buffer's :class:`~replay.state.ReplayState` without its
+episodes (capacities, eviction counters, the sampling RNG's state), so a restored buffer equals
+the saved one and draws the same samples.
 
 A write goes to a temporary file in the same folder, is flushed to disk, then renamed over
 the target: a crash mid-write never leaves a file that restores to wrong data. Pages carry
@@ -15,20 +16,20 @@ corrupted column raises DataFormatError naming the file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.errors import DataFormatError, RaySamplerError, ReplayError
-
-if TYPE_CHECKING:
-    from replay.buffer import EpisodeReplayBuffer
+from replay.buffer import EpisodeReplayBuffer
+from replay.state import ReplayState
 
 __all__ = ["restore_buffer", "save_buffer"]
 
@@ -41,26 +42,19 @@ def save_buffer(
     """Writes ``buffer`` to ``path`` atomically; returns the number of row groups written."""
     s = buffer.storage
     path = Path(path)
-    meta = {
-        "capacity_env_steps": s.capacity_env_steps,
-        "capacity_bytes": s.capacity_bytes,
-        "num_evicted_episodes": s.num_evicted_episodes,
-        "num_evicted_env_steps": s.num_evicted_steps,
-        "first_order": s.first_order(),
-        "rng_state": buffer.rng.bit_generator.state,
-    }
+    meta = buffer.get_state(with_episodes=False).to_metadata()
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     writer = None
     groups = 0
     try:
+        ids = list(s.episodes)
         batch: list[str] = []
         steps = 0
         first_index = 0
-        for id_, ep in list(s.episodes.items()) + [(None, None)]:
-            if id_ is not None:
-                batch.append(id_)
-                steps += ep.num_steps
-            if batch and (id_ is None or steps >= row_group_env_steps):
+        for k, id_ in enumerate(ids):
+            batch.append(id_)
+            steps += s.episodes[id_].num_steps
+            if k == len(ids) - 1 or steps >= row_group_env_steps:
                 table = columnar_to_arrow(s.episodes_columnar(batch), drop_infos=drop_infos, first_index=first_index)
                 schema_meta = {**(table.schema.metadata or {}), _REPLAY_KEY: json.dumps(meta).encode()}
                 table = table.replace_schema_metadata(schema_meta)
@@ -86,13 +80,16 @@ def save_buffer(
 
 
 def restore_buffer(
-    path: str | os.PathLike, *, seed: int | None = None, buffer_class: type | None = None, **buffer_kwargs: Any
+    path: str | os.PathLike,
+    *,
+    seed: int | None = None,
+    buffer_class: type[EpisodeReplayBuffer] | None = None,
+    **buffer_kwargs: Any,
 ) -> EpisodeReplayBuffer:
-    """A buffer equal to the one saved at ``path`` (contents, eviction order, RNG state), built as
-    ``buffer_class(capacity..., seed=seed, **buffer_kwargs)`` (EpisodeReplayBuffer by default;
-    a prioritized buffer gives every restored step the same, initial priority)."""
-    from replay.buffer import EpisodeReplayBuffer
-
+    """A buffer equal to the one saved at ``path`` (contents, eviction order, RNG state; ``seed``
+    overrides the RNG state), built as ``buffer_class(capacity..., seed=seed, **buffer_kwargs)``
+    (EpisodeReplayBuffer by default; a prioritized buffer gives every restored step the same,
+    initial priority). Capacities come from the file: change them afterwards with set_capacity."""
     buffer_class = buffer_class or EpisodeReplayBuffer
     taken = sorted({"capacity_env_steps", "capacity_bytes", "seed"} & buffer_kwargs.keys())
     if taken:
@@ -107,17 +104,11 @@ def restore_buffer(
         raise DataFormatError(f"{path}: not a readable Parquet file ({e})") from e
     raw = (pf.schema_arrow.metadata or {}).get(_REPLAY_KEY)
     try:
-        meta: dict[str, Any] = json.loads(raw) if raw is not None else None
+        state = ReplayState.from_metadata(json.loads(raw) if raw is not None else None)
         buffer = buffer_class(
-            capacity_env_steps=meta["capacity_env_steps"],
-            capacity_bytes=meta.get("capacity_bytes"),
-            seed=seed,
-            **buffer_kwargs,
+            capacity_env_steps=state.capacity_env_steps, capacity_bytes=state.capacity_bytes, seed=seed, **buffer_kwargs
         )
-        counters = {k: meta.get(k, 0) for k in ("num_evicted_episodes", "num_evicted_env_steps", "first_order")}
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values()):
-            raise ValueError(f"counters must be ints >= 0 (got {counters})")
-        buffer.storage.start_order(counters["first_order"])
+        buffer.set_state(dataclasses.replace(state, rng_state=None))  # counters and first order; episodes follow
     except (TypeError, ValueError, KeyError, RaySamplerError) as e:
         raise DataFormatError(f"{path}: schema metadata 'ray_sampler.replay' is missing or malformed ({e})") from None
     expected = 0
@@ -126,7 +117,7 @@ def restore_buffer(
         for group in range(pf.num_row_groups):
             col = arrow_to_columnar(pf.read_row_group(group))
             expected += col.num_env_steps
-            buffer.storage.add(col)
+            buffer.add(col)
     except (pa.ArrowException, OSError) as e:
         raise DataFormatError(f"{path}: row group {group} cannot be read ({e})") from e
     except RaySamplerError as e:
@@ -134,14 +125,11 @@ def restore_buffer(
     if len(buffer) != expected:
         raise DataFormatError(
             f"{path}: holds {expected} env steps but only {len(buffer)} fit its own capacity "
-            f"({meta['capacity_env_steps']} env steps); the file is inconsistent"
+            f"({state.capacity_env_steps} env steps); the file is inconsistent"
         )
-    s = buffer.storage
-    s.num_evicted_episodes = counters["num_evicted_episodes"]
-    s.num_evicted_steps = counters["num_evicted_env_steps"]
-    if seed is None and meta.get("rng_state") is not None:
+    if seed is None and state.rng_state is not None:
         try:
-            buffer.rng.bit_generator.state = meta["rng_state"]
+            buffer.rng.bit_generator.state = state.rng_state
         except (TypeError, ValueError, KeyError):
             raise DataFormatError(f"{path}: 'rng_state' in 'ray_sampler.replay' is malformed") from None
     return buffer

@@ -28,7 +28,7 @@ True
 
 from __future__ import annotations
 
-from ray_sampler.errors import ConfigError
+from ray_sampler.validate import check_int, check_number, check_optional
 
 __all__ = ["RateLimiter"]
 
@@ -43,19 +43,11 @@ class RateLimiter:
         samples_per_insert: float | None = None,
         samples_per_insert_tolerance: float = 1000.0,
     ) -> None:
-        if not isinstance(min_size_to_sample, int) or min_size_to_sample < 1:
-            raise ConfigError(f"'min_size_to_sample' must be an int >= 1 (got {min_size_to_sample!r})")
-        if samples_per_insert is not None and not (
-            isinstance(samples_per_insert, (int, float)) and samples_per_insert > 0
-        ):
-            raise ConfigError(f"'samples_per_insert' must be a number > 0 or None (got {samples_per_insert!r})")
-        if not isinstance(samples_per_insert_tolerance, (int, float)) or samples_per_insert_tolerance < 1:
-            raise ConfigError(
-                f"'samples_per_insert_tolerance' must be a number >= 1 (got {samples_per_insert_tolerance!r})"
-            )
-        self.min_size_to_sample = min_size_to_sample
-        self.samples_per_insert = samples_per_insert
-        self.tolerance = float(samples_per_insert_tolerance)
+        self.min_size_to_sample = check_int("min_size_to_sample", min_size_to_sample, minimum=1)
+        self.samples_per_insert: float | None = check_optional(
+            check_number, "samples_per_insert", samples_per_insert, minimum=0, exclusive_minimum=True
+        )
+        self.tolerance = check_number("samples_per_insert_tolerance", samples_per_insert_tolerance, minimum=1)
         self.num_inserted = 0.0
         self.num_sampled = 0.0
         self.num_received = 0

@@ -1,37 +1,58 @@
 """EpisodeStorage: stored episode chunks in growing columnar arrays, evicted as whole episodes.
 
-Layout: every added chunk becomes a *segment*: its ``len + 1`` observations in ``obs`` rows and
-its ``len`` steps (action, reward, model outputs) in step rows, so a transition's next
-observation is simply the next ``obs`` row (gathered when sampled, never stored twice).
-Segments of one episode are linked in time order; a chunk that continues a stored episode is
-checked (same ``id_``, ``t_started`` equal to the episode's ``t``, its first observation equal
-to the stored last one, the episode not done) and its lookback dropped, since the stored steps
-already hold it; a chunk whose episode is not stored (new, or evicted) keeps its lookback.
-``add`` is atomic: one bad chunk and nothing changes. Capacity counts env steps (lookback
-never counts), optionally bytes too; the oldest whole episodes go first. Dead rows are
-reclaimed by compaction once they pass a quarter of the live ones (or of ``capacity_bytes``).
-``capacity_bytes`` bounds the stored steps' own bytes (observation, action, reward, model
-outputs); allocation adds growth room and lookback rows on top.
+Layout: every added chunk becomes a *segment* (see :mod:`replay.segments`): its ``len + 1``
+observations in observation rows and its ``len`` steps (action, reward, model outputs) in step
+rows (see :mod:`replay.columns`), so a transition's next observation is simply the next
+observation row (gathered when sampled, never stored twice). Segments of one episode are linked
+in time order; a chunk that continues a stored episode is checked (same ``id_``, ``t_started``
+equal to the episode's ``t``, its first observation equal to the stored last one, the episode not
+done) and its lookback dropped, since the stored steps already hold it; a chunk whose episode is
+not stored (new, or evicted) keeps its lookback. ``add`` is atomic: one bad chunk and nothing
+changes (the segment table and the episode records are changed on copies, swapped in at the end;
+the columns roll back). Capacity counts env steps (lookback never counts), optionally bytes too;
+the oldest whole episodes go first. Dead rows are reclaimed by compaction once they pass a
+quarter of the live ones (or of ``capacity_bytes``). ``capacity_bytes`` bounds the stored steps'
+own bytes (observation, action, reward, model outputs); allocation adds growth room and lookback
+rows on top.
+
+Everything else reads the storage through its read API (counts, episode records, an episode's
+rows, a read-only segment view, column gathers, sizes). A :class:`StepRowListener` (the
+prioritized sampler) is told about step rows added, evicted and moved by compaction.
+
+>>> from ray_sampler.data.columnar import episodes_to_columnar
+>>> from ray_sampler.data.episode import SingleAgentEpisode
+>>> storage = EpisodeStorage(capacity_env_steps=5)
+>>> storage.add(episodes_to_columnar([SingleAgentEpisode("a", observations=[0, 1, 2], actions=[0, 0],
+...                                                      rewards=[1.0, 2.0])]))
+2
+>>> storage.num_steps, storage.episodes["a"].t, storage.episode_rows("a").observations.tolist()
+(2, 2, [0, 1, 2])
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import types
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from ray_sampler.data import tree
-from ray_sampler.data.columnar import ColumnarEpisodes, StepRows
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
-from replay.rows import Rows, equal_rows, remap_rows
+from ray_sampler.validate import check_int, check_optional
+from replay.columns import EpisodeMeta, StoredColumns
+from replay.rows import equal_rows
+from replay.segments import SegmentTable, SegmentView, row_ranges
 
-__all__ = ["EpisodeStorage", "StoredEpisode"]
+__all__ = ["EpisodeRows", "EpisodeStorage", "StepRowListener", "StoredEpisode"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class StoredEpisode:
-    """Bookkeeping of one stored episode: its segments and where it stands."""
+    """Bookkeeping of one stored episode: its segments and where it stands (replaced, never changed)."""
 
     id_: str
     first_segment: int
@@ -51,48 +72,103 @@ class StoredEpisode:
         return self.terminated or self.truncated
 
 
+class EpisodeRows(NamedTuple):
+    """Stored rows of one episode, in time order."""
+
+    observations: np.ndarray
+    """Observation rows (steps + 1; the boundary observation of joined chunks once)."""
+    steps: np.ndarray
+    """Step rows."""
+    lookback: np.ndarray
+    """Rows of the episode's stored lookback (its first chunk's)."""
+
+
+class StepRowListener(Protocol):
+    """Told about step rows as the storage changes them (after an add has fully succeeded)."""
+
+    def rows_added(self, start: int, stop: int) -> None:
+        """Step rows ``start .. stop`` were added."""
+
+    def rows_evicted(self, start: int, stop: int) -> None:
+        """Step rows ``start .. stop`` belong to an evicted episode (dead until compaction)."""
+
+    def rows_moved(self, kept: np.ndarray) -> None:
+        """Compaction: new step row ``i`` is old step row ``kept[i]``; the others are gone."""
+
+
 class EpisodeStorage:
     """Episode chunks in columnar arrays (see the module docstring)."""
 
-    def __init__(self, *, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
-        if not isinstance(capacity_env_steps, int) or isinstance(capacity_env_steps, bool) or capacity_env_steps < 1:
-            raise ReplayError(f"'capacity_env_steps' must be an int >= 1 (got {capacity_env_steps!r})")
-        if capacity_bytes is not None and (
-            not isinstance(capacity_bytes, int) or isinstance(capacity_bytes, bool) or capacity_bytes < 1
-        ):
-            raise ReplayError(f"'capacity_bytes' must be an int >= 1 or None (got {capacity_bytes!r})")
-        self.capacity_env_steps = capacity_env_steps
-        self.capacity_bytes = capacity_bytes
-        self.obs, self.actions, self.rewards = Rows(), Rows(), Rows()
-        self.extras: dict[str, Rows] | None = None
-        self.lb_obs, self.lb_actions, self.lb_rewards = Rows(), Rows(), Rows()
-        self.lb_extras: dict[str, Rows] = {}
-        self.infos: dict[int, dict] = {}
-        self.lb_infos: dict[int, dict] = {}
-        # Segment table: one entry per stored chunk; dead segments keep their slot until compaction.
-        self.seg_obs = np.zeros(0, np.int64)
-        self.seg_step = np.zeros(0, np.int64)
-        self.seg_len = np.zeros(0, np.int64)
-        self.seg_lb = np.zeros(0, np.int64)
-        self.seg_lb_len = np.zeros(0, np.int64)
-        self.seg_next = np.zeros(0, np.int64)
-        self.seg_t = np.zeros(0, np.int64)
-        self.seg_prev = np.zeros(0, np.int64)
-        self.seg_order = np.zeros(0, np.int64)
-        self.seg_alive = np.zeros(0, bool)
-        self.seg_episode: list[str] = []
-        self.episodes: dict[str, StoredEpisode] = {}  # insertion order: oldest first
-        self.priorities: np.ndarray | None = None
-        """Per step row (prioritized buffers only): the row's priority; 0 once evicted."""
-        self.new_priority = 1.0
-        self.order_to_id: dict[int, str] = {}
-        self.num_compactions = 0
-        self.num_steps = 0
-        self.version = 0
-        self._next_order = 0
-        self.num_evicted_episodes = 0
-        self.num_evicted_steps = 0
+    def __init__(
+        self, *, capacity_env_steps: int, capacity_bytes: int | None = None, listener: StepRowListener | None = None
+    ) -> None:
+        self._capacity_env_steps = check_int("capacity_env_steps", capacity_env_steps, minimum=1, error=ReplayError)
+        self._capacity_bytes: int | None = check_optional(
+            check_int, "capacity_bytes", capacity_bytes, minimum=1, error=ReplayError
+        )
+        self._listener = listener
+        self._columns = StoredColumns()
+        self._segments = SegmentTable()
+        self._episodes: dict[str, StoredEpisode] = {}  # insertion order: oldest first
+        self._num_steps = 0
         self._live_obs_rows = 0
+        self._next_order = 0
+        self._num_evicted_episodes = 0
+        self._num_evicted_steps = 0
+        self._num_compactions = 0
+        self._version = 0
+        self._view: SegmentView | None = None
+        self._view_version = -1
+
+    # ---------------------------------------------------------------- counts
+    @property
+    def capacity_env_steps(self) -> int:
+        return self._capacity_env_steps
+
+    @property
+    def capacity_bytes(self) -> int | None:
+        return self._capacity_bytes
+
+    @property
+    def num_steps(self) -> int:
+        """Stored env steps (lookback excluded)."""
+        return self._num_steps
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self._episodes)
+
+    @property
+    def num_evicted_episodes(self) -> int:
+        return self._num_evicted_episodes
+
+    @property
+    def num_evicted_steps(self) -> int:
+        return self._num_evicted_steps
+
+    @property
+    def num_compactions(self) -> int:
+        return self._num_compactions
+
+    @property
+    def num_obs_rows(self) -> int:
+        """Observation rows in use, dead ones (not yet compacted) included."""
+        return self._columns.num_obs_rows
+
+    @property
+    def num_step_rows(self) -> int:
+        """Step rows in use, dead ones (not yet compacted) included."""
+        return self._columns.num_step_rows
+
+    @property
+    def version(self) -> int:
+        """Changes whenever stored rows or segments change."""
+        return self._version
+
+    @property
+    def episodes(self) -> Mapping[str, StoredEpisode]:
+        """Read-only: stored episode records by id, oldest (next evicted) first."""
+        return types.MappingProxyType(self._episodes)
 
     # ---------------------------------------------------------------- adding
     def add(self, col: ColumnarEpisodes) -> int:
@@ -102,86 +178,40 @@ class EpisodeStorage:
         plan = self._plan(col)
         if not plan:
             return 0
-        snapshot = self._snapshot({col.ids[i] for i, _ in plan})
+        mark = self._columns.mark()
         try:
-            self._apply(col, plan)
+            base_step = self._apply(col, plan)
         except Exception:
-            self._restore(snapshot)  # checked up front, but nothing half-written may stay
+            self._columns.rollback(mark)  # checked up front, but nothing half-written may stay
             raise
+        if self._listener is not None:
+            self._listener.rows_added(base_step, self._columns.num_step_rows)
         self._evict()
-        self.version += 1
-        return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self.episodes)
-
-    def _snapshot(self, touched: set[str]) -> dict[str, Any]:
-        """What ``_restore`` needs to undo an add of the episodes ``touched``. Arrays are replaced, not
-        written, before any in-place change; only the touched episodes' records are copied."""
-        rows = {name: (r, r.rows, r.leaves, r.spec) for name, r in self._all_rows().items()}
-        tables = {k: v for k, v in vars(self).items() if k.startswith("seg_") and k != "seg_episode"}
-        episodes = (
-            dict(self.episodes),
-            {k: dataclasses.replace(self.episodes[k]) for k in touched if k in self.episodes},
-        )
-        return {
-            "rows": rows,
-            "tables": tables,
-            "episodes": episodes,
-            "num_segments": len(self.seg_episode),
-            "extras": self.extras,
-            "lb_extras": dict(self.lb_extras),
-            "infos": dict(self.infos),
-            "lb_infos": dict(self.lb_infos),
-            "counters": (self.num_steps, self._live_obs_rows, self._next_order, dict(self.order_to_id)),
-            "priorities": self.priorities,
-        }
-
-    def _restore(self, snap: dict[str, Any]) -> None:
-        for r, n, leaves, spec in snap["rows"].values():
-            r.rows, r.leaves, r.spec = n, leaves, spec
-        for k, v in snap["tables"].items():
-            setattr(self, k, v)
-        self.episodes, records = snap["episodes"]
-        self.episodes.update(records)  # the touched records as they were
-        del self.seg_episode[snap["num_segments"] :]
-        self.extras, self.lb_extras = snap["extras"], snap["lb_extras"]
-        self.infos, self.lb_infos, self.priorities = snap["infos"], snap["lb_infos"], snap["priorities"]
-        self.num_steps, self._live_obs_rows, self._next_order, self.order_to_id = snap["counters"]
-
-    def _all_rows(self) -> dict[str, Rows]:
-        out = {
-            "obs": self.obs,
-            "actions": self.actions,
-            "rewards": self.rewards,
-            "lb_obs": self.lb_obs,
-            "lb_actions": self.lb_actions,
-            "lb_rewards": self.lb_rewards,
-        }
-        out.update({f"extras.{k}": r for k, r in (self.extras or {}).items()})
-        out.update({f"lb_extras.{k}": r for k, r in self.lb_extras.items()})
-        return out
+        self._version += 1
+        return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self._episodes)
 
     def _plan(self, col: ColumnarEpisodes) -> list[tuple[int, bool]]:
         """(chunk, continues a stored episode) for every chunk with steps; raises before any change."""
-        keys = set(col.data.extra_model_outputs)
-        if self.extras is not None and col.num_env_steps and keys != set(self.extras):
-            raise ReplayError(
-                f"chunks must carry the stored extra_model_outputs keys {sorted(self.extras)} (got {sorted(keys)})"
-            )
+        self._columns.check_keys(col)
         obs_off = col.obs_offsets
         pending: dict[str, tuple[int, bool, Any]] = {}  # id -> (t, is_done, last obs) after earlier chunks
         plan = []
+        table = self._segments
         for i, id_ in enumerate(col.ids):
             if not col.lens[i]:
                 continue
-            stored = self.episodes.get(id_)
+            stored = self._episodes.get(id_)
+            t: int | None
             if id_ in pending:
                 t, done, last_obs = pending[id_]
             elif stored is not None:
                 t, done = stored.t, stored.is_done
                 seg = stored.last_segment
-                last_obs = self.obs.gather(np.array([self.seg_obs[seg] + self.seg_len[seg]]))
+                last_obs = self._columns.gather_observations(np.array([table.obs_start[seg] + table.num_steps[seg]]))
             else:
-                t = done = last_obs = None
-            first_obs = tree.map_structure(lambda a: a[obs_off[i] : obs_off[i] + 1], col.data.observations)
+                t, done, last_obs = None, False, None
+            first_rows, last_rows = slice(obs_off[i], obs_off[i] + 1), slice(obs_off[i + 1] - 1, obs_off[i + 1])
+            first_obs = tree.map_structure(lambda a, rows=first_rows: a[rows], col.data.observations)
             if t is not None:
                 where = f"chunk {i} (id_ {id_!r})"
                 if done:
@@ -195,188 +225,140 @@ class EpisodeStorage:
                     raise ReplayError(
                         f"{where} does not start with the stored episode's last observation; nothing was added"
                     )
-            last = tree.map_structure(lambda a: a[obs_off[i + 1] - 1 : obs_off[i + 1]], col.data.observations)
+            last = tree.map_structure(lambda a, rows=last_rows: a[rows], col.data.observations)
             pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]), last)
             plan.append((i, t is not None))
         if plan:
-            self._check_columns(col, plan)
+            with_lookback = any(not cont and col.lookback_lens[i] for i, cont in plan)
+            self._columns.check_rows(col, with_lookback=with_lookback)
         return plan
 
-    def _check_columns(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
-        """Every column's structure, shape and dtype, before anything is written."""
-        self.obs.check(col.data.observations, "observations")
-        self.actions.check(col.data.actions, "actions")
-        self.rewards.check(col.data.rewards, "rewards")
-        for k, rows in (self.extras or {}).items():
-            rows.check(col.data.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
-        if any(not cont and col.lookback_lens[i] for i, cont in plan):
-            for rows, data, stored, name in (
-                (self.lb_obs, col.lookback.observations, self.obs, "lookback observations"),
-                (self.lb_actions, col.lookback.actions, self.actions, "lookback actions"),
-                (self.lb_rewards, col.lookback.rewards, self.rewards, "lookback rewards"),
-            ):
-                rows.check(data, name)
-                stored.check(data, name)  # lookback rows sit beside data rows in sampled chunks
-            for k, rows in self.lb_extras.items():
-                rows.check(col.lookback.extra_model_outputs[k], f"lookback extra_model_outputs[{k!r}]")
-
-    def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> None:
-        base_obs = self.obs.append(col.data.observations, "observations")
-        base_step = self.actions.append(col.data.actions, "actions")
-        if self.priorities is not None:
-            grown = np.zeros(max(len(self.priorities), self.actions.rows), np.float64)
-            grown[: len(self.priorities)] = self.priorities
-            grown[base_step : self.actions.rows] = self.new_priority
-            self.priorities = grown
-        self.rewards.append(col.data.rewards, "rewards")
-        if self.extras is None:
-            self.extras = {k: Rows() for k in col.data.extra_model_outputs}
-            self.lb_extras = {k: Rows() for k in col.data.extra_model_outputs}
-        for k, rows in self.extras.items():
-            rows.append(col.data.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
-        for r, info in zip(col.data.info_rows.tolist(), col.data.info_values):
-            self.infos[base_obs + r] = info
+    def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> int:
+        """Appends the planned chunks; returns the first new step row. Segments and episode records
+        change on copies that replace the stored ones only at the end."""
+        base_obs, base_step = self._columns.append(col)
         obs_off, step_off, lb_off = col.obs_offsets, col.step_offsets, col.lookback_offsets
         # Lookback rows are kept only for chunks that begin a stored episode.
         new_chunks = [i for i, continues in plan if not continues and col.lookback_lens[i]]
-        lb_index = np.concatenate([np.arange(lb_off[i], lb_off[i + 1]) for i in new_chunks]) if new_chunks else None
         lb_base: dict[int, int] = {}
-        if lb_index is not None:
-            base = self.lb_obs.append(tree.map_structure(lambda a: a[lb_index], col.lookback.observations), "lookback")
-            self.lb_actions.append(tree.map_structure(lambda a: a[lb_index], col.lookback.actions), "lookback")
-            self.lb_rewards.append(col.lookback.rewards[lb_index], "lookback")
-            for k, rows in self.lb_extras.items():
-                rows.append(tree.map_structure(lambda a: a[lb_index], col.lookback.extra_model_outputs[k]), "lookback")
-            row_of = {int(old): base + j for j, old in enumerate(lb_index.tolist())}
-            for r, info in zip(col.lookback.info_rows.tolist(), col.lookback.info_values):
-                if r in row_of:
-                    self.lb_infos[row_of[r]] = info
-            at = base
+        if new_chunks:
+            lb_index = np.concatenate([np.arange(lb_off[i], lb_off[i + 1]) for i in new_chunks])
+            at = self._columns.append_lookback(col, lb_index)
             for i in new_chunks:
                 lb_base[i] = at
                 at += int(col.lookback_lens[i])
-        n0 = len(self.seg_len)
-        count = len(plan)
-        index = np.array([i for i, _ in plan], np.int64)
-        self.seg_obs = np.concatenate([self.seg_obs, base_obs + obs_off[index]])
-        self.seg_step = np.concatenate([self.seg_step, base_step + step_off[index]])
-        self.seg_len = np.concatenate([self.seg_len, col.lens[index]])
-        self.seg_lb = np.concatenate([self.seg_lb, np.array([lb_base.get(i, 0) for i, _ in plan], np.int64)])
-        self.seg_lb_len = np.concatenate(
-            [self.seg_lb_len, np.array([int(col.lookback_lens[i]) if i in lb_base else 0 for i, _ in plan], np.int64)]
-        )
-        self.seg_next = np.concatenate([self.seg_next, np.full(count, -1, np.int64)])
-        self.seg_t = np.concatenate([self.seg_t, col.t_started[index]])
-        self.seg_prev = np.concatenate([self.seg_prev, np.full(count, -1, np.int64)])
-        self.seg_order = np.concatenate([self.seg_order, np.zeros(count, np.int64)])
-        self.seg_alive = np.concatenate([self.seg_alive, np.ones(count, bool)])
+        table, episodes = self._segments.copy(), dict(self._episodes)
+        next_order, num_steps, live_obs_rows = self._next_order, self._num_steps, self._live_obs_rows
+        first, orders, links = len(table), [], []
         for k, (i, continues) in enumerate(plan):
-            seg = n0 + k
-            id_ = col.ids[i]
-            self.seg_episode.append(id_)
-            steps = int(col.lens[i])
+            seg, id_, steps = first + k, col.ids[i], int(col.lens[i])
+            terminated, truncated = bool(col.terminated[i]), bool(col.truncated[i])
             if continues:
-                ep = self.episodes[id_]
-                self.seg_next[ep.last_segment] = seg
-                self.seg_prev[seg] = ep.last_segment
-                ep.last_segment, ep.t, ep.num_steps = seg, ep.t + steps, ep.num_steps + steps
-            else:
-                ep = StoredEpisode(
-                    id_, seg, seg, int(col.t_started[i]), int(col.t_started[i]) + steps, steps, self._next_order
+                ep = episodes[id_]
+                links.append((ep.last_segment, seg))
+                ep = dataclasses.replace(
+                    ep,
+                    last_segment=seg,
+                    t=ep.t + steps,
+                    num_steps=ep.num_steps + steps,
+                    terminated=terminated,
+                    truncated=truncated,
                 )
-                self.order_to_id[self._next_order] = id_
-                self._next_order += 1
-                self.episodes[id_] = ep
-            self.seg_order[seg] = ep.order
-            ep.terminated, ep.truncated = bool(col.terminated[i]), bool(col.truncated[i])
-            self.num_steps += steps
-            self._live_obs_rows += steps + 1
+            else:
+                t0 = int(col.t_started[i])
+                ep = StoredEpisode(id_, seg, seg, t0, t0 + steps, steps, next_order, terminated, truncated)
+                next_order += 1
+            episodes[id_] = ep
+            orders.append(ep.order)
+            num_steps += steps
+            live_obs_rows += steps + 1
+        index = np.array([i for i, _ in plan], np.int64)
+        table.append(
+            obs_start=base_obs + obs_off[index],
+            step_start=base_step + step_off[index],
+            num_steps=col.lens[index],
+            lookback_start=[lb_base.get(i, 0) for i, _ in plan],
+            lookback_len=[int(col.lookback_lens[i]) if i in lb_base else 0 for i, _ in plan],
+            t_started=col.t_started[index],
+            order=orders,
+            episode=[col.ids[i] for i, _ in plan],
+        )
+        for prev, seg in links:
+            table.link(prev, seg)
+        self._segments, self._episodes = table, episodes
+        self._next_order, self._num_steps, self._live_obs_rows = next_order, num_steps, live_obs_rows
+        return base_step
 
     # ---------------------------------------------------------------- eviction and compaction
     def _over_capacity(self) -> bool:
-        if self.num_steps > self.capacity_env_steps:
+        if self._num_steps > self._capacity_env_steps:
             return True
-        return self.capacity_bytes is not None and self.num_steps * self.step_nbytes() > self.capacity_bytes
+        return self._capacity_bytes is not None and self._num_steps * self.step_nbytes() > self._capacity_bytes
 
     def _evict(self) -> None:
-        while self.episodes and self._over_capacity():
-            id_, ep = next(iter(self.episodes.items()))
-            del self.episodes[id_]
-            del self.order_to_id[ep.order]
+        table = self._segments
+        while self._episodes and self._over_capacity():
+            id_, ep = next(iter(self._episodes.items()))
+            del self._episodes[id_]
             seg = ep.first_segment
             while seg >= 0:
-                self.seg_alive[seg] = False
-                if self.priorities is not None:
-                    self.priorities[self.seg_step[seg] : self.seg_step[seg] + self.seg_len[seg]] = 0.0
-                self._live_obs_rows -= int(self.seg_len[seg]) + 1
-                seg = int(self.seg_next[seg])
-            self.num_steps -= ep.num_steps
-            self.num_evicted_episodes += 1
-            self.num_evicted_steps += ep.num_steps
-        dead = self.obs.rows - self._live_obs_rows
-        over_bytes = self.capacity_bytes is not None and dead * self.step_nbytes() > self.capacity_bytes // 4
+                table.alive[seg] = False
+                start, steps = int(table.step_start[seg]), int(table.num_steps[seg])
+                if self._listener is not None:
+                    self._listener.rows_evicted(start, start + steps)
+                self._live_obs_rows -= steps + 1
+                seg = int(table.next[seg])
+            self._num_steps -= ep.num_steps
+            self._num_evicted_episodes += 1
+            self._num_evicted_steps += ep.num_steps
+        dead = self._columns.num_obs_rows - self._live_obs_rows
+        over_bytes = self._capacity_bytes is not None and dead * self.step_nbytes() > self._capacity_bytes // 4
         if dead > max(self._live_obs_rows // 4, 4096) or (dead and over_bytes):
             self.compact()
 
     def compact(self) -> None:
-        """Drops dead segments' rows; row and segment numbers change."""
-        alive = np.flatnonzero(self.seg_alive)
-        lens = self.seg_len[alive]
-        lb_lens = self.seg_lb_len[alive]
+        """Drops dead segments' rows; row and segment numbers change (sampling keys do not)."""
+        obs_rows, step_rows, lb_rows = self._segments.live_rows()
+        self._columns.keep(obs_rows, step_rows, lb_rows)
+        if self._listener is not None:
+            self._listener.rows_moved(step_rows)
+        self._segments, seg_map = self._segments.compacted()
+        self._episodes = {
+            id_: dataclasses.replace(
+                ep, first_segment=int(seg_map[ep.first_segment]), last_segment=int(seg_map[ep.last_segment])
+            )
+            for id_, ep in self._episodes.items()
+        }
+        self._live_obs_rows = self._columns.num_obs_rows
+        self._num_compactions += 1
+        self._version += 1
 
-        def ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-            total = int(sizes.sum())
-            offsets = (np.cumsum(sizes) - sizes).astype(np.int64)
-            return (np.repeat(starts - offsets, sizes) + np.arange(total)).astype(np.int64)
+    def set_capacity(self, capacity_env_steps: int, capacity_bytes: int | None = None) -> None:
+        """New capacities; the oldest episodes go now if more is stored."""
+        checked = check_int("capacity_env_steps", capacity_env_steps, minimum=1, error=ReplayError)
+        self._capacity_bytes = check_optional(check_int, "capacity_bytes", capacity_bytes, minimum=1, error=ReplayError)
+        self._capacity_env_steps = checked
+        self._evict()
+        self._version += 1
 
-        obs_rows = ranges(self.seg_obs[alive], lens + 1)
-        step_rows = ranges(self.seg_step[alive], lens)
-        lb_rows = ranges(self.seg_lb[alive], lb_lens)
-        self.infos = remap_rows(self.infos, obs_rows)
-        self.lb_infos = remap_rows(self.lb_infos, lb_rows)
-        if self.priorities is not None:
-            self.priorities = self.priorities[step_rows]
-        for rows, index in (
-            (self.obs, obs_rows),
-            (self.actions, step_rows),
-            (self.rewards, step_rows),
-            *((r, step_rows) for r in (self.extras or {}).values()),
-            (self.lb_obs, lb_rows),
-            (self.lb_actions, lb_rows),
-            (self.lb_rewards, lb_rows),
-            *((r, lb_rows) for r in self.lb_extras.values()),
-        ):
-            if rows.is_set:
-                rows.keep(index)
-        seg_map = np.full(len(self.seg_len), -1, np.int64)
-        seg_map[alive] = np.arange(len(alive))
-        self.seg_obs = (np.cumsum(lens + 1) - (lens + 1)).astype(np.int64)  # empty when nothing is alive
-        self.seg_step = (np.cumsum(lens) - lens).astype(np.int64)
-        self.seg_lb = (np.cumsum(lb_lens) - lb_lens).astype(np.int64)
-        self.seg_len, self.seg_lb_len = lens, lb_lens
-        nxt, prev = self.seg_next[alive], self.seg_prev[alive]
-        self.seg_next = np.where(nxt >= 0, seg_map[np.maximum(nxt, 0)], -1)
-        self.seg_prev = np.where(prev >= 0, seg_map[np.maximum(prev, 0)], -1)
-        self.seg_t = self.seg_t[alive]
-        self.seg_order = self.seg_order[alive]
-        self.seg_alive = np.ones(len(alive), bool)
-        self.seg_episode = [self.seg_episode[i] for i in alive.tolist()]
-        for ep in self.episodes.values():
-            ep.first_segment, ep.last_segment = int(seg_map[ep.first_segment]), int(seg_map[ep.last_segment])
-        self._live_obs_rows = self.obs.rows
-        self.num_compactions += 1
-        self.version += 1
+    def set_eviction_counts(self, *, num_evicted_episodes: int, num_evicted_steps: int) -> None:
+        """The eviction counters (restoring a saved buffer carries them over)."""
+        self._num_evicted_episodes = check_int(
+            "num_evicted_episodes", num_evicted_episodes, minimum=0, error=ReplayError
+        )
+        self._num_evicted_steps = check_int("num_evicted_steps", num_evicted_steps, minimum=0, error=ReplayError)
 
     def first_order(self) -> int:
         """Insertion counter of the oldest stored episode (live counters are contiguous: eviction is FIFO)."""
-        return next(iter(self.episodes.values())).order if self.episodes else self._next_order
+        return next(iter(self._episodes.values())).order if self._episodes else self._next_order
 
     def start_order(self, order: int) -> None:
         """Numbers the next inserted episodes from ``order`` (restoring keeps sample keys stable)."""
-        if self.episodes:
+        if self._episodes:
             raise ReplayError("start_order: only an empty storage can be renumbered")
-        self._next_order = order
+        self._next_order = check_int("first_order", order, minimum=0, error=ReplayError)
 
+    # ---------------------------------------------------------------- reading: keys and segments
     def step_row(self, order: int, t: int) -> int:
         """The step row of timestep ``t`` of the episode inserted as ``order``; -1 if not stored."""
         return int(self.step_rows(np.array([(order << 32) | t], np.int64))[0])
@@ -386,109 +368,125 @@ class EpisodeStorage:
 
         Vectorized: live segments sorted by (order, first t), then one ``searchsorted``."""
         keys = np.asarray(keys, np.int64)
-        live = np.flatnonzero(self.seg_alive)
+        table = self._segments
+        live = np.flatnonzero(table.alive)
         if not len(live):
             return np.full(len(keys), -1, np.int64)
-        starts = (self.seg_order[live] << 32) | self.seg_t[live]
+        starts = (table.order[live] << 32) | table.t_started[live]
         by_start = np.argsort(starts, kind="stable")
         live, starts = live[by_start], starts[by_start]
         at = np.maximum(np.searchsorted(starts, keys, side="right") - 1, 0)
         seg, offset = live[at], keys - starts[at]
-        found = ((keys >> 32) == self.seg_order[seg]) & (offset >= 0) & (offset < self.seg_len[seg])
-        return np.where(found, self.seg_step[seg] + offset, -1).astype(np.int64)
+        found = ((keys >> 32) == table.order[seg]) & (offset >= 0) & (offset < table.num_steps[seg])
+        return np.where(found, table.step_start[seg] + offset, -1).astype(np.int64)
+
+    def keys(self) -> np.ndarray:
+        """The sampling keys of every stored step, in (insertion order, time) order."""
+        table = self._segments
+        live = np.flatnonzero(table.alive)
+        live = live[np.lexsort((table.t_started[live], table.order[live]))]
+        lens = table.num_steps[live]
+        return np.repeat(table.order[live] << 32, lens) + row_ranges(table.t_started[live], lens)
+
+    def locate_step_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(segment, step within it) of step ``rows``."""
+        starts = self._segments.step_start
+        seg = np.searchsorted(starts, rows, side="right") - 1
+        return seg, rows - starts[seg]
+
+    def segment_view(self) -> SegmentView:
+        """Read-only segment arrays, the same object until the storage changes."""
+        if self._view is None or self._view_version != self._version:
+            n = len(self._segments)
+            terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+            for ep in self._episodes.values():
+                terminated[ep.last_segment] = ep.terminated
+                truncated[ep.last_segment] = ep.truncated
+            self._view = SegmentView.of(self._segments, ends_terminated=terminated, ends_truncated=truncated)
+            self._view_version = self._version
+        return self._view
+
+    def segment_episode(self, seg: int) -> str:
+        """The id of segment ``seg``'s episode."""
+        return self._segments.episode[seg]
 
     def segments_of(self, id_: str) -> list[int]:
         """The live segments of episode ``id_`` in time order."""
-        seg, out = self.episodes[id_].first_segment, []
+        seg, out = self._episodes[id_].first_segment, []
         while seg >= 0:
             out.append(seg)
-            seg = int(self.seg_next[seg])
+            seg = int(self._segments.next[seg])
         return out
+
+    def episode_rows(self, id_: str) -> EpisodeRows:
+        """Stored rows of episode ``id_``: observations (steps + 1), steps, and its stored lookback."""
+        table = self._segments
+        segs = self.segments_of(id_)
+        first = segs[0]
+        obs_start, lens = table.obs_start, table.num_steps
+        obs = [np.arange(obs_start[first], obs_start[first] + lens[first] + 1)]
+        obs += [np.arange(obs_start[g] + 1, obs_start[g] + lens[g] + 1) for g in segs[1:]]
+        steps = [np.arange(table.step_start[g], table.step_start[g] + lens[g]) for g in segs]
+        lb = np.arange(table.lookback_start[first], table.lookback_start[first] + table.lookback_len[first])
+        return EpisodeRows(np.concatenate(obs).astype(np.int64), np.concatenate(steps).astype(np.int64), lb)
+
+    # ---------------------------------------------------------------- reading: columns
+    def gather_observations(self, rows: np.ndarray) -> Any:
+        return self._columns.gather_observations(rows)
+
+    def gather_actions(self, rows: np.ndarray) -> Any:
+        return self._columns.gather_actions(rows)
+
+    def rewards_at(self, rows: np.ndarray) -> np.ndarray:
+        return self._columns.rewards_at(rows)
+
+    def gather_extra_model_outputs(self, rows: np.ndarray) -> dict[str, Any]:
+        """Stored model outputs of step ``rows``, by key."""
+        return self._columns.gather_extra_model_outputs(rows)
 
     def episodes_columnar(self, ids: list[str]) -> ColumnarEpisodes:
         """Stored episodes ``ids`` as one chunk each (segments joined, the first one's lookback kept)."""
-        obs_idx, step_idx, lb_idx, lb_lens = [], [], [], []
-        for id_ in ids:
-            segs = self.segments_of(id_)
-            first = segs[0]
-            obs_idx.append(np.arange(self.seg_obs[first], self.seg_obs[first] + self.seg_len[first] + 1))
-            obs_idx += [np.arange(self.seg_obs[g] + 1, self.seg_obs[g] + self.seg_len[g] + 1) for g in segs[1:]]
-            step_idx += [np.arange(self.seg_step[g], self.seg_step[g] + self.seg_len[g]) for g in segs]
-            lb_idx.append(np.arange(self.seg_lb[first], self.seg_lb[first] + self.seg_lb_len[first]))
-            lb_lens.append(int(self.seg_lb_len[first]))
-        obs_rows, step_rows, lb_rows = (np.concatenate(x).astype(np.int64) for x in (obs_idx, step_idx, lb_idx))
-
-        def sparse(store: dict[int, dict], rows: np.ndarray) -> tuple[np.ndarray, list[dict]]:
-            keys = np.fromiter(store, np.int64, len(store))
-            hits = np.flatnonzero(np.isin(rows, keys))
-            return hits.astype(np.int64), [store[int(r)] for r in rows[hits].tolist()]
-
-        def lookback(rows: Rows, data: Rows) -> Any:
-            return rows.gather(lb_rows) if rows.is_set else data.gather(lb_rows[:0])
-
-        info_rows, info_values = sparse(self.infos, obs_rows)
-        lb_info_rows, lb_info_values = sparse(self.lb_infos, lb_rows)
-        eps = [self.episodes[i] for i in ids]
-        extras = self.extras or {}
-        return ColumnarEpisodes(
+        rows = [self.episode_rows(id_) for id_ in ids]
+        eps = [self._episodes[i] for i in ids]
+        meta = EpisodeMeta(
             ids=list(ids),
             t_started=np.array([ep.t_started for ep in eps], np.int64),
             lens=np.array([ep.num_steps for ep in eps], np.int64),
-            lookback_lens=np.array(lb_lens, np.int64),
+            lookback_lens=np.array([len(r.lookback) for r in rows], np.int64),
             terminated=np.array([ep.terminated for ep in eps], bool),
             truncated=np.array([ep.truncated for ep in eps], bool),
-            data=StepRows(
-                observations=self.obs.gather(obs_rows),
-                actions=self.actions.gather(step_rows),
-                rewards=self.rewards.gather(step_rows),
-                extra_model_outputs={k: rows.gather(step_rows) for k, rows in extras.items()},
-                info_rows=info_rows,
-                info_values=info_values,
-            ),
-            lookback=StepRows(
-                observations=lookback(self.lb_obs, self.obs),
-                actions=lookback(self.lb_actions, self.actions),
-                rewards=lookback(self.lb_rewards, self.rewards),
-                extra_model_outputs={k: lookback(self.lb_extras[k], rows) for k, rows in extras.items()},
-                info_rows=lb_info_rows,
-                info_values=lb_info_values,
-            ),
+        )
+        obs_rows, step_rows, lb_rows = (np.concatenate(x).astype(np.int64) for x in zip(*rows))
+        return self._columns.to_columnar(meta, obs_rows, step_rows, lb_rows)
+
+    def episode_chunk(
+        self, id_: str, *, start: int, stop: int, lookback: int, rows: EpisodeRows | None = None
+    ) -> SingleAgentEpisode:
+        """Steps ``start .. stop`` (indices within the stored episode) of episode ``id_`` as a numpy'd
+        chunk with up to ``lookback`` earlier steps as its lookback (from the stored steps, then the
+        stored episode's own lookback); flags kept where it reaches the end of a done episode.
+        ``rows``: the episode's ``episode_rows``, if the caller has them already."""
+        obs_rows, step_rows, lb_rows = self.episode_rows(id_) if rows is None else rows
+        ep = self._episodes[id_]
+        from_data = min(lookback, start)
+        from_lb = min(lookback - from_data, len(lb_rows))
+        ends = stop == ep.num_steps
+        return self._columns.chunk(
+            id_,
+            t_started=ep.t_started + start,
+            lb_rows=lb_rows[len(lb_rows) - from_lb :],
+            obs_rows=obs_rows[start - from_data : stop + 1],
+            step_rows=step_rows[start - from_data : stop],
+            lookback=from_data + from_lb,
+            terminated=ends and ep.terminated,
+            truncated=ends and ep.truncated,
         )
 
     # ---------------------------------------------------------------- sizes
     def step_nbytes(self) -> int:
         """Bytes of one stored step: its observation, action, reward and model outputs."""
-        if not self.obs.is_set:
-            return 0
-        return (
-            self.obs.row_nbytes()
-            + self.actions.row_nbytes()
-            + self.rewards.row_nbytes()
-            + sum(r.row_nbytes() for r in (self.extras or {}).values())
-        )
+        return self._columns.step_nbytes()
 
     def nbytes(self) -> int:
         """Bytes the arrays hold (allocated, room to grow included)."""
-        rows = [
-            self.obs,
-            self.actions,
-            self.rewards,
-            *(self.extras or {}).values(),
-            self.lb_obs,
-            self.lb_actions,
-            self.lb_rewards,
-            *self.lb_extras.values(),
-        ]
-        tables = (
-            self.seg_obs,
-            self.seg_step,
-            self.seg_len,
-            self.seg_lb,
-            self.seg_lb_len,
-            self.seg_next,
-            self.seg_t,
-            self.seg_prev,
-            self.seg_order,
-            self.seg_alive,
-        )
-        return sum(r.nbytes() for r in rows if r.is_set) + sum(a.nbytes for a in tables)
+        return self._columns.nbytes() + self._segments.nbytes()

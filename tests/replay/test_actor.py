@@ -16,38 +16,30 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
 from replay.buffer import EpisodeReplayBuffer
-from replay.rate_limiter import RateLimiter
+from replay.metrics import AddAck
+from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from tests.helpers import stamp_creator
 from tests.replay.test_storage import episode
-
-
-def test_rate_limiter_ratio_and_tolerance() -> None:
-    lim = RateLimiter(min_size_to_sample=4, samples_per_insert=1.0, samples_per_insert_tolerance=10)
-    assert not lim.can_sample(batch_size=1, stored=3)
-    lim.inserted(4, stored_before=0)  # warm-up: free
-    assert lim.lead() == 0
-    lim.inserted(10, stored_before=4)
-    assert lim.lead() == 10 and not lim.can_insert(num_env_steps=1, stored=14)
-    lim.sampled(5)
-    assert lim.can_insert(num_env_steps=5, stored=14) and not lim.can_insert(num_env_steps=6, stored=14)
-    lim.sampled(20)  # a batch beyond the tolerance goes while inserts are not behind: lead -15
-    assert not lim.can_sample(batch_size=1, stored=14)  # now sampling waits for inserts
-    assert lim.can_insert(num_env_steps=30, stored=14)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         ({"min_size_to_sample": 0}, "'min_size_to_sample' must be an int >= 1"),
-        ({"samples_per_insert": -1}, "'samples_per_insert' must be a number > 0 or None"),
-        ({"samples_per_insert_tolerance": 0}, "'samples_per_insert_tolerance' must be a number >= 1"),
-        ({"add_timeout_s": 0}, "'add_timeout_s' must be a number > 0"),
+        ({"samples_per_insert": -1}, "'samples_per_insert' must be a finite number > 0 or None"),
+        ({"samples_per_insert_tolerance": 0}, "'samples_per_insert_tolerance' must be a finite number >= 1"),
+        ({"add_timeout_s": 0}, "'add_timeout_s' must be a finite number > 0"),
         ({"checkpoint_every_s": 5}, "'checkpoint_every_s' needs 'checkpoint_path'"),
         ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
         ({"capacity_env_steps": 10, "min_size_to_sample": 100}, "must be >= 'min_size_to_sample' \\(100\\)"),
-        ({"prioritized": 1}, "'prioritized' must be a bool"),
+        ({"prioritized": 1}, "'prioritized' must be True or False"),
         ({"prioritized": True, "alpha": 1.5}, "'alpha' must be in \\[0, 1\\]"),
         ({"prioritized": True, "beta": -0.1}, "'beta' must be in \\[0, 1\\]"),
+        ({"add_timeout_s": float("nan")}, "'add_timeout_s' must be a finite number > 0"),
+        ({"sample_timeout_s": True}, "'sample_timeout_s' must be a finite number > 0"),
+        ({"capacity_env_steps": True}, "'capacity_env_steps' must be an int >= 1"),
+        ({"seed": "x"}, "'seed' must be an int >= 0 or None"),
+        ({"checkpoint_drop_infos": "no"}, "'checkpoint_drop_infos' must be True or False"),
     ],
     ids=[
         "min_size",
@@ -60,10 +52,15 @@ def test_rate_limiter_ratio_and_tolerance() -> None:
         "prioritized",
         "alpha",
         "beta",
+        "nan_timeout",
+        "bool_timeout",
+        "bool_capacity",
+        "seed",
+        "drop_infos",
     ],
 )
 def test_bad_replay_config_raises(kwargs: dict, match: str) -> None:
-    with pytest.raises((ConfigError, ReplayError), match=match):
+    with pytest.raises(ConfigError, match=match):
         ReplayConfig(**kwargs)
 
 
@@ -73,16 +70,16 @@ def test_backpressure_engages_and_a_sample_releases_it() -> None:
     )
     actor.add([episode("a", 2)])  # warm-up, free
     actor.add([episode("b", 4)])  # lead 4: at the tolerance
-    acks: list[dict] = []
+    acks: list[AddAck] = []
     adder = threading.Thread(target=lambda: acks.append(actor.add([episode("c", 3)])))
     adder.start()
     time.sleep(0.3)
     assert adder.is_alive() and not acks  # held back: inserts run ahead of sampling
     actor.sample(3)  # lead 1: room for 3 more
     adder.join(timeout=10)
-    assert acks and acks[0]["num_env_steps"] == 3 and acks[0]["waited_s"] > 0
+    assert acks and acks[0].num_env_steps == 3 and acks[0].waited_s > 0
     metrics = actor.get_metrics()
-    assert metrics["num_add_timeouts"] == 0 and metrics["backpressure_s"] > 0 and metrics["num_env_steps"] == 9
+    assert metrics.num_add_timeouts == 0 and metrics.backpressure_s > 0 and metrics.num_env_steps == 9
 
 
 def test_backpressure_times_out_and_stores_anyway() -> None:
@@ -90,8 +87,8 @@ def test_backpressure_times_out_and_stores_anyway() -> None:
     actor.add([episode("a", 1)])
     actor.add([episode("b", 2)])
     ack = actor.add([episode("c", 2)])
-    assert ack["num_env_steps"] == 2 and ack["waited_s"] >= 0.2
-    assert actor.get_metrics()["num_add_timeouts"] == 1 and len(actor.buffer) == 5
+    assert ack.num_env_steps == 2 and ack.waited_s >= 0.2
+    assert actor.get_metrics().num_add_timeouts == 1 and len(actor.buffer) == 5
 
 
 def test_sample_waits_for_min_size_then_raises() -> None:
@@ -113,7 +110,7 @@ def test_bad_chunks_are_refused_and_the_actor_keeps_going() -> None:
     actor.add([episode("a", 3)])
     with pytest.raises(ReplayError, match="starts at t=0 but the stored episode is at t=3"):
         actor.add([episode("a", 3)])
-    assert actor.add([episode("b", 1)])["num_env_steps_stored"] == 4
+    assert actor.add([episode("b", 1)]).num_env_steps_stored == 4
 
 
 def test_periodic_checkpoints_and_restore_on_start(tmp_path: Path) -> None:
@@ -122,10 +119,10 @@ def test_periodic_checkpoints_and_restore_on_start(tmp_path: Path) -> None:
     actor = ReplayActor(config)
     actor.add([episode("a", 4, terminated=True), episode("b", 2)])
     deadline = time.monotonic() + 10
-    while actor.get_metrics()["num_checkpoints"] == 0 and time.monotonic() < deadline:
+    while actor.get_metrics().num_checkpoints == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     actor.stop()
-    assert actor.get_metrics()["num_checkpoints"] >= 1
+    assert actor.get_metrics().num_checkpoints >= 1
     again = ReplayActor(ReplayConfig(checkpoint_path=path))
     assert again.restored_from == path and len(again.buffer) == 6 and list(again.buffer.storage.episodes) == ["a", "b"]
 
@@ -139,7 +136,7 @@ def test_runners_ship_straight_to_the_replay_actor_and_every_step_is_stored_once
             acks = []
             for _ in range(4):
                 acks += group.sample_to_replay(replay)
-            assert all(m["replay"]["num_env_steps"] == 8 for m in acks)
+            assert all(m.replay.num_env_steps == 8 for m in acks)
         state = ray.get(replay.get_state.remote(), timeout=60)
         buffer = EpisodeReplayBuffer(capacity_env_steps=10)
         buffer.set_state(state)
@@ -166,11 +163,11 @@ def test_backpressure_reaches_the_runners_through_ray() -> None:
     config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
     try:
         with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)) as group:
-            first = group.sample_to_replay(replay)[0]["replay"]
-            second = group.sample_to_replay(replay)[0]["replay"]  # 8 steps ahead already: waits, times out
-            assert first["waited_s"] < 0.3 <= second["waited_s"]
+            first = group.sample_to_replay(replay)[0].replay
+            second = group.sample_to_replay(replay)[0].replay  # 8 steps ahead already: waits, times out
+            assert first.waited_s < 0.3 <= second.waited_s
             metrics = ray.get(replay.get_metrics.remote(), timeout=60)
-            assert metrics["num_add_timeouts"] == 1 and metrics["num_env_steps"] == 16
+            assert metrics.num_add_timeouts == 1 and metrics.num_env_steps == 16
     finally:
         ray.kill(replay)
 
@@ -183,7 +180,7 @@ def test_a_batch_larger_than_the_tolerance_does_not_deadlock() -> None:
         actor.add([episode(name, 4)])
     batch = actor.sample(32)  # lead 8 >= 0: goes at once
     assert len(batch["obs"]) == 32
-    assert actor.add([episode("d", 4)])["waited_s"] < 1  # lead -24: inserts go
+    assert actor.add([episode("d", 4)]).waited_s < 1  # lead -24: inserts go
 
 
 def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path) -> None:
@@ -194,10 +191,10 @@ def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path
         [SingleAgentEpisode("a", observations=[0, 1], actions=[0], rewards=[1.0], infos=[{}, {"x": np.int64(1)}])]
     )
     deadline = time.monotonic() + 10
-    while actor.get_metrics()["num_checkpoint_errors"] < 2 and time.monotonic() < deadline:
+    while actor.get_metrics().num_checkpoint_errors < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     metrics = actor.get_metrics()
-    assert metrics["num_checkpoint_errors"] >= 2 and "numpy.int64" in metrics["last_checkpoint_error"]
+    assert metrics.num_checkpoint_errors >= 2 and "numpy.int64" in (metrics.last_checkpoint_error or "")
     actor.stop()
     dropping = ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "d.parquet"), checkpoint_drop_infos=True))
     dropping.add(
@@ -209,7 +206,8 @@ def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path
 def test_ack_counts_only_steps_still_stored() -> None:
     actor = ReplayActor(ReplayConfig(capacity_env_steps=5))
     ack = actor.add([episode("a", 8)])
-    assert ack == {**ack, "num_env_steps": 0, "num_env_steps_received": 8, "num_env_steps_stored": 0}
+    assert (ack.num_env_steps, ack.num_env_steps_received, ack.num_env_steps_stored) == (0, 8, 0)
+    assert actor.add(None) == AddAck(num_env_steps=0, num_env_steps_received=0, waited_s=0.0, num_env_steps_stored=0)
     assert actor.limiter.num_inserted == 0
 
 
@@ -239,7 +237,7 @@ def test_sample_batches_draws_several_batches_and_counts_them() -> None:
     assert [len(b["obs"]) for b in batches] == [4, 4, 4]
     assert all((b["n_step"] <= 2).all() and "keys" in b for b in batches)
     metrics = actor.get_metrics()
-    assert (metrics["num_samples"], metrics["num_transitions_sampled"]) == (3, 12)
+    assert (metrics.num_samples, metrics.num_transitions_sampled) == (3, 12)
     with pytest.raises(ReplayError, match="'num_batches' must be an int >= 1"):
         actor.sample_batches(4, 0)
     with pytest.raises(ReplayError, match="'batch_size_B' must be an int >= 1"):
@@ -281,8 +279,9 @@ def test_prioritized_actor_restores_from_a_checkpoint(tmp_path: Path) -> None:
     first.save()
     again = ReplayActor(ReplayConfig(checkpoint_path=path, prioritized=True, alpha=0.5, seed=0))
     assert again.restored_from == path and len(again.buffer) == 7 and again.buffer.alpha == 0.5
-    stored = again.buffer.storage.priorities[: again.buffer.storage.actions.rows]
-    assert sorted(stored[stored > 0].tolist()) == [1.0] * 7  # every restored step starts equal
+    assert isinstance(again.buffer, PrioritizedEpisodeReplayBuffer)
+    stored = again.buffer.get_priorities(again.buffer.storage.keys())
+    assert stored.tolist() == [1.0] * 7  # every restored step starts equal
     assert len(again.sample(3)["weights"]) == 3
 
 

@@ -100,13 +100,10 @@ def test_runner_chunks_join_into_gap_free_stored_episodes() -> None:
     fill_from_runner(buffer, 8)
     s = buffer.storage
     assert len(buffer) == 8 * 15
-    for ep in s.episodes.values():
-        seg, stamps = ep.first_segment, []
-        while seg >= 0:
-            rows = s.obs.gather(np.arange(s.seg_obs[seg], s.seg_obs[seg] + s.seg_len[seg] + 1)).tolist()
-            stamps += rows if not stamps else rows[1:]
-            seg = int(s.seg_next[seg])
+    for id_ in s.episodes:
+        stamps = s.gather_observations(s.episode_rows(id_).observations).tolist()
         assert [r[3] for r in stamps] == list(range(len(stamps)))  # every chunk continued its episode
+    assert max(len(s.segments_of(id_)) for id_ in s.episodes) > 1  # chunks were joined
 
 
 @pytest.mark.parametrize(
@@ -151,7 +148,7 @@ def test_sampled_episode_chunks_equal_the_stored_steps(length_t: int, lookback: 
             continue
         # Less lookback only where the stored episode (with its own lookback) has no more.
         stored = buffer.storage.episodes[chunk.id_]
-        first_lb = int(buffer.storage.seg_lb_len[stored.first_segment])
+        first_lb = int(buffer.storage.segment_view().lookback_len[stored.first_segment])
         assert chunk.len_lookback_buffer == chunk.t_started - stored.t_started + first_lb
 
 
@@ -166,9 +163,9 @@ def test_infos_survive_eviction_and_compaction() -> None:
     buffer = EpisodeReplayBuffer(capacity_env_steps=40, seed=0)
     fill_from_runner(buffer, 60)  # 900 steps through a 40-step buffer: most evicted
     s = buffer.storage
-    rows_before = s.obs.rows
+    rows_before = s.num_obs_rows
     s.compact()
-    assert s.obs.rows < rows_before
+    assert s.num_obs_rows < rows_before
     col = s.episodes_columnar(list(s.episodes))
     infos = dict(zip(col.data.info_rows.tolist(), col.data.info_values, strict=True))
     for row, (_, _, e, t) in enumerate(col.data.observations.tolist()):

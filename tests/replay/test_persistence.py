@@ -15,6 +15,7 @@ from ray_sampler.data.arrow_format import arrow_to_columnar
 from ray_sampler.data.columnar import columnar_to_episodes
 from ray_sampler.errors import DataFormatError
 from replay.buffer import EpisodeReplayBuffer
+from replay.persistence import restore_buffer, save_buffer
 from tests.helpers import assert_episodes_equal
 from tests.replay.test_buffer import fill_from_runner
 
@@ -39,7 +40,7 @@ def buffer() -> EpisodeReplayBuffer:
 
 def assert_buffers_equal(a: EpisodeReplayBuffer, b: EpisodeReplayBuffer) -> None:
     assert list(a.storage.episodes) == list(b.storage.episodes)  # eviction order
-    assert len(a) == len(b) and a.get_metrics()["num_evicted_episodes"] == b.get_metrics()["num_evicted_episodes"]
+    assert len(a) == len(b) and a.get_metrics().num_evicted_episodes == b.get_metrics().num_evicted_episodes
     ids = list(a.storage.episodes)
     for x, y in zip(
         columnar_to_episodes(a.storage.episodes_columnar(ids)),
@@ -56,8 +57,8 @@ def assert_buffers_equal(a: EpisodeReplayBuffer, b: EpisodeReplayBuffer) -> None
 
 def test_save_restore_gives_an_equal_buffer_that_samples_alike(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "replay.parquet"
-    assert buffer.save(path, row_group_env_steps=16) > 1
-    restored = EpisodeReplayBuffer.restore(path)
+    assert save_buffer(buffer, path, row_group_env_steps=16) > 1
+    restored = restore_buffer(path)
     assert_buffers_equal(buffer, restored)
 
 
@@ -69,7 +70,7 @@ def test_state_round_trip(buffer: EpisodeReplayBuffer) -> None:
 
 def test_row_groups_hold_whole_episodes_and_read_alone(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    groups = buffer.save(path, row_group_env_steps=16)
+    groups = save_buffer(buffer, path, row_group_env_steps=16)
     pf = pq.ParquetFile(path)
     assert pf.num_row_groups == groups
     ids = []
@@ -84,7 +85,7 @@ def test_file_is_readable_by_pandas(buffer: EpisodeReplayBuffer, tmp_path: Path)
     import pandas as pd
 
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     frame = pd.read_parquet(path)
     table = pq.read_table(path)
     assert len(frame) == table.num_rows and list(frame.columns) == table.column_names
@@ -96,7 +97,7 @@ def test_file_is_readable_by_ray_data(buffer: EpisodeReplayBuffer, tmp_path: Pat
     import ray.data
 
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     ds = ray.data.read_parquet(str(path))
     assert ds.count() == pq.read_table(path).num_rows
     assert "obs" in ds.schema().names
@@ -106,7 +107,7 @@ def test_a_crash_mid_write_leaves_the_old_file(
     buffer: EpisodeReplayBuffer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path, row_group_env_steps=16)
+    save_buffer(buffer, path, row_group_env_steps=16)
     before = path.read_bytes()
     import replay.persistence as persistence
 
@@ -122,57 +123,57 @@ def test_a_crash_mid_write_leaves_the_old_file(
     monkeypatch.setattr(persistence, "columnar_to_arrow", crash_on_second)
     fill_from_runner(buffer, 2)
     with pytest.raises(OSError, match="disk full"):
-        buffer.save(path, row_group_env_steps=16)
+        save_buffer(buffer, path, row_group_env_steps=16)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary file left
 
 
 def test_truncated_file_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(DataFormatError, match="r.parquet: not a readable Parquet file"):
-        EpisodeReplayBuffer.restore(path)
+    with pytest.raises(DataFormatError, match=r"r.parquet: not a readable Parquet file"):
+        restore_buffer(path)
 
 
 def test_other_schema_raises(tmp_path: Path) -> None:
     path = tmp_path / "other.parquet"
     pq.write_table(pa.table({"x": [1, 2, 3]}), path)
-    with pytest.raises(DataFormatError, match="'ray_sampler.replay' is missing or malformed"):
-        EpisodeReplayBuffer.restore(path)
+    with pytest.raises(DataFormatError, match=r"'ray_sampler.replay' is missing or malformed"):
+        restore_buffer(path)
 
 
 def test_newer_schema_version_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     rewrite_metadata(path, {b"ray_sampler.schema_version": b"9"})
     with pytest.raises(DataFormatError, match="schema version 9 is newer"):
-        EpisodeReplayBuffer.restore(path)
+        restore_buffer(path)
 
 
 def test_corrupted_column_data_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     column = pq.ParquetFile(path).metadata.row_group(0).column(6)  # the obs column
     data = bytearray(path.read_bytes())
     at = column.data_page_offset + column.total_compressed_size // 2
     data[at : at + 8] = bytes(b ^ 0xFF for b in data[at : at + 8])
     path.write_bytes(bytes(data))
-    with pytest.raises(DataFormatError, match="r.parquet: row group 0"):
-        EpisodeReplayBuffer.restore(path)
+    with pytest.raises(DataFormatError, match=r"r.parquet: row group 0"):
+        restore_buffer(path)
 
 
 def test_malformed_replay_metadata_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     rewrite_metadata(path, {b"ray_sampler.replay": json.dumps({"capacity_env_steps": "lots"}).encode()})
-    with pytest.raises(DataFormatError, match="'ray_sampler.replay' is missing or malformed"):
-        EpisodeReplayBuffer.restore(path)
+    with pytest.raises(DataFormatError, match=r"'ray_sampler.replay' is missing or malformed"):
+        restore_buffer(path)
 
 
 def test_saving_an_empty_buffer_raises(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match="holds no episodes"):
-        EpisodeReplayBuffer(capacity_env_steps=10).save(tmp_path / "x.parquet")
+        save_buffer(EpisodeReplayBuffer(capacity_env_steps=10), tmp_path / "x.parquet")
 
 
 @pytest.mark.parametrize(
@@ -186,25 +187,25 @@ def test_saving_an_empty_buffer_raises(tmp_path: Path) -> None:
 )
 def test_bad_replay_metadata_values_raise(buffer: EpisodeReplayBuffer, tmp_path: Path, meta: dict) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     rewrite_metadata(path, {b"ray_sampler.replay": json.dumps(meta).encode()})
-    with pytest.raises(DataFormatError, match="'ray_sampler.replay' is missing or malformed"):
-        EpisodeReplayBuffer.restore(path)
+    with pytest.raises(DataFormatError, match=r"'ray_sampler.replay' is missing or malformed"):
+        restore_buffer(path)
 
 
 def test_contents_that_break_continuity_or_exceed_capacity_raise(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
     path = tmp_path / "r.parquet"
-    buffer.save(path)
+    save_buffer(buffer, path)
     table = pq.read_table(path)
     rewrite_metadata(path, {b"ray_sampler.replay": json.dumps({**replay_meta(path), "capacity_env_steps": 5}).encode()})
-    with pytest.raises(DataFormatError, match="only .* fit its own capacity"):
-        EpisodeReplayBuffer.restore(path)
+    with pytest.raises(DataFormatError, match=r"only .* fit its own capacity"):
+        restore_buffer(path)
     ids = table.column("episode_id").to_pylist()
     ids = [ids[0]] * len(ids)  # every chunk claims one episode: continuity breaks
     table = table.set_column(1, "episode_id", pa.array(ids))
     pq.write_table(table, path)
     with pytest.raises(DataFormatError, match=r"r.parquet: row group 0: chunk 1"):
-        EpisodeReplayBuffer.restore(path)
+        restore_buffer(path)
 
 
 def test_restore_blames_bad_arguments_on_the_caller_not_the_file(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
@@ -212,12 +213,12 @@ def test_restore_blames_bad_arguments_on_the_caller_not_the_file(buffer: Episode
     from replay.prioritized import PrioritizedEpisodeReplayBuffer
 
     path = str(tmp_path / "b.parquet")
-    buffer.save(path)
+    save_buffer(buffer, path)
     with pytest.raises(ReplayError, match="'alpha' must be in \\[0, 1\\]"):
-        PrioritizedEpisodeReplayBuffer.restore(path, alpha=2.0)
+        restore_buffer(path, buffer_class=PrioritizedEpisodeReplayBuffer, alpha=2.0)
     with pytest.raises(TypeError, match="alpah"):
-        PrioritizedEpisodeReplayBuffer.restore(path, alpah=0.5)
+        restore_buffer(path, buffer_class=PrioritizedEpisodeReplayBuffer, alpah=0.5)
     with pytest.raises(ReplayError, match="restore takes \\['capacity_env_steps'\\] from the file"):
-        EpisodeReplayBuffer.restore(path, capacity_env_steps=50)
-    restored = PrioritizedEpisodeReplayBuffer.restore(path, alpha=0.5)
+        restore_buffer(path, capacity_env_steps=50)
+    restored = restore_buffer(path, buffer_class=PrioritizedEpisodeReplayBuffer, alpha=0.5)
     assert len(restored) == len(buffer) and restored.alpha == 0.5

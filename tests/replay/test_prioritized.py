@@ -1,4 +1,4 @@
-"""Prioritized replay: the sum tree, proportional draws, importance weights, priorities that
+"""PrioritizedEpisodeReplayBuffer: proportional draws, importance weights, priorities that
 follow steps through eviction and compaction."""
 
 from __future__ import annotations
@@ -7,22 +7,9 @@ import numpy as np
 import pytest
 
 from ray_sampler.errors import ReplayError
-from replay.prioritized import PrioritizedEpisodeReplayBuffer, SumTree
+from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from tests.replay.test_buffer import fill_from_runner
 from tests.replay.test_storage import episode
-
-
-def test_sum_tree_matches_a_plain_cumulative_sum() -> None:
-    rng = np.random.default_rng(0)
-    values = rng.random(37) * (rng.random(37) > 0.3)
-    tree = SumTree(values)
-    assert tree.total == pytest.approx(values.sum()) and tree.min == pytest.approx(values[values > 0].min())
-    mass = rng.random(500) * values.sum()
-    np.testing.assert_array_equal(tree.find(mass), np.searchsorted(np.cumsum(values), mass, side="right"))
-    values[[3, 20]] = [5.0, 0.0]
-    tree.update(np.array([3, 20]), np.array([5.0, 0.0]))
-    mass = rng.random(500) * values.sum()
-    np.testing.assert_array_equal(tree.find(mass), np.searchsorted(np.cumsum(values), mass, side="right"))
 
 
 def all_keys(buffer: PrioritizedEpisodeReplayBuffer) -> dict[float, int]:
@@ -60,9 +47,8 @@ def test_new_steps_get_the_largest_priority_seen() -> None:
     keys = all_keys(buffer)
     buffer.update_priorities([keys[0.0], keys[1.0]], [10.0, 0.0])
     buffer.add([episode("b", 1, start=0)])
-    s = buffer.storage
-    row = s.step_row(s.episodes["b"].order, 0)
-    assert s.priorities[row] == pytest.approx(10.0, rel=1e-6)
+    key = buffer.storage.episodes["b"].order << 32
+    assert buffer.get_priorities([key])[0] == pytest.approx(10.0, rel=1e-6)
 
 
 def test_evicted_steps_are_never_drawn_and_their_keys_are_skipped() -> None:
@@ -73,8 +59,11 @@ def test_evicted_steps_are_never_drawn_and_their_keys_are_skipped() -> None:
     assert list(buffer.storage.episodes) == ["b"]
     batch = buffer.sample(500)
     assert set(batch["keys"].tolist()).isdisjoint(old_keys.tolist())
+    before = buffer.get_priorities(buffer.storage.keys())
     buffer.update_priorities(old_keys, np.ones(len(old_keys)))  # no error, nothing changes
-    assert buffer.storage.priorities[: buffer.storage.actions.rows].sum() > 0
+    assert (buffer.get_priorities(old_keys) == 0).all()
+    np.testing.assert_array_equal(buffer.get_priorities(buffer.storage.keys()), before)
+    assert (before > 0).all()
 
 
 def test_priorities_follow_steps_through_compaction() -> None:
@@ -84,8 +73,7 @@ def test_priorities_follow_steps_through_compaction() -> None:
     target = int(batch["keys"][0])
     target_obs = batch["obs"][0].tolist()
     buffer.update_priorities([target], [1e6])
-    buffer.storage.compact()
-    buffer._tree = None
+    buffer.storage.compact()  # rows move: the sampler follows them and rebuilds its tree
     again = buffer.sample(1000)
     share = float(np.mean([o == target_obs for o in again["obs"].tolist()]))
     assert share > 0.95 and int(again["keys"][0]) == target
@@ -126,7 +114,8 @@ def test_set_state_gives_every_stored_step_one_equal_priority() -> None:
     target.sample(2)  # builds the sum tree that set_state must drop
     target.set_state(source.get_state())
     s = target.storage
-    assert len(target) == 10 and sorted(s.priorities[: s.actions.rows].tolist()) == [1.0] * 10
+    assert len(target) == 10 and s.num_step_rows == 10  # no dead rows left
+    assert target.get_priorities(s.keys()).tolist() == [1.0] * 10
     batch = target.sample(200)
     assert set(batch["obs"][:, 0].tolist()) == {0.0, 1.0, 2.0, 3.0, 4.0} and np.allclose(batch["weights"], 1.0)
     target.update_priorities(batch["keys"][:1], [3.0])
@@ -137,9 +126,9 @@ def test_non_finite_priorities_raise_and_change_nothing() -> None:
     buf = PrioritizedEpisodeReplayBuffer(capacity_env_steps=10, seed=0)
     buf.add([episode("a", 3)])
     keys = buf.sample(2)["keys"]
-    before = buf.storage.priorities.copy()
+    before = buf.get_priorities(buf.storage.keys())
     for bad in (np.nan, np.inf, 1e308):  # 1e308 is finite, but sums of it are not
         with pytest.raises(ReplayError, match="'priorities' must be finite and at most 1e\\+30"):
             buf.update_priorities(keys, [1.0, bad])
-    np.testing.assert_array_equal(buf.storage.priorities, before)
+    np.testing.assert_array_equal(buf.get_priorities(buf.storage.keys()), before)
     assert np.isfinite(buf.sample(5)["weights"]).all()

@@ -30,14 +30,18 @@ def episode(
 
 def stored_obs(storage: EpisodeStorage, id_: str) -> list[float]:
     """The stored observations of an episode, walking its segments (boundary obs once)."""
-    ep = storage.episodes[id_]
-    seg, out = ep.first_segment, []
-    while seg >= 0:
-        rows = np.arange(storage.seg_obs[seg], storage.seg_obs[seg] + storage.seg_len[seg] + 1)
-        values = storage.obs.gather(rows)[:, 0].tolist()
+    out: list[float] = []
+    view = storage.segment_view()
+    for seg in storage.segments_of(id_):
+        rows = np.arange(view.obs_start[seg], view.obs_start[seg] + view.num_steps[seg] + 1)
+        values = storage.gather_observations(rows)[:, 0].tolist()
         out += values if not out else values[1:]
-        seg = int(storage.seg_next[seg])
     return out
+
+
+def segment_ids(storage: EpisodeStorage) -> list[str]:
+    """The episode of every segment, dead ones included, in segment order."""
+    return [storage.segment_episode(seg) for seg in range(len(storage.segment_view().num_steps))]
 
 
 def test_capacity_counts_steps_and_evicts_oldest_whole_episodes() -> None:
@@ -51,8 +55,8 @@ def test_capacity_counts_steps_and_evicts_oldest_whole_episodes() -> None:
 def test_lookback_is_not_counted() -> None:
     storage = EpisodeStorage(capacity_env_steps=100)
     storage.add(episodes_to_columnar([episode("a", 2, start=5, lookback=3)]))
-    assert storage.num_steps == 2 and storage.seg_lb_len.tolist() == [3]
-    assert storage.lb_obs.gather(np.arange(3))[:, 0].tolist() == [2.0, 3.0, 4.0]
+    assert storage.num_steps == 2 and storage.segment_view().lookback_len.tolist() == [3]
+    assert storage.episodes_columnar(["a"]).lookback.observations[:, 0].tolist() == [2.0, 3.0, 4.0]
 
 
 def test_continuation_chunks_join_the_stored_episode_and_drop_their_lookback() -> None:
@@ -63,7 +67,8 @@ def test_continuation_chunks_join_the_stored_episode_and_drop_their_lookback() -
     ep = storage.episodes["a"]
     assert (ep.t_started, ep.t, ep.num_steps) == (0, 6, 6) and len(storage.episodes) == 1
     assert stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    assert storage.seg_lb_len.tolist() == [0, 0] and storage.lb_obs.rows == 0
+    assert storage.segment_view().lookback_len.tolist() == [0, 0]
+    assert storage.episodes_columnar(["a"]).lookback_lens.tolist() == [0]
 
 
 def test_chunks_of_one_episode_in_one_add_join_in_order() -> None:
@@ -105,12 +110,24 @@ def test_chunks_of_one_episode_in_one_add_join_in_order() -> None:
 def test_bad_chunks_are_rejected_and_nothing_changes(chunk: object, match: str) -> None:
     storage = EpisodeStorage(capacity_env_steps=100)
     storage.add(episodes_to_columnar([episode("a", 3)]))
-    before = (storage.num_steps, dict(storage.episodes), storage.obs.rows, storage.actions.rows, len(storage.seg_len))
+    before = (
+        storage.num_steps,
+        dict(storage.episodes),
+        storage.num_obs_rows,
+        storage.num_step_rows,
+        segment_ids(storage),
+    )
     bad = chunk()  # type: ignore[operator]
     good = episode("z", 2, logp=bool(bad.extra_model_outputs))  # rides along: must not be stored either
     with pytest.raises(ReplayError, match=match):
         storage.add(episodes_to_columnar([good, bad]))
-    after = (storage.num_steps, dict(storage.episodes), storage.obs.rows, storage.actions.rows, len(storage.seg_len))
+    after = (
+        storage.num_steps,
+        dict(storage.episodes),
+        storage.num_obs_rows,
+        storage.num_step_rows,
+        segment_ids(storage),
+    )
     assert after == before and "z" not in storage.episodes
 
 
@@ -129,10 +146,8 @@ def test_chunk_whose_predecessor_was_evicted_is_stored_with_its_lookback() -> No
     storage.add(episodes_to_columnar([episode("a", 1, start=3, lookback=2)]))
     ep = storage.episodes["a"]
     assert (ep.t_started, ep.num_steps) == (3, 1)
-    seg = ep.first_segment
-    assert storage.seg_lb_len[seg] == 2
-    rows = np.arange(storage.seg_lb[seg], storage.seg_lb[seg] + 2)
-    assert storage.lb_obs.gather(rows)[:, 0].tolist() == [1.0, 2.0]
+    assert storage.segment_view().lookback_len[ep.first_segment] == 2
+    assert storage.episodes_columnar(["a"]).lookback.observations[:, 0].tolist() == [1.0, 2.0]
 
 
 def test_capacity_in_bytes() -> None:
@@ -146,7 +161,7 @@ def test_compaction_keeps_every_live_episode_intact() -> None:
     storage = EpisodeStorage(capacity_env_steps=30)
     for k in range(400):
         storage.add(episodes_to_columnar([episode(f"e{k}", 10 + k % 5, terminated=True)]))
-    assert storage.obs.rows < 4 * 30 + 4096  # dead rows were reclaimed
+    assert storage.num_obs_rows < 4 * 30 + 4096 and storage.num_compactions > 0  # dead rows were reclaimed
     for id_, ep in storage.episodes.items():
         assert stored_obs(storage, id_) == [float(t) for t in range(ep.num_steps + 1)]
     assert storage.num_steps <= 30
@@ -161,11 +176,11 @@ def test_rejection_at_a_later_column_changes_nothing() -> None:
     storage.add(
         dataclasses.replace(first, data=dataclasses.replace(first.data, rewards=first.data.rewards.astype(np.float32)))
     )  # float32 rewards stored
-    rows = {name: r.rows for name, r in storage._all_rows().items()}
+    rows = (storage.num_obs_rows, storage.num_step_rows, segment_ids(storage))
     bad = episodes_to_columnar([episode("b", 2, start=0)])  # float64 rewards cannot go into float32
     with pytest.raises(ReplayError, match="'rewards' rows must keep"):
         storage.add(bad)
-    assert {name: r.rows for name, r in storage._all_rows().items()} == rows
+    assert (storage.num_obs_rows, storage.num_step_rows, segment_ids(storage)) == rows
     third = episodes_to_columnar([episode("c", 3)])
     storage.add(
         dataclasses.replace(third, data=dataclasses.replace(third.data, rewards=np.array([1, 2, 3], np.float32)))
@@ -229,7 +244,7 @@ def test_capacity_bytes_also_triggers_compaction() -> None:
     for k in range(200):
         storage.add(episodes_to_columnar([episode(f"e{k}", 10, terminated=True)]))
     assert storage.num_steps * storage.step_nbytes() <= 20 * 24
-    assert storage.obs.rows <= 4 * 11  # dead rows do not pile up past a quarter of the byte capacity
+    assert storage.num_obs_rows <= 4 * 11  # dead rows do not pile up past a quarter of the byte capacity
 
 
 def test_step_rows_finds_every_stored_step_by_key_and_nothing_else() -> None:
@@ -252,24 +267,25 @@ def test_step_rows_finds_every_stored_step_by_key_and_nothing_else() -> None:
         if t is None:
             assert row == -1
         else:  # the helper's episodes have reward t + 1 at step t
-            assert storage.rewards.gather(np.array([row]))[0] == t + 1
+            assert storage.rewards_at(np.array([row]))[0] == t + 1
     assert (rows >= 0).sum() == storage.num_steps
-    assert storage.rewards.gather(np.array([storage.step_row(orders["b29"], 7)]))[0] == 8
+    assert storage.rewards_at(np.array([storage.step_row(orders["b29"], 7)]))[0] == 8
+    keys = storage.keys()
+    assert len(keys) == storage.num_steps and (storage.step_rows(keys) >= 0).all()
 
 
 def test_a_failure_inside_an_add_rolls_everything_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dataclasses
 
     import replay.storage as storage_module
 
     storage = EpisodeStorage(capacity_env_steps=100)
     storage.add(episodes_to_columnar([episode("a", 3), episode("z", 2)]))
     before = (
-        {k: dataclasses.replace(v) for k, v in storage.episodes.items()},
-        list(storage.seg_episode),
+        dict(storage.episodes),
+        segment_ids(storage),
         storage.num_steps,
-        storage.obs.rows,
-        dict(storage.order_to_id),
+        storage.num_obs_rows,
+        storage.first_order(),
     )
     real, calls = storage_module.StoredEpisode, {"n": 0}
 
@@ -284,8 +300,80 @@ def test_a_failure_inside_an_add_rolls_everything_back(monkeypatch: pytest.Monke
     with pytest.raises(RuntimeError, match="boom"):
         storage.add(chunk)  # "a" continued and "b" created before "c" fails
     monkeypatch.undo()
-    after = (storage.episodes, storage.seg_episode, storage.num_steps, storage.obs.rows, storage.order_to_id)
+    after = (
+        dict(storage.episodes),
+        segment_ids(storage),
+        storage.num_steps,
+        storage.num_obs_rows,
+        storage.first_order(),
+    )
     assert after == before
     storage.add(chunk)
-    assert storage.seg_episode == ["a", "z", "a", "b", "c"]
+    assert segment_ids(storage) == ["a", "z", "a", "b", "c"]
+    assert [storage.episodes[k].order for k in "azbc"] == [0, 1, 2, 3]  # "b" and "c" numbered as if never tried
     assert stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and stored_obs(storage, "c") == [0.0, 1.0, 2.0]
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def rows_added(self, start: int, stop: int) -> None:
+        self.calls.append(("added", start, stop))
+
+    def rows_evicted(self, start: int, stop: int) -> None:
+        self.calls.append(("evicted", start, stop))
+
+    def rows_moved(self, kept: np.ndarray) -> None:
+        self.calls.append(("moved", kept.tolist()))
+
+
+def test_the_listener_hears_rows_added_evicted_and_moved_and_nothing_of_a_rejected_add() -> None:
+    listener = RecordingListener()
+    storage = EpisodeStorage(capacity_env_steps=4, listener=listener)
+    storage.add(episodes_to_columnar([episode("a", 3, terminated=True)]))
+    storage.add(episodes_to_columnar([episode("b", 2, terminated=True)]))  # evicts "a"
+    with pytest.raises(ReplayError):
+        storage.add(episodes_to_columnar([episode("b", 1, start=2)]))  # "b" is done
+    storage.compact()
+    assert listener.calls == [("added", 0, 3), ("added", 3, 5), ("evicted", 0, 3), ("moved", [3, 4])]
+
+
+def test_the_segment_view_is_read_only_and_set_capacity_evicts() -> None:
+    storage = EpisodeStorage(capacity_env_steps=10)
+    storage.add(episodes_to_columnar([episode("a", 3), episode("b", 4)]))
+    view = storage.segment_view()
+    assert storage.segment_view() is view and view.num_steps.tolist() == [3, 4]
+    with pytest.raises(ValueError, match="read-only"):
+        view.alive[0] = False
+    storage.set_capacity(5)
+    assert list(storage.episodes) == ["b"] and storage.capacity_env_steps == 5 and storage.segment_view() is not view
+    with pytest.raises(ReplayError, match="'capacity_env_steps' must be an int >= 1 \\(got True\\)"):
+        storage.set_capacity(True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"capacity_env_steps": 0}, "'capacity_env_steps' must be an int >= 1"),
+        ({"capacity_env_steps": 1.5}, "'capacity_env_steps' must be an int >= 1"),
+        ({"capacity_env_steps": 10, "capacity_bytes": False}, "'capacity_bytes' must be an int >= 1 or None"),
+    ],
+    ids=["zero", "float", "bool_bytes"],
+)
+def test_bad_capacities_raise(kwargs: dict, match: str) -> None:
+    with pytest.raises(ReplayError, match=match):
+        EpisodeStorage(**kwargs)
+
+
+def test_episode_rows_join_segments_and_keep_the_first_lookback() -> None:
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode("a", 2, start=4, lookback=2)]))
+    storage.add(episodes_to_columnar([episode("a", 2, start=6, lookback=1)]))
+    rows = storage.episode_rows("a")
+    assert storage.gather_observations(rows.observations)[:, 0].tolist() == [4.0, 5.0, 6.0, 7.0, 8.0]
+    assert storage.rewards_at(rows.steps).tolist() == [5.0, 6.0, 7.0, 8.0]
+    assert storage.episodes_columnar(["a"]).lookback.observations[:, 0].tolist() == [2.0, 3.0]
+    chunk = storage.episode_chunk("a", start=1, stop=3, lookback=3)
+    assert chunk.t_started == 5 and len(chunk) == 2 and chunk.len_lookback_buffer == 3
+    assert np.asarray(chunk.get_observations(slice(-6, None)))[:, 0].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]

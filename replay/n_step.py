@@ -1,0 +1,79 @@
+"""The n-step gather: transitions starting at given stored steps, summed over up to n steps.
+
+A transition starting at step ``off`` of segment ``seg`` has ``obs`` (that step's observation),
+``actions``, ``rewards`` (the discounted sum ``sum_i gamma**i * r_i`` over up to ``n_step``
+steps), ``next_obs`` (the observation after the last step used: the next stored observation row,
+never a stored copy), ``terminateds``/``truncateds`` (set where the last step used ends a done
+episode), ``n_step`` (the steps really used: fewer at an episode's last stored step, and never
+through ``terminated=True``), ``t``, ``keys`` (``order << 32 | t``: stable ids of the sampled
+steps, for ``update_priorities``) and the stored model outputs of the first step. The walk follows
+the episode's segments, so a transition never spans two episodes.
+
+>>> from ray_sampler.data.columnar import episodes_to_columnar
+>>> from ray_sampler.data.episode import SingleAgentEpisode
+>>> from replay.storage import EpisodeStorage
+>>> storage = EpisodeStorage(capacity_env_steps=10)
+>>> storage.add(episodes_to_columnar([SingleAgentEpisode("a", observations=[0, 1, 2, 3], actions=[0, 0, 0],
+...                                                      rewards=[1.0, 2.0, 4.0], terminated=True)]))
+3
+>>> out = n_step_transitions(storage, np.array([0, 0]), np.array([0, 2]), n_step=2, gamma=0.5)
+>>> out["rewards"].tolist(), out["next_obs"].tolist(), out["n_step"].tolist(), out["terminateds"].tolist()
+([2.0, 4.0], [2, 3], [2, 1], [False, True])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from replay.storage import EpisodeStorage
+
+__all__ = ["n_step_transitions"]
+
+
+def n_step_transitions(
+    storage: EpisodeStorage, seg: np.ndarray, off: np.ndarray, *, n_step: int, gamma: float
+) -> dict[str, Any]:
+    """The n-step transitions starting at step ``off`` of segments ``seg`` (see the module docstring)."""
+    view = storage.segment_view()
+    batch_size_B = len(seg)
+    first_step = view.step_start[seg] + off
+    out: dict[str, Any] = {
+        "obs": storage.gather_observations(view.obs_start[seg] + off),
+        "actions": storage.gather_actions(first_step),
+        "t": view.t_started[seg] + off,
+        "keys": view.order[seg] * (1 << 32) + view.t_started[seg] + off,
+    }
+    rewards = np.zeros(batch_size_B, np.float64)
+    discount = np.ones(batch_size_B, np.float64)
+    used = np.zeros(batch_size_B, np.int64)
+    terminated = np.zeros(batch_size_B, bool)
+    truncated = np.zeros(batch_size_B, bool)
+    next_row = view.obs_start[seg] + off + 1
+    active = np.ones(batch_size_B, bool)
+    for j in range(n_step):
+        rewards += np.where(active, discount * storage.rewards_at(view.step_start[seg] + off), 0.0)
+        discount = np.where(active, discount * gamma, discount)
+        used += active
+        next_row = np.where(active, view.obs_start[seg] + off + 1, next_row)
+        last_in_seg = off == view.num_steps[seg] - 1
+        ends = last_in_seg & (view.next[seg] < 0)  # the episode's last stored step
+        terminated |= active & ends & view.ends_terminated[seg]
+        truncated |= active & ends & view.ends_truncated[seg]
+        active &= ~ends
+        if j == n_step - 1 or not active.any():
+            break
+        seg, off = (
+            np.where(active & last_in_seg, view.next[seg], seg),
+            np.where(active & last_in_seg, 0, np.where(active, off + 1, off)),
+        )
+    out.update(
+        rewards=rewards,
+        next_obs=storage.gather_observations(next_row),
+        terminateds=terminated,
+        truncateds=truncated,
+        n_step=used,
+    )
+    out.update(storage.gather_extra_model_outputs(first_step))
+    return out

@@ -1,0 +1,70 @@
+"""ReplayState: one record of a replay buffer's state, for ``get_state``/``set_state`` and the
+``ray_sampler.replay`` JSON metadata of a saved Parquet file (every field but ``episodes``).
+
+>>> state = ReplayState(capacity_env_steps=100, first_order=3)
+>>> ReplayState.from_metadata(state.to_metadata()) == state
+True
+>>> ReplayState.from_metadata({"capacity_env_steps": 0})
+Traceback (most recent call last):
+...
+ray_sampler.errors.DataFormatError: 'capacity_env_steps' must be an int >= 1 (got 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.errors import DataFormatError
+from ray_sampler.validate import check_dict, check_int, check_optional
+
+__all__ = ["ReplayState"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplayState:
+    """Contents, capacities, counters and sampling RNG state of a replay buffer."""
+
+    capacity_env_steps: int
+    """Env steps kept (lookback never counts)."""
+    capacity_bytes: int | None = None
+    """Optional bound on the stored steps' bytes."""
+    num_evicted_episodes: int = 0
+    """Episodes evicted so far."""
+    num_evicted_env_steps: int = 0
+    """Env steps evicted so far."""
+    first_order: int = 0
+    """Insertion counter of the oldest stored episode (sampling keys stay stable across a restore)."""
+    rng_state: dict[str, Any] | None = None
+    """The sampling RNG's ``bit_generator.state``; None: leave the RNG as it is."""
+    episodes: ColumnarEpisodes | None = None
+    """The stored episodes, one chunk each, in eviction order (None: none, or kept elsewhere, as in
+    a Parquet file's row groups)."""
+
+    def to_metadata(self) -> dict[str, Any]:
+        """Every field but ``episodes``, JSON-ready."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "episodes"}
+
+    @classmethod
+    def from_metadata(cls, meta: Any) -> ReplayState:
+        """The state ``to_metadata`` wrote (missing counters: 0); raises DataFormatError if malformed."""
+        meta = check_dict("ray_sampler.replay", meta, error=DataFormatError)
+        if "capacity_env_steps" not in meta:
+            raise DataFormatError("'capacity_env_steps' is missing")
+
+        def counter(name: str) -> int:
+            return check_int(name, meta.get(name, 0), minimum=0, error=DataFormatError)
+
+        return cls(
+            capacity_env_steps=check_int(
+                "capacity_env_steps", meta["capacity_env_steps"], minimum=1, error=DataFormatError
+            ),
+            capacity_bytes=check_optional(
+                check_int, "capacity_bytes", meta.get("capacity_bytes"), minimum=1, error=DataFormatError
+            ),
+            num_evicted_episodes=counter("num_evicted_episodes"),
+            num_evicted_env_steps=counter("num_evicted_env_steps"),
+            first_order=counter("first_order"),
+            rng_state=meta.get("rng_state"),
+        )
