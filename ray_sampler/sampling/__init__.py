@@ -10,6 +10,8 @@ from ray_sampler.sampling.config import (
 from ray_sampler.sampling.env_creator import EnvContext, register_env
 from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup, SampleTimeoutError
+from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
+from ray_sampler.sampling.request import SampleRequest
 
 __all__ = [
     "BatchMode",
@@ -19,6 +21,9 @@ __all__ = [
     "EnvRunnerConfig",
     "EnvRunnerGroup",
     "EnvRunnerGroupConfig",
+    "GroupMetrics",
+    "RunnerMetrics",
+    "SampleRequest",
     "SampleTimeoutError",
     "VectorizationMode",
     "register_env",

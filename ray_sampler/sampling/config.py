@@ -16,7 +16,17 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from ray_sampler.errors import ConfigError
+from ray_sampler.validate import (
+    check_bool,
+    check_callable,
+    check_dict,
+    check_enum,
+    check_int,
+    check_number,
+    check_optional,
+    check_pieces,
+    replace_field,
+)
 
 __all__ = [
     "BatchMode",
@@ -46,31 +56,6 @@ class VectorizationMode(str, enum.Enum):
 
     SYNC = "sync"
     VECTOR_ENTRY_POINT = "vector_entry_point"
-
-
-def _enum(cls: type[enum.Enum], name: str, value: Any) -> Any:
-    try:
-        return cls(value)
-    except ValueError:
-        allowed = ", ".join(repr(m.value) for m in cls)  # type: ignore[attr-defined]
-        raise ConfigError(f"'{name}' must be one of {allowed} (got {value!r})") from None
-
-
-def _int(name: str, value: Any, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"'{name}' must be an int >= {minimum} (got {value!r})")
-
-
-def _positive_number(name: str, value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < float("inf"):
-        raise ConfigError(f"'{name}' must be a finite number > 0 (got {value!r})")
-
-
-def _bool(obj: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not isinstance(value, bool):
-            raise ConfigError(f"'{name}' must be True or False (got {value!r})")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -117,34 +102,25 @@ class EnvRunnerConfig:
     the chunks in bulk (same result, far less Python per step); False always builds episodes step by step."""
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.env, str) and self.env) and not callable(self.env):
-            raise ConfigError(
-                f"'env' must be a gymnasium id, a registered env name or a callable creator (got {self.env!r})"
-            )
-        if not isinstance(self.env_config, dict):
-            raise ConfigError(f"'env_config' must be a dict (got {type(self.env_config).__name__})")
-        _int("num_envs_per_env_runner", self.num_envs_per_env_runner, 1)
-        _int("rollout_fragment_length", self.rollout_fragment_length, 1)
-        _int("episode_lookback_horizon", self.episode_lookback_horizon, 0)
-        if self.max_episode_steps is not None:
-            _int("max_episode_steps", self.max_episode_steps, 1)
-        if self.seed is not None:
-            _int("seed", self.seed, 0)
-        object.__setattr__(
-            self, "vectorization_mode", _enum(VectorizationMode, "vectorization_mode", self.vectorization_mode)
+        if not (isinstance(self.env, str) and self.env):
+            check_callable("env", self.env, "a gymnasium id, a registered env name or a callable creator")
+        check_dict("env_config", self.env_config)
+        check_int("num_envs_per_env_runner", self.num_envs_per_env_runner, minimum=1)
+        check_int("rollout_fragment_length", self.rollout_fragment_length, minimum=1)
+        check_int("episode_lookback_horizon", self.episode_lookback_horizon, minimum=0)
+        check_optional(check_int, "max_episode_steps", self.max_episode_steps, minimum=1)
+        check_optional(check_int, "seed", self.seed, minimum=0)
+        replace_field(
+            self, "vectorization_mode", check_enum("vectorization_mode", VectorizationMode, self.vectorization_mode)
         )
-        object.__setattr__(self, "batch_mode", _enum(BatchMode, "batch_mode", self.batch_mode))
-        object.__setattr__(self, "count_steps_by", _enum(CountStepsBy, "count_steps_by", self.count_steps_by))
-        if self.module_class is not None and not callable(self.module_class):
-            raise ConfigError(f"'module_class' must be a class or callable (got {self.module_class!r})")
-        if not isinstance(self.module_config, dict):
-            raise ConfigError(f"'module_config' must be a dict (got {type(self.module_config).__name__})")
-        _bool(self, "normalize_actions", "columnar_sampling")
+        replace_field(self, "batch_mode", check_enum("batch_mode", BatchMode, self.batch_mode))
+        replace_field(self, "count_steps_by", check_enum("count_steps_by", CountStepsBy, self.count_steps_by))
+        check_optional(check_callable, "module_class", self.module_class)
+        check_dict("module_config", self.module_config)
+        check_bool("normalize_actions", self.normalize_actions)
+        check_bool("columnar_sampling", self.columnar_sampling)
         for name in ("env_to_module_connectors", "module_to_env_connectors"):
-            pieces = getattr(self, name)
-            if not isinstance(pieces, (tuple, list)) or not all(callable(p) for p in pieces):
-                raise ConfigError(f"'{name}' must be a tuple of ConnectorV2 pieces (got {pieces!r})")
-            object.__setattr__(self, name, tuple(pieces))
+            replace_field(self, name, check_pieces(name, getattr(self, name)))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -168,8 +144,8 @@ class EnvRunnerGroupConfig:
     repeated), and a result may be one weights version behind (see ``max_policy_lag``)."""
 
     def __post_init__(self) -> None:
-        _int("num_env_runners", self.num_env_runners, 0)
-        _positive_number("num_cpus_per_env_runner", self.num_cpus_per_env_runner)
-        _positive_number("sample_timeout_s", self.sample_timeout_s)
-        _positive_number("actor_start_timeout_s", self.actor_start_timeout_s)
-        _bool(self, "validate_env_locally", "keep_sampling")
+        check_int("num_env_runners", self.num_env_runners, minimum=0)
+        for name in ("num_cpus_per_env_runner", "sample_timeout_s", "actor_start_timeout_s"):
+            check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
+        check_bool("validate_env_locally", self.validate_env_locally)
+        check_bool("keep_sampling", self.keep_sampling)

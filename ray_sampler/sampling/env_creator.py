@@ -18,7 +18,15 @@ import numpy as np
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 
-__all__ = ["EnvContext", "make_vector_env", "register_env", "resolve_creator", "sub_env_seeds"]
+__all__ = [
+    "EnvContext",
+    "is_registered_env",
+    "make_vector_env",
+    "register_env",
+    "resolve_creator",
+    "sub_env_seeds",
+    "unregister_env",
+]
 
 _REGISTRY: dict[str, Callable[[EnvContext], gym.Env]] = {}
 
@@ -30,6 +38,18 @@ def register_env(name: str, creator: Callable[[EnvContext], gym.Env]) -> None:
     if not callable(creator):
         raise EnvCreatorError(f"register_env: 'creator' for {name!r} must be callable (got {creator!r})")
     _REGISTRY[name] = creator
+
+
+def unregister_env(name: str) -> None:
+    """Removes ``name`` from the registry (a gymnasium id of that name is found again)."""
+    if name not in _REGISTRY:
+        raise EnvCreatorError(f"unregister_env: {name!r} is not registered (registered: {sorted(_REGISTRY) or 'none'})")
+    del _REGISTRY[name]
+
+
+def is_registered_env(name: str) -> bool:
+    """Whether ``name`` was given to ``register_env`` (it then wins over a gymnasium id of that name)."""
+    return name in _REGISTRY
 
 
 class EnvContext(dict):
@@ -127,10 +147,15 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
     for v, env in enumerate(envs[1:], start=1):
         for name in ("observation_space", "action_space"):
             if getattr(env, name) != getattr(first, name):
-                for e in envs:
-                    e.close()
+                for sub_env in envs:
+                    sub_env.close()
                 raise EnvCreatorError(
                     f"sub-envs must share their {name}: vector_index 0 has {getattr(first, name)}, "
                     f"vector_index {v} has {getattr(env, name)} (worker_index={worker_index})"
                 )
-    return gym.vector.SyncVectorEnv([(lambda e=e: e) for e in envs], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.vector.SyncVectorEnv([_returning(e) for e in envs], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+
+def _returning(env: gym.Env) -> Callable[[], gym.Env]:
+    """A thunk giving back an env already made (SyncVectorEnv takes env factories)."""
+    return lambda: env

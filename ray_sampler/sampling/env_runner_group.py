@@ -4,7 +4,8 @@
   they come (``ray.wait``); at the deadline it returns what is ready and keeps the slow
   runners' requests in flight, so their results come with a later call: a slow runner never
   blocks the others, and no result is lost or returned twice.
-- Each runner ships one ``sample()`` as one columnar object (its method's return value).
+- Each runner gets one ``SampleRequest`` and ships its answer as one columnar object with its
+  ``RunnerMetrics`` (its method's return value).
 - ``sync_weights(state)`` puts the weights once (one ``ray.put``) and sends the reference to
   every runner; each result reports the weights version it was sampled with.
 - With ``keep_sampling``, a runner gets its next request as soon as its result is collected, so
@@ -29,11 +30,17 @@ import ray
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import RaySamplerError
+from ray_sampler.handles import call
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.sampling.env_creator import _GymMake, make_vector_env, resolve_creator
+from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
+from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
+from ray_sampler.sampling.request import SampleRequest
 
-__all__ = ["EnvRunnerGroup", "SampleTimeoutError"]
+__all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
+
+Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
+"""One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
 
 
 class SampleTimeoutError(RaySamplerError, TimeoutError):
@@ -45,10 +52,12 @@ class EnvRunnerGroup:
 
     def __init__(self, config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig | None = None) -> None:
         self.group_config = group_config or EnvRunnerGroupConfig()
-        if isinstance(config.env, str) and not isinstance(resolve_creator(config.env), _GymMake):
-            # A registered name lives in this process only (and wins over a gymnasium id of the
-            # same name): ship the creator itself.
-            config = dataclasses.replace(config, env=resolve_creator(config.env))
+        if isinstance(config.env, str):
+            creator = resolve_creator(config.env)  # an unknown name fails here, before any actor starts
+            if is_registered_env(config.env):
+                # A registered name lives in this process only (and wins over a gymnasium id of the
+                # same name): ship the creator itself.
+                config = dataclasses.replace(config, env=creator)
         if self.group_config.validate_env_locally:
             env = make_vector_env(config, worker_index=0, num_workers=self.group_config.num_env_runners)
             try:
@@ -58,23 +67,24 @@ class EnvRunnerGroup:
         if not ray.is_initialized():
             raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
         self.config = config
-        self._remote = ray.remote(EnvRunner)
+        self._remote: Any = ray.remote(EnvRunner)  # an actor class: its methods' .remote is untyped
         self._name_prefix = f"ray-sampler-{uuid.uuid4().hex[:8]}"
         self._actors: dict[int, Any] = {}
         self._inflight: dict[int, ray.ObjectRef] = {}
-        self._ready: list[tuple[int, Any]] = []
+        self._ready: list[tuple[int | None, Answer]] = []
         self._drained: list[SingleAgentEpisode] = []
         self._next_index = 1
         self._weights_ref: ray.ObjectRef | None = None
-        self._last_kwargs: dict[str, Any] | None = None
-        self._inflight_kwargs: dict[int, dict[str, Any]] = {}
+        self._last_request: tuple[SampleRequest, Any] | None = None  # (request, replay) of the last call
+        self._inflight_requests: dict[int, SampleRequest] = {}
         self._num_dropped_by_scale = 0
         self._connector_ref: ray.ObjectRef | None = None  # the last merged connector state
         self._stopped_connector_states: list[dict[str, Any]] = []  # unsynced moments of stopped runners
         self.merged_connector_states: dict[str, Any] | None = None
         """The connector states of the last sync (for a learner pipeline's copy of e.g. MeanStdFilter)."""
         self.weights_version = 0
-        self.metrics: dict[str, Any] = {}
+        self.metrics = GroupMetrics()
+        """Metrics of the last sampling call."""
         self.scale(self.group_config.num_env_runners)
 
     @property
@@ -84,6 +94,16 @@ class EnvRunnerGroup:
     @property
     def worker_indices(self) -> list[int]:
         return sorted(self._actors)
+
+    @property
+    def name_prefix(self) -> str:
+        """The runners' actor names are ``{name_prefix}-env-runner-{worker_index}``."""
+        return self._name_prefix
+
+    @property
+    def in_flight(self) -> list[int]:
+        """Worker indices with a request in flight."""
+        return sorted(self._inflight)
 
     def actor(self, worker_index: int) -> Any:
         """The actor handle of runner ``worker_index``."""
@@ -121,24 +141,27 @@ class EnvRunnerGroup:
         random_actions: bool = False,
         force_reset: bool = False,
         timeout_s: float | None = None,
-        _replay: Any = None,
-    ) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
+    ) -> list[Answer]:
         """Like ``sample`` but gives each runner's (columnar object, metrics) as shipped, plus one
         entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``."""
+        request = SampleRequest(
+            num_timesteps=num_timesteps,
+            num_episodes=num_episodes,
+            explore=explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
+        )
+        return self._sample(request, None, timeout_s)
+
+    def _sample(self, request: SampleRequest, replay: Any, timeout_s: float | None) -> list[Answer]:
+        """Sends ``request`` (to go to ``replay`` if given) to every runner with none in flight and
+        collects answers until the deadline."""
         if not self._actors:
             raise RaySamplerError("the group has no env runners (scale it up first)")
-        kwargs = {
-            "num_timesteps": num_timesteps,
-            "num_episodes": num_episodes,
-            "explore": explore,
-            "random_actions": random_actions,
-            "force_reset": force_reset,
-            "_replay": _replay,
-        }
-        self._last_kwargs = kwargs
+        self._last_request = (request, replay)
         for index in self._actors:
             if index not in self._inflight:
-                self._submit(index, kwargs)
+                self._submit(index, request, replay)
         deadline = time.monotonic() + (timeout_s or self.group_config.sample_timeout_s)
         self._collect(deadline)
         if not self._ready:
@@ -148,23 +171,16 @@ class EnvRunnerGroup:
         if self._drained:
             drained, self._drained = self._drained, []
             steps = sum(len(ep) for ep in drained)
-            ready.append(
-                (
-                    None,
-                    (
-                        episodes_to_columnar(drained),
-                        {
-                            "worker_index": None,
-                            "num_env_steps": steps,
-                            "episode_returns": [],
-                            "episode_lengths": [],
-                            "weights_version": self.weights_version,
-                            "num_env_steps_per_s": 0.0,
-                        },
-                    ),
-                )
+            left = RunnerMetrics(
+                worker_index=None, num_env_steps=steps, num_agent_steps=steps, weights_version=self.weights_version
             )
-        self._record_metrics(ready)
+            ready.append((None, (episodes_to_columnar(drained), left)))
+        self.metrics = GroupMetrics.of(
+            [metrics for _, (_, metrics) in ready],
+            weights_version=self.weights_version,
+            late_runners=sorted(self._inflight),
+            num_dropped_by_scale=self._num_dropped_by_scale,
+        )
         return [result for _, result in ready]
 
     def sample_to_replay(
@@ -177,28 +193,24 @@ class EnvRunnerGroup:
         random_actions: bool = False,
         force_reset: bool = False,
         timeout_s: float | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunnerMetrics]:
         """Like ``sample_columnar`` but each runner sends its chunks straight to the ``replay`` actor
         (no copy through the driver); returns the runners' metrics, each with the replay's ack.
 
         Results of requests made earlier without a replay (and a stopped runner's chunks) are
         added from the driver, so nothing is lost when switching.
         """
-        results = self.sample_columnar(
-            num_timesteps,
-            num_episodes,
+        request = SampleRequest(
+            num_timesteps=num_timesteps,
+            num_episodes=num_episodes,
             explore=explore,
             random_actions=random_actions,
             force_reset=force_reset,
-            timeout_s=timeout_s,
-            _replay=replay,
         )
-        import ray
-
         out = []
-        for col, metrics in results:
+        for col, metrics in self._sample(request, replay, timeout_s):
             if col is not None:
-                metrics = {**metrics, "replay": ray.get(replay.add.remote(col))}
+                metrics = dataclasses.replace(metrics, replay=call(replay.add, col))
             out.append(metrics)
         return out
 
@@ -214,48 +226,30 @@ class EnvRunnerGroup:
             for ref in done:
                 index = by_ref[ref]
                 del self._inflight[index]
-                col, metrics = self._unpack(self._get(ref, index))
-                metrics["sample_kwargs"] = self._inflight_kwargs.pop(index)
-                if self.group_config.keep_sampling and self._last_kwargs is not None:
+                self._ready.append((index, self._answer(ref, index)))
+                if self.group_config.keep_sampling and self._last_request is not None:
                     # One request ahead, with this call's arguments; a reset is never repeated.
-                    self._submit(index, {**self._last_kwargs, "force_reset": False})
-                self._ready.append((index, (col, metrics)))
+                    request, replay = self._last_request
+                    self._submit(index, request.without_reset(), replay)
 
-    def _submit(self, index: int, kwargs: dict[str, Any]) -> None:
-        call = {k: v for k, v in kwargs.items() if k != "_replay"}
+    def _submit(self, index: int, request: SampleRequest, replay: Any) -> None:
         actor = self._actors[index]
-        replay = kwargs.get("_replay")
-        ref = actor.sample_to.remote(replay, **call) if replay is not None else actor.sample_columnar.remote(**call)
+        ref = actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
         self._inflight[index] = ref
-        self._inflight_kwargs[index] = call
+        self._inflight_requests[index] = request
 
-    @staticmethod
-    def _unpack(result: Any) -> tuple[ColumnarEpisodes | None, dict[str, Any]]:
-        """(chunks, metrics) from either request kind (``sample_to`` ships to the replay: no chunks)."""
-        return (None, result) if isinstance(result, dict) else result
+    def _answer(self, ref: ray.ObjectRef, index: int) -> Answer:
+        """(chunks, metrics with the request) of a finished request of either kind (``collect_to``
+        ships to the replay: no chunks)."""
+        result = self._get(ref, index)
+        col, metrics = (None, result) if isinstance(result, RunnerMetrics) else result
+        return col, dataclasses.replace(metrics, request=self._inflight_requests.pop(index))
 
     def _get(self, ref: ray.ObjectRef, index: int) -> Any:
         try:
             return ray.get(ref)
         except ray.exceptions.RayError as e:
             raise RaySamplerError(f"env runner {index} failed: {e}") from e
-
-    def _record_metrics(self, ready: list[tuple[int, Any]]) -> None:
-        per_runner = [metrics for _, (_, metrics) in ready]
-        returns = [r for m in per_runner for r in m["episode_returns"]]
-        self.metrics = {
-            "num_env_steps": sum(m["num_env_steps"] for m in per_runner),
-            "num_episodes": len(returns),
-            "episode_return_mean": sum(returns) / len(returns) if returns else None,
-            "episode_returns": returns,
-            "episode_lengths": [n for m in per_runner for n in m["episode_lengths"]],
-            "num_runners_answered": len(ready),
-            "late_runners": sorted(self._inflight),
-            "weights_versions": {index: m["weights_version"] for index, (_, m) in ready if index is not None},
-            "max_policy_lag": max((self.weights_version - m["weights_version"] for m in per_runner), default=0),
-            "runner_env_steps_per_s": {index: m["num_env_steps_per_s"] for index, (_, m) in ready if index is not None},
-            "num_episodes_dropped_by_scale": self._num_dropped_by_scale,
-        }
 
     # ---------------------------------------------------------------- weights
     def sync_weights(
@@ -321,7 +315,7 @@ class EnvRunnerGroup:
             raise RaySamplerError(f"'num_env_runners' must be an int >= 0 (got {num_env_runners!r})")
         if len(self._actors) > num_env_runners:
             self._stop_runners(sorted(self._actors)[num_env_runners:])
-        new = {}
+        new: dict[int, Any] = {}
         while len(self._actors) + len(new) < num_env_runners:
             index = self._next_index
             self._next_index += 1
@@ -358,9 +352,7 @@ class EnvRunnerGroup:
                 )
             for ref, i in inflight.items():  # no new request for a runner about to stop
                 del self._inflight[i]
-                col, metrics = self._unpack(self._get(ref, i))
-                metrics["sample_kwargs"] = self._inflight_kwargs.pop(i)
-                self._ready.append((i, (col, metrics)))
+                self._ready.append((i, self._answer(ref, i)))
         states = self._wait_all({self._actors[i].get_state.remote(): i for i in indices}, timeout_s, "report state")
         self._stopped_connector_states += [s["env_to_module"] for s in states]
         drains = self._wait_all({self._actors[i].drain.remote(): i for i in indices}, timeout_s, "drain")
@@ -370,16 +362,14 @@ class EnvRunnerGroup:
         for i in indices:
             ray.kill(self._actors.pop(i))
 
-    def collect_in_flight(
-        self, *, timeout_s: float | None = None
-    ) -> list[tuple[ColumnarEpisodes | None, dict[str, Any]]]:
+    def collect_in_flight(self, *, timeout_s: float | None = None) -> list[Answer]:
         """Waits for the requests still in flight (``keep_sampling`` keeps one per runner) without
         making new ones; their (columnar object, metrics) as in ``sample_columnar`` (requests made
         by ``sample_to_replay`` have stored their chunks in the replay already: no columnar
         object). Call it before ``stop`` so that no sampled step is discarded.
 
         Raises SampleTimeoutError if some are still in flight at the deadline (they stay there)."""
-        self._last_kwargs = None  # no request ahead from here on
+        self._last_request = None  # no request ahead from here on
         self._collect(time.monotonic() + (timeout_s or self.group_config.sample_timeout_s))
         if self._inflight:
             raise SampleTimeoutError(f"runners {sorted(self._inflight)} still sampling at the deadline")

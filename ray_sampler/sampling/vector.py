@@ -100,7 +100,7 @@ class VectorStepper:
 
     def reset(self, seeds: list[int] | None = None) -> tuple[list[Any], list[dict], Any]:
         """Resets every sub-env: (observations, infos, batched observation)."""
-        obs, infos = self.env.reset(seed=seeds)
+        obs, infos = self.env.reset(seed=seeds)  # type: ignore[arg-type]  # vector envs take one seed per sub-env
         self._needs_reset[:] = False
         return _rows(obs, self.num_envs), split_infos(infos, self.num_envs), obs
 

@@ -15,7 +15,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup, SampleTimeoutError
 from tests.helpers import assert_episodes_equal, stamp_creator
-from tests.ray_sampler.sampling.test_env_runner import assert_steps_once_and_continuous, stamps
+from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, stamps
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -38,7 +38,7 @@ def test_remote_runner_equals_local_runner() -> None:
     try:
         for _ in range(3):
             col, metrics = ray.get(actor.sample_columnar.remote(), timeout=60)
-            assert isinstance(col, ColumnarEpisodes) and metrics["num_env_steps"] == 40
+            assert isinstance(col, ColumnarEpisodes) and metrics.num_env_steps == 40
             for remote_ep, local_ep in zip(columnar_to_episodes(col), local.sample(), strict=True):
                 assert_episodes_equal(remote_ep, local_ep)
     finally:
@@ -74,8 +74,8 @@ def test_sync_weights_reaches_every_runner_with_one_version() -> None:
             for k, v in other.items():
                 np.testing.assert_array_equal(state["module"][k], v)
         group.sample()
-        assert set(group.metrics["weights_versions"].values()) == {version}
-        assert group.metrics["max_policy_lag"] == 0
+        assert set(group.metrics.weights_versions.values()) == {version}
+        assert group.metrics.max_policy_lag == 0
 
 
 def group_obs_space() -> Any:
@@ -90,7 +90,7 @@ def test_slow_runner_does_not_block_the_others_and_its_result_comes_later() -> N
     with stamp_group(2, env_config={"slow_worker": 2, "sleep_s": 0.1}, rollout_fragment_length=10) as group:
         first = group.sample(timeout_s=1.0)  # runner 2 needs >= 2 s (20 steps x 0.1 s)
         assert {stamps(c)[0][0] for c in first} == {1}
-        assert group.metrics["late_runners"] == [2]
+        assert group.metrics.late_runners == [2]
         second = group.sample(timeout_s=60)
         assert 2 in {stamps(c)[0][0] for c in second}
         assert_steps_once_and_continuous(first + second)
@@ -107,7 +107,7 @@ def test_deadline_with_no_answer_raises_and_keeps_requests() -> None:
 
 def test_bad_creator_fails_before_any_actor_starts() -> None:
     before = len(ray.util.list_named_actors())
-    with pytest.raises(EnvCreatorError, match="must return a gymnasium.Env"):
+    with pytest.raises(EnvCreatorError, match=r"must return a gymnasium\.Env"):
         EnvRunnerGroup(EnvRunnerConfig(env=lambda ctx: None), GROUP)
     assert len(ray.util.list_named_actors()) == before
 
@@ -124,7 +124,7 @@ def test_runners_are_named_actors_and_stop_kills_them() -> None:
     group = stamp_group(2)
     names = [n["name"] if isinstance(n, dict) else n for n in ray.util.list_named_actors()]
     assert (
-        sum(name.endswith(("-env-runner-1", "-env-runner-2")) and name.startswith(group._name_prefix) for name in names)
+        sum(name.endswith(("-env-runner-1", "-env-runner-2")) and name.startswith(group.name_prefix) for name in names)
         == 2
     )
     group.stop()
@@ -140,10 +140,13 @@ def test_runner_failure_names_the_runner() -> None:
             env.step = lambda action: 1 / 0  # type: ignore[method-assign]
         return env
 
-    with EnvRunnerGroup(
-        EnvRunnerConfig(env=creator),
-        EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, validate_env_locally=False),
-    ) as group, pytest.raises(RaySamplerError, match="env runner 2 failed"):
+    with (
+        EnvRunnerGroup(
+            EnvRunnerConfig(env=creator),
+            EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, validate_env_locally=False),
+        ) as group,
+        pytest.raises(RaySamplerError, match="env runner 2 failed"),
+    ):
         group.sample()
 
 
@@ -155,11 +158,11 @@ def test_keep_sampling_keeps_a_request_in_flight_and_every_step_once() -> None:
         for _ in range(4):
             out = group.sample()
             assert sum(len(c) for c in out) == 16
-            assert sorted(group._inflight) == [1, 2]  # each runner already samples its next batch
+            assert group.in_flight == [1, 2]  # each runner already samples its next batch
             chunks += out
         group.sync_weights(MLPModule(group_obs_space(), group_act_space(), seed=5).get_state())
         chunks += group.sample() + group.sample()
-        assert group.metrics["max_policy_lag"] <= 1
+        assert group.metrics.max_policy_lag <= 1
         assert_steps_once_and_continuous(chunks)
 
 
@@ -170,7 +173,7 @@ def test_scale_down_waits_with_a_deadline_and_stops_nothing_on_timeout() -> None
     group_config = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5, sample_timeout_s=0.5)
     with EnvRunnerGroup(config, group_config) as group:
         first = group.sample()  # runner 2 is late (>= 2 s); its request stays in flight
-        assert group.metrics["late_runners"] == [2]
+        assert group.metrics.late_runners == [2]
         with pytest.raises(SampleTimeoutError, match=r"env runners \[2\] are still sampling"):
             group.scale(1)
         assert group.worker_indices == [1, 2]
@@ -189,7 +192,7 @@ def test_complete_mode_scale_down_drops_running_episodes_and_counts_them() -> No
         group.scale(1)
         after = group.sample()
         assert all(ep.is_done and ep.t_started == 0 for ep in after)
-        assert group.metrics["num_episodes_dropped_by_scale"] >= 1
+        assert group.metrics.num_episodes_dropped_by_scale >= 1
 
 
 def test_keep_sampling_reports_arguments_and_never_repeats_a_reset() -> None:
@@ -199,7 +202,7 @@ def test_keep_sampling_reports_arguments_and_never_repeats_a_reset() -> None:
         group.sample_columnar()
         group.sample_columnar(force_reset=True)  # collects the prefetch made with the first call's arguments
         ((_, metrics),) = group.sample_columnar()
-        assert metrics["sample_kwargs"]["force_reset"] is False
+        assert metrics.request is not None and metrics.request.force_reset is False
 
 
 def test_registered_name_wins_over_a_gymnasium_id_in_actors() -> None:
@@ -210,6 +213,6 @@ def test_registered_name_wins_over_a_gymnasium_id_in_actors() -> None:
         with EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=2), GROUP) as group:
             assert {stamps(c)[0][0] for c in group.sample()} == {1, 2}
     finally:
-        from ray_sampler.sampling import env_creator
+        from ray_sampler.sampling.env_creator import unregister_env
 
-        del env_creator._REGISTRY["CartPole-v1"]
+        unregister_env("CartPole-v1")

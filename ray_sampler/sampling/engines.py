@@ -1,0 +1,135 @@
+"""The two sampling engines behind one protocol: per-step (SingleAgentEpisodes) and vectorized (arrays).
+
+Both take steps from a ``StepRecorder`` and keep what runs on between calls in the runner's
+``OngoingEpisodes``; ``EnvRunner`` picks one per call:
+
+- ``PerStepEngine`` appends each vector step to the sub-envs' SingleAgentEpisodes (what the
+  connectors see); it serves every batch mode and ``num_episodes`` calls.
+- ``VectorizedEngine`` records whole vector steps and cuts them into chunks in bulk
+  (``harvest``), no per-sub-env Python per step; truncate mode with the default connectors only.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ray_sampler.data.columnar import ColumnarEpisodes, concat_columnar, episodes_to_columnar
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.sampling.harvest import harvest
+from ray_sampler.sampling.ongoing import OngoingEpisodes
+from ray_sampler.sampling.recorder import StepRecord, StepRecorder
+from ray_sampler.sampling.request import SampleRequest
+
+__all__ = ["Collected", "PerStepEngine", "SamplingEngine", "VectorizedEngine"]
+
+Collected = list[SingleAgentEpisode] | ColumnarEpisodes | None
+"""What an engine returns: chunks as episodes, as one columnar object, or nothing."""
+
+
+class SamplingEngine(Protocol):
+    """Collects the chunks one ``sample()`` call returns."""
+
+    def collect(self, request: SampleRequest, num_steps: int) -> Collected:
+        """Chunks holding ``num_steps`` env steps (or ``request.num_episodes`` whole episodes, or, in
+        complete mode, at least ``num_steps`` steps of finished episodes)."""
+        ...
+
+
+class PerStepEngine:
+    """Steps SingleAgentEpisodes one vector step at a time (see the module docstring)."""
+
+    def __init__(self, recorder: StepRecorder, ongoing: OngoingEpisodes, *, truncate: bool) -> None:
+        self.recorder = recorder
+        self.ongoing = ongoing
+        self.truncate = truncate
+        """Truncate mode (cut running episodes) rather than complete mode (whole episodes only)."""
+
+    def collect(self, request: SampleRequest, num_steps: int) -> list[SingleAgentEpisode]:
+        self.ongoing.as_episodes()
+        if request.num_episodes is not None:
+            return self._whole_episodes(request, request.num_episodes)
+        if self.truncate:
+            return self._truncate(request, num_steps)
+        return self._complete(request, num_steps)
+
+    def _record(self, request: SampleRequest) -> StepRecord:
+        episodes = self.ongoing.as_episodes()
+        return self.recorder.record(episodes, explore=request.explore, random_actions=request.random_actions)
+
+    def _truncate(self, request: SampleRequest, num_steps: int) -> list[SingleAgentEpisode]:
+        ongoing = self.ongoing
+        running = ongoing.num_running_steps()
+        if ongoing.num_pending_steps() + running >= num_steps:
+            # Earlier calls left at least this call's worth (num_episodes calls can): no env step.
+            return ongoing.take(num_steps)[0]
+        out = ongoing.pop_pending()
+        steps = sum(len(ep) for ep in out) + running
+        while steps < num_steps:
+            record = self._record(request)
+            made = int(record.valid.sum())
+            if steps + made > num_steps:
+                record = ongoing.hold_back(record, steps + made - num_steps)
+                made = num_steps - steps
+            out += ongoing.add_step(record)
+            steps += made
+        return out + ongoing.cut_running()
+
+    def _complete(self, request: SampleRequest, num_steps: int) -> list[SingleAgentEpisode]:
+        out = self.ongoing.pop_pending()
+        steps = sum(len(ep) for ep in out)
+        while steps < num_steps:
+            finished = self.ongoing.add_step(self._record(request))
+            out += finished
+            steps += sum(len(ep) for ep in finished)
+        return out
+
+    def _whole_episodes(self, request: SampleRequest, num_episodes: int) -> list[SingleAgentEpisode]:
+        """Exactly ``num_episodes`` whole episodes (reset to end). In truncate mode an episode whose
+        first steps earlier calls returned finishes as a chunk: it goes out with the next call."""
+
+        def is_whole(ep: SingleAgentEpisode) -> bool:
+            return ep.is_done and ep.t_started == 0 and not ep.len_lookback_buffer
+
+        pending = self.ongoing.pop_pending()
+        out = [ep for ep in pending if is_whole(ep)]
+        later = [ep for ep in pending if not is_whole(ep)]
+        while len(out) < num_episodes:
+            for ep in self.ongoing.add_step(self._record(request)):
+                (out if is_whole(ep) else later).append(ep)
+        self.ongoing.defer(later + out[num_episodes:])
+        return out[:num_episodes]
+
+
+class VectorizedEngine:
+    """Records whole vector steps and harvests them into chunks (see the module docstring)."""
+
+    def __init__(self, recorder: StepRecorder, ongoing: OngoingEpisodes) -> None:
+        self.recorder = recorder
+        self.ongoing = ongoing
+
+    def collect(self, request: SampleRequest, num_steps: int) -> ColumnarEpisodes | None:
+        ongoing = self.ongoing
+        flushed: list[SingleAgentEpisode] = []
+        steps = 0
+        if not ongoing.is_columnar or ongoing.has_pending:  # the per-step engine (or an early return) left steps
+            if not ongoing.is_columnar:
+                ongoing.as_episodes()  # adds a carry the per-step engine held back
+            flushed, steps = ongoing.take(num_steps)
+            ongoing.as_cursors()
+            if steps == num_steps:
+                return episodes_to_columnar(flushed) if flushed else None
+        carry = ongoing.take_carry()
+        records = [carry] if carry is not None else []
+        steps += sum(int(r.valid.sum()) for r in records)
+        while steps < num_steps:
+            records.append(self.recorder.record([], explore=request.explore, random_actions=request.random_actions))
+            steps += int(records[-1].valid.sum())
+        if steps > num_steps:
+            records[-1] = ongoing.hold_back(records[-1], steps - num_steps)
+        parts = [episodes_to_columnar(flushed)] if flushed else []
+        if records:
+            col, cursors = harvest(records, ongoing.as_cursors(), lookback=ongoing.lookback, new_id=ongoing.new_id)
+            ongoing.set_cursors(cursors)
+            if col is not None:
+                parts.append(col)
+        return concat_columnar(parts) if parts else None

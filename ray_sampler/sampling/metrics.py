@@ -1,0 +1,154 @@
+"""Sampling metrics: one runner's call (``RunnerMetrics``), a group's call (``GroupMetrics``), and the
+per-episode sums that carry an episode's return and length across the chunks of several calls."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.sampling.request import SampleRequest
+
+__all__ = ["EpisodeTotals", "GroupMetrics", "RunnerMetrics", "chunk_totals"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunnerMetrics:
+    """What one runner's ``sample()`` call collected (the group adds ``request`` and ``replay``)."""
+
+    worker_index: int | None = 0
+    """The runner's worker index (None: the chunks that runners stopped by ``scale`` left)."""
+    num_env_steps: int = 0
+    """Env steps returned by the call (lookback never counted)."""
+    num_agent_steps: int = 0
+    """Agent steps returned (equal to env steps: one agent)."""
+    num_episodes: int = 0
+    """Episodes that ended in this call's chunks."""
+    episode_returns: list[float] = dataclasses.field(default_factory=list)
+    """Whole-episode return of each episode that ended, summed over every chunk it came in."""
+    episode_lengths: list[int] = dataclasses.field(default_factory=list)
+    """Whole-episode length of each episode that ended."""
+    num_episodes_dropped_by_reset: int = 0
+    """Unfinished episodes a ``force_reset`` threw away (complete mode only; truncate mode ships them)."""
+    duration_s: float = 0.0
+    """Wall time of the call."""
+    num_env_steps_per_s: float = 0.0
+    """``num_env_steps / duration_s``."""
+    weights_version: int = 0
+    """The weights version the call sampled with (policy lag is the group's version minus this)."""
+    request: SampleRequest | None = None
+    """The request the call answered (set by the group)."""
+    replay: Any = None
+    """The replay actor's acknowledgement of the call's chunks, as its ``add`` returned it (set when
+    the chunks went to a replay; None otherwise)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GroupMetrics:
+    """What one ``EnvRunnerGroup`` sampling call collected, over the runners that answered."""
+
+    num_env_steps: int = 0
+    """Env steps of every answer."""
+    num_episodes: int = 0
+    """Episodes that ended in the answers."""
+    episode_return_mean: float | None = None
+    """Mean of ``episode_returns`` (None when no episode ended)."""
+    episode_returns: list[float] = dataclasses.field(default_factory=list)
+    """Whole-episode returns of the episodes that ended."""
+    episode_lengths: list[int] = dataclasses.field(default_factory=list)
+    """Whole-episode lengths of the episodes that ended."""
+    num_runners_answered: int = 0
+    """Answers collected (the stopped runners' leftover chunks count as one)."""
+    late_runners: list[int] = dataclasses.field(default_factory=list)
+    """Worker indices still sampling at the deadline."""
+    weights_versions: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Weights version each answering runner sampled with."""
+    max_policy_lag: int = 0
+    """Largest difference between the group's weights version and an answer's."""
+    runner_env_steps_per_s: dict[int, float] = dataclasses.field(default_factory=dict)
+    """Sampling speed of each answering runner."""
+    num_episodes_dropped_by_scale: int = 0
+    """Running episodes dropped when ``scale`` stopped runners (complete mode), since the start."""
+
+    @classmethod
+    def of(
+        cls, answers: list[RunnerMetrics], *, weights_version: int, late_runners: list[int], num_dropped_by_scale: int
+    ) -> GroupMetrics:
+        """The group's metrics from its runners' answers."""
+        returns = [r for m in answers for r in m.episode_returns]
+        by_runner = [m for m in answers if m.worker_index is not None]
+        return cls(
+            num_env_steps=sum(m.num_env_steps for m in answers),
+            num_episodes=len(returns),
+            episode_return_mean=sum(returns) / len(returns) if returns else None,
+            episode_returns=returns,
+            episode_lengths=[n for m in answers for n in m.episode_lengths],
+            num_runners_answered=len(answers),
+            late_runners=late_runners,
+            weights_versions={m.worker_index: m.weights_version for m in by_runner if m.worker_index is not None},
+            max_policy_lag=max((weights_version - m.weights_version for m in answers), default=0),
+            runner_env_steps_per_s={
+                m.worker_index: m.num_env_steps_per_s for m in by_runner if m.worker_index is not None
+            },
+            num_episodes_dropped_by_scale=num_dropped_by_scale,
+        )
+
+
+class EpisodeTotals:
+    """Return and length of each episode summed over its chunks, until the chunk that ends it.
+
+    >>> totals = EpisodeTotals()
+    >>> totals.add([("a", 1.0, 2, False)])
+    ([], [], 2)
+    >>> totals.add([("a", 0.5, 1, True)])
+    ([1.5], [3], 1)
+    """
+
+    def __init__(self) -> None:
+        self._partial: dict[str, tuple[float, int]] = {}
+
+    def add(self, chunks: Iterable[tuple[str, float, int, bool]]) -> tuple[list[float], list[int], int]:
+        """Adds ``(id, return, length, is_done)`` per chunk; returns the (returns, lengths) of the
+        episodes that ended and the chunks' number of steps."""
+        returns, lengths, steps = [], [], 0
+        for id_, chunk_return, chunk_len, is_done in chunks:
+            steps += chunk_len
+            prev_return, prev_len = self._partial.pop(id_, (0.0, 0))
+            total_return, total_len = prev_return + chunk_return, prev_len + chunk_len
+            if is_done:
+                returns.append(total_return)
+                lengths.append(total_len)
+            else:
+                self._partial[id_] = (total_return, total_len)
+        return returns, lengths, steps
+
+    def forget(self, ids: Iterable[str]) -> None:
+        """Drops the sums of episodes that never continue (reset away)."""
+        for id_ in ids:
+            self._partial.pop(id_, None)
+
+    def clear(self) -> None:
+        self._partial.clear()
+
+    @property
+    def num_running(self) -> int:
+        """Episodes with chunks added and no end yet."""
+        return len(self._partial)
+
+
+def chunk_totals(result: list[SingleAgentEpisode] | ColumnarEpisodes | None) -> Iterable[tuple[str, float, int, bool]]:
+    """``(id, return, length, is_done)`` of each chunk of a ``sample()`` result, in order."""
+    if isinstance(result, ColumnarEpisodes):
+        sums = np.concatenate([[0.0], np.cumsum(result.data.rewards, dtype=np.float64)])
+        offsets = result.step_offsets
+        return zip(
+            result.ids,
+            (sums[offsets[1:]] - sums[offsets[:-1]]).tolist(),
+            result.lens.tolist(),
+            (result.terminated | result.truncated).tolist(),
+        )
+    return ((ep.id_, ep.get_return(), len(ep), ep.is_done) for ep in result or [])
