@@ -47,19 +47,21 @@ def child(algo: str, seed: int) -> dict[str, Any]:
 
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
+        # The configs of `ray-sampler train --seed N` / `train-dqn --seed N [--prioritized false]`.
+        from ray_sampler.cli import DQNTrainArgs, PPOTrainArgs
+
         if algo == "ppo":
-            from learner.train import PPOTrainingConfig, train_ppo
+            from learner.train import train_ppo
 
-            result = train_ppo(PPOTrainingConfig(seed=seed), log=_log)
+            result = train_ppo(PPOTrainArgs(seed=seed).to_config(), log=_log)
         else:
-            from learner.train_dqn import DQNTrainingConfig, train_dqn
+            from learner.train_dqn import train_dqn
 
-            result = train_dqn(
-                DQNTrainingConfig(seed=seed, prioritized=algo == "dqn-prioritized"), log=_log, log_every_s=5.0
-            )
+            dqn_config = DQNTrainArgs(seed=seed, prioritized=algo == "dqn-prioritized").to_config()
+            result = train_dqn(dqn_config, log=_log, log_every_s=5.0)
     finally:
         ray.shutdown()
-    return {**result, "whole_s": time.perf_counter() - t_start}
+    return {**result, "whole_s": time.perf_counter() - t_start}  # a TrainResult reads as a Mapping too
 
 
 def connector_throughput() -> dict[str, float]:

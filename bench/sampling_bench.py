@@ -135,7 +135,7 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
                 t0, steps, sample = time.perf_counter(), 0, None
                 while time.perf_counter() - t0 < seconds:
                     for col, metrics in group.sample_columnar():
-                        steps += metrics["num_env_steps"]
+                        steps += metrics.num_env_steps
                         sample = col if col is not None else sample
                 key = "group_keep_sampling" if keep_sampling else "group"
                 out.setdefault(key, {})[n] = steps / (time.perf_counter() - t0)

@@ -21,7 +21,7 @@ import ray
 
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
 from ray_sampler.cli import add_config_arguments
-from replay import EpisodeReplayBuffer, ReplayConfig, create_replay_actor
+from replay import ReplayConfig, create_replay_actor, restore_buffer
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,11 +52,11 @@ def main(args: Args) -> None:
     ) as group:
         for it in range(1, args.iterations + 1):
             acks = group.sample_to_replay(replay)
-            stored = max(m["replay"]["num_env_steps_stored"] for m in acks)
-            print(f"iter {it}: {sum(m['num_env_steps'] for m in acks)} env steps shipped, {stored} stored")
+            stored = max(m.replay.num_env_steps_stored for m in acks)
+            print(f"iter {it}: {sum(m.num_env_steps for m in acks)} env steps shipped, {stored} stored")
     ray.get(replay.save.remote(out))
     metrics = ray.get(replay.get_metrics.remote())
-    print(f"saved {metrics['num_env_steps']} env steps of {metrics['num_episodes']} episodes to {out}")
+    print(f"saved {metrics.num_env_steps} env steps of {metrics.num_episodes} episodes to {out}")
 
     table = pq.read_table(out)
     is_step = table.column("action").is_valid().to_numpy(zero_copy_only=False)
@@ -72,7 +72,7 @@ def main(args: Args) -> None:
     except ImportError as e:
         print(f"ray.data: not available here ({e}); pip install pandas")
 
-    restored = EpisodeReplayBuffer.restore(out)
+    restored = restore_buffer(out)
     batch = restored.sample(4, n_step=3, gamma=0.99)
     print(
         f"restored buffer: {len(restored)} env steps, {restored.num_episodes} episodes; "

@@ -57,7 +57,7 @@ def main(args: Args) -> None:
             status = "ok" if steps == size * per_runner else f"expected {size * per_runner}"
             print(
                 f"iter {it}: {size} runners {group.worker_indices}, scale took {scaled_s:.2f} s, "
-                f"{steps} env steps ({status}), {group.metrics['num_episodes']} episodes done"
+                f"{steps} env steps ({status}), {group.metrics.num_episodes} episodes done"
             )
     print(f"total: {total} env steps over {len(sizes)} iterations; expected {sum(sizes) * per_runner}")
     ray.shutdown()

@@ -8,7 +8,9 @@ exactly ``rollout_fragment_length x num_envs_per_env_runner`` steps); the Learne
 learner pipeline (GAE across chunk cuts) and PPO's minibatch epochs, on one local learner or
 ``--num-learners`` actors in lockstep; the new weights go to every runner with one
 ``ray.put``. It stops once the mean return of the last 20 finished episodes reaches
-``--target-return``. This script starts the local Ray cluster and reads the knobs.
+``--target-return``. This script starts the local Ray cluster and reads the knobs (the flags of
+``ray-sampler train``), which compose one PPOTrainingConfig: the runner's config
+(``env_runner``), the fleet's (``env_runner_group``), PPO's (``ppo``) and the loop's own budget.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ import argparse
 
 import ray
 
+from learner.metrics import PPOTrainResult
 from learner.train import PPOTrainingConfig, train_ppo
-from ray_sampler.cli import add_config_arguments
+from ray_sampler.cli import PPOTrainArgs, add_config_arguments
 
 
-def main(cfg: PPOTrainingConfig) -> dict:
+def main(cfg: PPOTrainingConfig) -> PPOTrainResult:
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         print(
-            f"PPO on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs, "
-            f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}"
+            f"PPO on {cfg.env_runner.env}: {cfg.env_runner_group.num_env_runners} env runners x "
+            f"{cfg.env_runner.num_envs_per_env_runner} sub-envs, {cfg.num_learners or 'one local'} learner(s), "
+            f"seed {cfg.env_runner.seed}"
         )
         return train_ppo(cfg)
     finally:
@@ -35,5 +39,5 @@ def main(cfg: PPOTrainingConfig) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, PPOTrainingConfig)
-    main(PPOTrainingConfig(**vars(parser.parse_args())))
+    add_config_arguments(parser, PPOTrainArgs)
+    main(PPOTrainArgs(**vars(parser.parse_args())).to_config())

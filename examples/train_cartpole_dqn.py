@@ -13,7 +13,9 @@ network every ``--target-update-every`` steps; with prioritized replay (the defa
 the runners with the exploration rate of the schedule (epsilon 1 down to ``--epsilon-final``
 over ``--epsilon-steps`` env steps). It stops once the mean return of the last 20 finished
 episodes reaches ``--target-return``. At the end it prints how many env steps the replay
-received, which equals what the runners reported (nothing lost).
+received, which equals what the runners reported (nothing lost). The flags (those of
+``ray-sampler train-dqn``) compose one DQNTrainingConfig: ``env_runner``, ``env_runner_group``,
+``dqn``, ``replay`` and the loop's own batch size, update ratio, exploration schedule and budget.
 """
 
 from __future__ import annotations
@@ -22,22 +24,24 @@ import argparse
 
 import ray
 
+from learner.metrics import DQNTrainResult
 from learner.train_dqn import DQNTrainingConfig, train_dqn
-from ray_sampler.cli import add_config_arguments
+from ray_sampler.cli import DQNTrainArgs, add_config_arguments
 
 
-def main(cfg: DQNTrainingConfig) -> dict:
+def main(cfg: DQNTrainingConfig) -> DQNTrainResult:
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         print(
-            f"DQN on {cfg.env}: {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} sub-envs -> "
-            f"{'prioritized' if cfg.prioritized else 'uniform'} replay -> "
-            f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.seed}"
+            f"DQN on {cfg.env_runner.env}: {cfg.env_runner_group.num_env_runners} env runners x "
+            f"{cfg.env_runner.num_envs_per_env_runner} sub-envs -> "
+            f"{'prioritized' if cfg.replay.prioritized else 'uniform'} replay -> "
+            f"{cfg.num_learners or 'one local'} learner(s), seed {cfg.env_runner.seed}"
         )
         result = train_dqn(cfg)
         print(
-            f"replay received {result['replay_num_env_steps_received']} env steps; "
-            f"the runners reported {result['runner_env_steps_sent']}"
+            f"replay received {result.replay_num_env_steps_received} env steps; "
+            f"the runners reported {result.runner_env_steps_sent}"
         )
         return result
     finally:
@@ -46,5 +50,5 @@ def main(cfg: DQNTrainingConfig) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, DQNTrainingConfig)
-    main(DQNTrainingConfig(**vars(parser.parse_args())))
+    add_config_arguments(parser, DQNTrainArgs)
+    main(DQNTrainArgs(**vars(parser.parse_args())).to_config())

@@ -1,9 +1,17 @@
-"""Learners: numpy PPO and DQN learners, the data-parallel LearnerGroup, their optimizer and the
-training loops (``train_ppo``, ``train_dqn``) with their configs."""
+"""Learners: numpy PPO and DQN learners, the data-parallel LearnerGroup, their optimizer, the
+training loops (``train_ppo``, ``train_dqn``) with their configs, and the typed metrics they report."""
 
 from learner.dqn import DQNConfig, DQNLearner, dqn_loss_and_grads
 from learner.learner import Learner, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
+from learner.metrics import (
+    DQNStepMetrics,
+    DQNTrainResult,
+    DQNUpdateMetrics,
+    PPOTrainResult,
+    PPOUpdateMetrics,
+    TrainResult,
+)
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
 from learner.train import PPOTrainingConfig, train_ppo
@@ -14,12 +22,18 @@ __all__ = [
     "Adam",
     "DQNConfig",
     "DQNLearner",
+    "DQNStepMetrics",
+    "DQNTrainResult",
     "DQNTrainingConfig",
+    "DQNUpdateMetrics",
     "Learner",
     "LearnerGroup",
     "PPOConfig",
+    "PPOTrainResult",
     "PPOTrainingConfig",
+    "PPOUpdateMetrics",
     "QModule",
+    "TrainResult",
     "dqn_loss_and_grads",
     "ppo_loss_and_grads",
     "shard_episodes",

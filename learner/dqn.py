@@ -13,15 +13,20 @@ prioritized replay's ``update_priorities``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from learner.metrics import DQNStepMetrics
 from learner.optim import Adam
-from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.data.columns import Columns
+from ray_sampler.errors import SpaceError
+from ray_sampler.handles import call
 from ray_sampler.modules.mlp import backward, forward
 from ray_sampler.modules.q_module import QModule
+from ray_sampler.validate import check_bool, check_int, check_number, check_optional, check_probability, check_type
 from replay.buffer import EpisodeReplayBuffer
 
 __all__ = ["DQNConfig", "DQNLearner", "dqn_loss_and_grads"]
@@ -47,19 +52,19 @@ def dqn_loss_and_grads(
 
     Computed in the parameters' float dtype (float32 for training, float64 for gradient checks)."""
     dtype = np.result_type(*params.values())
-    obs = np.asarray(batch["obs"], dtype).reshape(len(batch["obs"]), -1)
-    next_obs = np.asarray(batch["next_obs"], dtype).reshape(len(obs), -1)
-    actions = np.asarray(batch["actions"], np.int64)
+    obs = np.asarray(batch[Columns.OBS], dtype).reshape(len(batch[Columns.OBS]), -1)
+    next_obs = np.asarray(batch[Columns.NEXT_OBS], dtype).reshape(len(obs), -1)
+    actions = np.asarray(batch[Columns.ACTIONS], np.int64)
     n, rows = len(obs), np.arange(len(obs))
     q_all, cache = forward(params, "q", obs, activation)
     q = q_all[rows, actions]
     q_next_target = forward(target_params, "q", next_obs, activation)[0]
     best = (forward(params, "q", next_obs, activation)[0] if double_q else q_next_target).argmax(axis=1)
-    discount = gamma ** np.asarray(batch.get("n_step", np.ones(n)), np.float64)
-    not_done = 1.0 - np.asarray(batch["terminateds"], np.float64)
-    target = np.asarray(batch["rewards"], np.float64) + discount * not_done * q_next_target[rows, best]
+    discount = gamma ** np.asarray(batch.get(Columns.N_STEP, np.ones(n)), np.float64)
+    not_done = 1.0 - np.asarray(batch[Columns.TERMINATEDS], np.float64)
+    target = np.asarray(batch[Columns.REWARDS], np.float64) + discount * not_done * q_next_target[rows, best]
     td = q - target
-    weights = np.asarray(batch.get("weights", np.ones(n)), np.float64)
+    weights = np.asarray(batch.get(Columns.WEIGHTS, np.ones(n)), np.float64)
     loss, d_loss = _huber(td, huber_delta)
     grad_q = np.zeros_like(q_all)
     grad_q[rows, actions] = weights * d_loss / n
@@ -87,15 +92,11 @@ class DQNConfig:
 
     def __post_init__(self) -> None:
         for name in ("lr", "huber_delta"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-                raise ConfigError(f"'{name}' must be a finite number > 0 (got {value!r})")
-        if self.grad_clip is not None and not (isinstance(self.grad_clip, (int, float)) and self.grad_clip > 0):
-            raise ConfigError(f"'grad_clip' must be a number > 0 or None (got {self.grad_clip!r})")
-        if not isinstance(self.target_update_every, int) or self.target_update_every < 1:
-            raise ConfigError(f"'target_update_every' must be an int >= 1 (got {self.target_update_every!r})")
-        if not 0 <= self.gamma <= 1:
-            raise ConfigError(f"'gamma' must be in [0, 1] (got {self.gamma!r})")
+            check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
+        check_optional(check_number, "grad_clip", self.grad_clip, minimum=0, exclusive_minimum=True)
+        check_int("target_update_every", self.target_update_every, minimum=1)
+        check_probability("gamma", self.gamma)
+        check_bool("double_q", self.double_q)
 
 
 class DQNLearner:
@@ -115,25 +116,24 @@ class DQNLearner:
                 f"arrays (got {module.observation_space})"
             )
         self.module = module
-        self.config = config or DQNConfig()
+        self.config: DQNConfig = DQNConfig() if config is None else check_type("config", config, DQNConfig)
         self.target_params = {k: v.copy() for k, v in module.params.items()}
         self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
         self.num_updates = 0
-        self._batches: list[dict[str, Any]] = []
+        self._batches: Sequence[dict[str, Any]] = []
         self._td: dict[int, np.ndarray] = {}
 
     # ---------------------------------------------------------------- gradient steps
-    def compute_gradients(
-        self, batch_index: int | dict[str, Any]
-    ) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
-        """Loss terms, gradients and row count of a batch (pulled batch ``batch_index``, or given)."""
+    def compute_gradients(self, batch_index: int | dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray], int]:
+        """Loss terms (and ``td_errors``), gradients and row count of a batch (pulled batch
+        ``batch_index``, or given)."""
         batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
         if self.module.action_space.start:  # env actions of Discrete(n, start): columns 0..n-1
-            batch = {**batch, "actions": np.asarray(batch["actions"]) - self.module.action_space.start}
-        n = len(batch["obs"])
+            batch = {**batch, Columns.ACTIONS: np.asarray(batch[Columns.ACTIONS]) - self.module.action_space.start}
+        n = len(batch[Columns.OBS])
         if not n:
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
-        terms, grads, td = dqn_loss_and_grads(
+        loss_terms, grads, td = dqn_loss_and_grads(
             self.module.params,
             self.target_params,
             batch,
@@ -144,7 +144,7 @@ class DQNLearner:
         )
         if isinstance(batch_index, int):
             self._td[batch_index] = td
-        terms["td_errors"] = td
+        terms: dict[str, Any] = {**loss_terms, "td_errors": td}
         return terms, grads, n
 
     def apply_gradients(self, grads: dict[str, np.ndarray]) -> float:
@@ -155,13 +155,18 @@ class DQNLearner:
             self.target_params = {k: v.copy() for k, v in self.module.params.items()}
         return norm
 
-    def update_from_batch(self, batch: dict[str, Any]) -> dict[str, Any]:
+    def update_from_batch(self, batch: dict[str, Any]) -> DQNStepMetrics:
         """One step on a replay batch; metrics include ``td_errors`` (for update_priorities)."""
         terms, grads, _ = self.compute_gradients(batch)
         norm = self.apply_gradients(grads)
-        return {**terms, "grad_norm": norm, "num_updates": self.num_updates}
+        return DQNStepMetrics(**terms, grad_norm=norm, num_updates=self.num_updates)
 
     # ---------------------------------------------------------------- replay
+    @property
+    def pulled_batches(self) -> Sequence[dict[str, Any]]:
+        """The batches the last ``pull_from_replay`` took (their ``keys`` name the replay steps)."""
+        return self._batches
+
     def pull_from_replay(
         self, replay: Any, num_batches: int, batch_size_B: int, *, n_step: int = 1, timeout_s: float | None = None
     ) -> int:
@@ -169,33 +174,23 @@ class DQNLearner:
         ReplayActor or a buffer, for the next steps; returns the rows pulled."""
         self._td = {}
         if batch_size_B == 0:
-            self._batches = [{"obs": np.zeros((0,))}] * num_batches
+            self._batches = [{Columns.OBS: np.zeros((0,))}] * num_batches
             return 0
-        kwargs = {"n_step": n_step, "gamma": self.config.gamma}
-        call = replay.sample_batches
-        if hasattr(call, "remote"):  # a ReplayActor
-            import ray
-
-            self._batches = ray.get(call.remote(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs))
-        elif isinstance(replay, EpisodeReplayBuffer):  # a plain buffer: nothing to wait for
-            self._batches = call(batch_size_B, num_batches, **kwargs)
-        else:  # a local ReplayActor
-            self._batches = call(batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
+        kwargs: dict[str, Any] = {"n_step": n_step, "gamma": self.config.gamma}
+        if isinstance(replay, EpisodeReplayBuffer):  # a plain buffer: nothing to wait for
+            self._batches = replay.sample_batches(batch_size_B, num_batches, **kwargs)
+        else:  # a ReplayActor, local or remote: it may wait for data up to timeout_s
+            self._batches = call(replay.sample_batches, batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
         return batch_size_B * num_batches
 
     def push_priorities(self, replay: Any) -> int:
         """Sends the |TD errors| of the pulled batches' steps to a prioritized replay; the count sent."""
         if not self._td:
             return 0
-        keys = np.concatenate([self._batches[j]["keys"] for j in sorted(self._td)])
+        keys = np.concatenate([self._batches[j][Columns.KEYS] for j in sorted(self._td)])
         td = np.abs(np.concatenate([self._td[j] for j in sorted(self._td)]))
         self._td = {}
-        if hasattr(replay.update_priorities, "remote"):
-            import ray
-
-            ray.get(replay.update_priorities.remote(keys, td))
-        else:
-            replay.update_priorities(keys, td)
+        call(replay.update_priorities, keys, td)
         return len(keys)
 
     # ---------------------------------------------------------------- state

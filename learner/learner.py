@@ -18,10 +18,21 @@ import numpy as np
 
 from connectors.learner import DEFAULT_MODULE_ID, AddColumnsFromEpisodesToTrainBatch, GeneralAdvantageEstimation
 from connectors.pipeline import ConnectorPipelineV2
+from learner.metrics import PPOUpdateMetrics
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
+from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
+from ray_sampler.validate import (
+    check_bool,
+    check_int,
+    check_number,
+    check_optional,
+    check_pieces,
+    check_probability,
+    check_type,
+)
 
 __all__ = ["Learner", "PPOConfig", "minibatch_plan"]
 
@@ -55,15 +66,16 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         for name in ("lr", "clip_param"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"'{name}' must be > 0 (got {getattr(self, name)!r})")
+            check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
         for name in ("gamma", "lambda_"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ConfigError(f"'{name}' must be in [0, 1] (got {getattr(self, name)!r})")
+            check_probability(name, getattr(self, name))
+        for name in ("vf_coeff", "entropy_coeff"):
+            check_number(name, getattr(self, name), minimum=0)
         for name in ("num_epochs", "minibatch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
+            check_int(name, getattr(self, name), minimum=1)
+        check_optional(check_number, "grad_clip", self.grad_clip, minimum=0, exclusive_minimum=True)
+        check_bool("standardize_advantages", self.standardize_advantages)
+        check_int("seed", self.seed, minimum=0)
 
 
 def minibatch_plan(num_rows: int, num_minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -75,7 +87,7 @@ def minibatch_plan(num_rows: int, num_minibatches: int, rng: np.random.Generator
     ]
 
 
-_TRAIN_KEYS = ("obs", "actions", "action_logp", "advantages", "value_targets")
+_TRAIN_KEYS = (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ADVANTAGES, Columns.VALUE_TARGETS)
 
 
 class Learner:
@@ -83,7 +95,8 @@ class Learner:
 
     def __init__(self, module: Any, config: PPOConfig | None = None, *, user_pieces: tuple[Any, ...] = ()) -> None:
         self.module = module
-        self.config = config or PPOConfig()
+        self.config: PPOConfig = PPOConfig() if config is None else check_type("config", config, PPOConfig)
+        user_pieces = check_pieces("user_pieces", user_pieces)
         self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
         self.pipeline = ConnectorPipelineV2(
             [
@@ -113,17 +126,19 @@ class Learner:
     ) -> int:
         """Keeps the batch (built from ``episodes``, or given) the next gradient steps use; its rows."""
         self._batch = batch if batch is not None else self.build_batch(episodes or [])
-        return len(self._batch["advantages"])
+        return len(self._batch[Columns.ADVANTAGES])
 
     def plan_epoch(self, num_minibatches: int) -> None:
         """Shuffles the kept batch into ``num_minibatches`` minibatches for the next epoch."""
         if self._batch is None:
             raise ConfigError("plan_epoch: call set_batch first")
-        self._plan = minibatch_plan(len(self._batch["advantages"]), num_minibatches, self.rng)
+        self._plan = minibatch_plan(len(self._batch[Columns.ADVANTAGES]), num_minibatches, self.rng)
 
     # ---------------------------------------------------------------- gradient steps
     def compute_gradients(self, minibatch_index: int) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
         """Loss terms, gradients and row count of minibatch ``minibatch_index`` of the current plan."""
+        if self._batch is None:
+            raise ConfigError("compute_gradients: call set_batch first")
         rows = self._plan[minibatch_index]
         minibatch = {k: self._batch[k][rows] for k in _TRAIN_KEYS}
         if not len(rows):
@@ -141,19 +156,19 @@ class Learner:
         """One optimizer step; returns the gradients' global norm."""
         return self.optimizer.step(self.module.params, grads)
 
-    def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> dict[str, Any]:
+    def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> PPOUpdateMetrics:
         """Runs the learner pipeline on ``episodes``, then ``update_from_batch``; metrics (with the
         pipeline's wall time, ``learner_connector_s``)."""
         t0 = time.perf_counter()
         batch = self.build_batch(episodes)
         pipeline_s = time.perf_counter() - t0
-        return {**self.update_from_batch(batch), "learner_connector_s": pipeline_s}
+        return dataclasses.replace(self.update_from_batch(batch), learner_connector_s=pipeline_s)
 
-    def update_from_batch(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+    def update_from_batch(self, batch: dict[str, np.ndarray]) -> PPOUpdateMetrics:
         """``num_epochs`` passes of shuffled minibatch steps over ``batch``; metrics."""
         num_rows = self.set_batch(batch=batch)
         num_minibatches = max(1, -(-num_rows // self.config.minibatch_size))
-        terms: dict[str, float] = {}
+        terms: dict[str, Any] = {}
         norms = []
         for _ in range(self.config.num_epochs):
             self.plan_epoch(num_minibatches)
@@ -161,13 +176,13 @@ class Learner:
                 terms, grads, _ = self.compute_gradients(j)
                 norms.append(self.apply_gradients(grads))
         self.weights_version += 1
-        return {
+        return PPOUpdateMetrics(
             **terms,
-            "grad_norm_mean": float(np.mean(norms)),
-            "batch_size": num_rows,
-            "num_gradient_steps": len(norms),
-            "weights_version": self.weights_version,
-        }
+            grad_norm_mean=float(np.mean(norms)),
+            batch_size=num_rows,
+            num_gradient_steps=len(norms),
+            weights_version=self.weights_version,
+        )
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:

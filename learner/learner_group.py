@@ -17,6 +17,8 @@ a float and ``+``): ``__init__(module, config)`` and ``.config``; ``get_state``/
 ``compute_gradients(index) -> (loss terms, gradients, rows)`` and ``apply_gradients(grads)``;
 for episodes ``set_batch(episodes)``/``plan_epoch(n)`` (as :class:`learner.learner.Learner`),
 for a replay ``pull_from_replay``/``push_priorities`` (as :class:`learner.dqn.DQNLearner`).
+The loss terms' names are those of ``PPOUpdateMetrics`` / ``DQNUpdateMetrics`` (learner/metrics.py),
+which the averaged terms fill.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ from typing import Any
 import numpy as np
 
 from learner.learner import Learner, PPOConfig
+from learner.metrics import DQNUpdateMetrics, PPOUpdateMetrics
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
+from ray_sampler.validate import check_bool, check_callable, check_int, check_number, check_optional
 
 __all__ = ["LearnerGroup", "shard_episodes"]
 
 
 def shard_episodes(episodes: list[SingleAgentEpisode], num_shards: int) -> list[list[SingleAgentEpisode]]:
     """Episodes dealt to ``num_shards`` shards, each next one to the shard with the fewest steps."""
+    check_int("num_shards", num_shards, minimum=1)
     shards: list[list[SingleAgentEpisode]] = [[] for _ in range(num_shards)]
     sizes = [0] * num_shards
     for ep in sorted(episodes, key=len, reverse=True):
@@ -57,8 +62,11 @@ class LearnerGroup:
         num_cpus_per_learner: float = 1.0,
         timeout_s: float = 600.0,
     ) -> None:
-        if not isinstance(num_learners, int) or num_learners < 0:
-            raise ConfigError(f"'num_learners' must be an int >= 0 (got {num_learners!r})")
+        check_callable("make_module", make_module, "a callable that builds a module")
+        check_callable("learner_class", learner_class)
+        check_int("num_learners", num_learners, minimum=0)
+        check_number("num_cpus_per_learner", num_cpus_per_learner, minimum=0)
+        check_number("timeout_s", timeout_s, minimum=0, exclusive_minimum=True)
         self.timeout_s = timeout_s
         self.local: Any = None
         self.actors: list[Any] = []
@@ -69,7 +77,7 @@ class LearnerGroup:
             return
         import ray
 
-        remote = ray.remote(learner_class).options(num_cpus=num_cpus_per_learner)
+        remote: Any = ray.remote(learner_class).options(num_cpus=num_cpus_per_learner)
         state_ref = ray.put(first.get_state())
         self.actors = [remote.remote(make_module(), self.config) for _ in range(num_learners)]
         self._get([a.set_state.remote(state_ref) for a in self.actors])
@@ -79,7 +87,7 @@ class LearnerGroup:
 
         return ray.get(refs, timeout=self.timeout_s)
 
-    def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> dict[str, Any]:
+    def update_from_episodes(self, episodes: list[SingleAgentEpisode]) -> PPOUpdateMetrics:
         """One PPO update on ``episodes``; returns the metrics (loss terms averaged over learners)."""
         if self.local is not None:
             return self.local.update_from_episodes(episodes)
@@ -102,15 +110,16 @@ class LearnerGroup:
                 average = {k: sum(g[k] * (n / total) for _, g, n in results) for k in keys}
                 norms.append(self._get([a.apply_gradients.remote(ray.put(average)) for a in self.actors])[0])
                 terms_seen += [t for t, _, n in results if n]
-        self._get([a.__ray_call__.remote(_bump_version) for a in self.actors])
+        versions = self._get([a.__ray_call__.remote(_bump_version) for a in self.actors])
         keys = terms_seen[-1].keys() if terms_seen else ()
-        return {
+        return PPOUpdateMetrics(
             **{k: float(np.mean([t[k] for t in terms_seen[-len(self.actors) :]])) for k in keys},
-            "grad_norm_mean": float(np.mean(norms)) if norms else 0.0,
-            "batch_size": sum(rows),
-            "num_gradient_steps": len(norms),
-            "num_learners": len(self.actors),
-        }
+            grad_norm_mean=float(np.mean(norms)) if norms else 0.0,
+            batch_size=sum(rows),
+            num_gradient_steps=len(norms),
+            weights_version=versions[0],
+            num_learners=len(self.actors),
+        )
 
     def update_from_replay(
         self,
@@ -121,12 +130,14 @@ class LearnerGroup:
         n_step: int = 1,
         prioritized: bool = False,
         timeout_s: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> DQNUpdateMetrics:
         """``num_updates`` gradient steps on batches of ``batch_size_B`` pulled from ``replay`` (a
         ReplayActor), the rows of every batch split across the learners; metrics."""
-        for name, value in (("num_updates", num_updates), ("batch_size_B", batch_size_B)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
+        check_int("num_updates", num_updates, minimum=1)
+        check_int("batch_size_B", batch_size_B, minimum=1)
+        check_int("n_step", n_step, minimum=1)
+        check_bool("prioritized", prioritized)
+        check_optional(check_number, "timeout_s", timeout_s, minimum=0, exclusive_minimum=True)
         m = len(self.actors) or 1
         if batch_size_B < m:
             raise ConfigError(f"'batch_size_B' ({batch_size_B}) must be >= the number of learners ({m})")
@@ -147,13 +158,13 @@ class LearnerGroup:
         if prioritized:
             self._each("push_priorities", [(replay,)] * m)
         scalar = [k for k, v in terms_seen[0].items() if np.ndim(v) == 0]
-        return {
+        return DQNUpdateMetrics(
             **{k: float(np.mean([t[k] for t in terms_seen])) for k in scalar},
-            "grad_norm_mean": float(np.mean(norms)),
-            "num_gradient_steps": num_updates,
-            "batch_size": batch_size_B,
-            "num_learners": len(self.actors),
-        }
+            grad_norm_mean=float(np.mean(norms)),
+            num_gradient_steps=num_updates,
+            batch_size=batch_size_B,
+            num_learners=len(self.actors),
+        )
 
     def _each(self, method: str, args: list[tuple[Any, ...]], **kwargs: Any) -> list[Any]:
         """``method(*args[i], **kwargs)`` on learner i (the local one, or actors in parallel)."""

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ray_sampler.validate import check_number, check_optional
+
 __all__ = ["Adam"]
 
 
@@ -19,6 +21,9 @@ class Adam:
         eps: float = 1e-8,
         grad_clip: float | None = None,
     ) -> None:
+        check_number("lr", lr, minimum=0, exclusive_minimum=True)
+        check_number("eps", eps, minimum=0, exclusive_minimum=True)
+        check_optional(check_number, "grad_clip", grad_clip, minimum=0, exclusive_minimum=True)
         self.lr, self.betas, self.eps, self.grad_clip = lr, betas, eps, grad_clip
         self.m: dict[str, np.ndarray] = {}
         self.v: dict[str, np.ndarray] = {}

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ray_sampler.data.columns import Columns
 from ray_sampler.modules.mlp import backward, forward
 
 __all__ = ["ppo_loss_and_grads"]
@@ -30,10 +31,11 @@ def ppo_loss_and_grads(
     entropy_coeff: float = 0.0,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Loss terms and gradients for ``batch`` (obs, actions, action_logp, advantages, value_targets)."""
-    obs = np.asarray(batch["obs"], np.float64).reshape(len(batch["obs"]), -1)
-    actions = np.asarray(batch["actions"], np.int64)
-    advantages = np.asarray(batch["advantages"], np.float64)
-    targets = np.asarray(batch["value_targets"], np.float64)
+    obs = np.asarray(batch[Columns.OBS], np.float64).reshape(len(batch[Columns.OBS]), -1)
+    actions = np.asarray(batch[Columns.ACTIONS], np.int64)
+    advantages = np.asarray(batch[Columns.ADVANTAGES], np.float64)
+    targets = np.asarray(batch[Columns.VALUE_TARGETS], np.float64)
+    logp_old = np.asarray(batch[Columns.ACTION_LOGP])
     n = len(obs)
     p64 = {k: v.astype(np.float64) for k, v in params.items()}
 
@@ -42,7 +44,7 @@ def ppo_loss_and_grads(
     log_probs = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
     probs = np.exp(log_probs)
     logp = log_probs[np.arange(n), actions]
-    ratio = np.exp(logp - np.asarray(batch["action_logp"], np.float64))
+    ratio = np.exp(logp - logp_old.astype(np.float64))
     clipped = np.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
     surrogate = np.minimum(ratio * advantages, clipped * advantages)
     entropy = -(probs * log_probs).sum(axis=1)
@@ -55,7 +57,7 @@ def ppo_loss_and_grads(
         "policy_loss": float(-surrogate.mean()),
         "vf_loss": float((vf_err**2).mean()),
         "entropy": float(entropy.mean()),
-        "mean_kl_approx": float((np.asarray(batch["action_logp"]) - logp).mean()),
+        "mean_kl_approx": float((logp_old - logp).mean()),
         "clip_fraction": float((np.abs(ratio - 1.0) > clip_param).mean()),
     }
     terms["total_loss"] = terms["policy_loss"] + vf_coeff * terms["vf_loss"] - entropy_coeff * terms["entropy"]

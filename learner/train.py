@@ -17,42 +17,61 @@ import numpy as np
 
 from learner.learner import PPOConfig
 from learner.learner_group import LearnerGroup
-from ray_sampler.errors import ConfigError
-from ray_sampler.modules.mlp_module import MLPModule
+from learner.metrics import PPOTrainResult, TrainResult
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.validate import check_int, check_number, check_type
 
-__all__ = ["PPOTrainingConfig", "ReturnTracker", "env_spaces", "train_ppo"]
+__all__ = ["PPOTrainingConfig", "ReturnTracker", "check_training_components", "env_spaces", "train_ppo"]
+
+
+def _default_ppo_runner() -> EnvRunnerConfig:
+    return EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=128, seed=0)
+
+
+def _default_ppo_runner_group() -> EnvRunnerGroupConfig:
+    return EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PPOTrainingConfig:
-    """Knobs of ``ray-sampler train``."""
+    """Knobs of ``ray-sampler train``: the component configs, and the loop's own budget and stop rule.
 
-    env: str = "CartPole-v1"
-    """Gymnasium id to train on."""
-    num_env_runners: int = 2
-    """Remote env runners."""
-    num_envs_per_env_runner: int = 8
-    """Sub-envs per runner."""
-    rollout_fragment_length: int = 128
-    """Steps per sub-env per iteration."""
+    The learners' module is built as the runners build theirs (``env_runner.module_class`` and
+    ``module_config``; the built-in MLP seeded with ``env_runner.seed``), so both start equal."""
+
+    env_runner: EnvRunnerConfig = dataclasses.field(default_factory=_default_ppo_runner)
+    """What each runner steps (a gymnasium id) and how it samples: 8 CartPole-v1 sub-envs, 128 steps
+    each per iteration, seed 0."""
+    env_runner_group: EnvRunnerGroupConfig = dataclasses.field(default_factory=_default_ppo_runner_group)
+    """The runner actors: 2, half a CPU each."""
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    """PPO's hyperparameters (learning rate, epochs, minibatches, the shuffling seed)."""
     num_learners: int = 0
     """Learner actors (0: one local learner)."""
-    lr: float = 1e-3
-    """Adam learning rate."""
+    num_cpus_per_learner: float = 0.5
+    """CPUs each learner actor reserves."""
     max_iterations: int = 60
     """Stop after this many iterations."""
     target_return: float = 450.0
     """Stop once the mean return of the last 20 finished episodes reaches this."""
-    seed: int = 0
-    """Seed of the envs, the policy and the minibatch shuffling."""
 
     def __post_init__(self) -> None:
-        for name in ("num_env_runners", "max_iterations"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"'{name}' must be an int >= 1 (got {value!r})")
+        check_training_components(self.env_runner, self.env_runner_group)
+        check_type("ppo", self.ppo, PPOConfig)
+        check_int("num_learners", self.num_learners, minimum=0)
+        check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
+        check_int("max_iterations", self.max_iterations, minimum=1)
+        check_number("target_return", self.target_return)
+
+
+def check_training_components(env_runner: Any, env_runner_group: Any) -> None:
+    """The runner configs of a training loop: the right types, a gymnasium id, and at least one runner."""
+    check_type("env_runner", env_runner, EnvRunnerConfig)
+    check_type("env_runner_group", env_runner_group, EnvRunnerGroupConfig)
+    check_type("env_runner.env", env_runner.env, str)  # the loop probes the spaces with gymnasium.make
+    check_int("env_runner_group.num_env_runners", env_runner_group.num_env_runners, minimum=1)
 
 
 def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
@@ -90,35 +109,28 @@ class ReturnTracker:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
-    def finish(self, env_steps: int, log: Callable[[str], None]) -> dict[str, Any]:
+    def finish(self, env_steps: int, log: Callable[[str], None]) -> TrainResult:
         """Logs the verdict; what was reached."""
         verdict = "reached" if self.reached else "did not reach"
         log(
             f"{verdict} mean return {self.target_return:g}: {self.mean:.1f} after {env_steps} env steps "
             f"in {self.elapsed:.1f} s"
         )
-        return {"reached": self.reached, "mean_return": self.mean, "env_steps": env_steps, "seconds": self.elapsed}
+        return TrainResult(reached=self.reached, mean_return=self.mean, env_steps=env_steps, seconds=self.elapsed)
 
 
-def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> dict[str, Any]:
+def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> PPOTrainResult:
     """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
     learner actors)."""
-    spaces = env_spaces(cfg.env)
-    runner_config = EnvRunnerConfig(
-        env=cfg.env,
-        num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-        rollout_fragment_length=cfg.rollout_fragment_length,
-        seed=cfg.seed,
-    )
-    runners = EnvRunnerGroup(
-        runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5)
-    )
+    assert isinstance(cfg.env_runner.env, str), "PPOTrainingConfig checks that env is a gymnasium id"
+    spaces = env_spaces(cfg.env_runner.env)
+    runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
     learners = LearnerGroup(
-        lambda: MLPModule(*spaces, seed=cfg.seed),
-        PPOConfig(lr=cfg.lr, seed=cfg.seed),
+        lambda: build_module(cfg.env_runner, *spaces),
+        cfg.ppo,
         num_learners=cfg.num_learners,
-        num_cpus_per_learner=0.5,
+        num_cpus_per_learner=cfg.num_cpus_per_learner,
     )
     tracker = ReturnTracker(cfg.target_return)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
@@ -129,19 +141,25 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
             episodes = runners.sample()
             t1 = time.perf_counter()
             steps += sum(len(ep) for ep in episodes)
-            tracker.add(runners.metrics["episode_returns"])
+            tracker.add(runners.metrics.episode_returns)
             metrics = learners.update_from_episodes(episodes)
             timings["sample_s"] += t1 - t0
             timings["update_s"] += time.perf_counter() - t1
-            timings["learner_connector_s"] += metrics.get("learner_connector_s", float("nan"))
+            timings["learner_connector_s"] += metrics.learner_connector_s
             version = runners.sync_weights(learners.get_weights())
             log(
                 f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
-                f"policy loss {metrics['policy_loss']:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
+                f"policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
             )
             if tracker.reached:
                 break
     finally:
         learners.stop()
         runners.stop()
-    return {**tracker.finish(steps, log), "iterations": it, **timings}
+    return PPOTrainResult(
+        **tracker.finish(steps, log),
+        iterations=it,
+        sample_s=timings["sample_s"],
+        update_s=timings["update_s"],
+        learner_connector_s=timings["learner_connector_s"],
+    )

@@ -39,6 +39,7 @@ __all__ = [
     "check_optional",
     "check_pieces",
     "check_probability",
+    "check_type",
     "replace_field",
 ]
 
@@ -128,6 +129,20 @@ def check_dict(name: str, value: Any, *, error: _Error = ConfigError) -> dict[st
     """``value`` if it is a dict."""
     if not isinstance(value, dict):
         raise error(f"'{name}' must be a dict (got {type(value).__name__})")
+    return value
+
+
+def check_type(name: str, value: Any, cls: type, *, error: _Error = ConfigError) -> Any:
+    """``value`` if it is an instance of ``cls`` (a component config inside a composed one).
+
+    >>> check_type("replay", {"capacity_env_steps": 10}, int)
+    Traceback (most recent call last):
+    ...
+    ray_sampler.errors.ConfigError: 'replay' must be an int (got dict)
+    """
+    if not isinstance(value, cls) or (cls is int and isinstance(value, bool)):
+        article = "an" if cls.__name__[:1].lower() in "aeiou" else "a"
+        raise error(f"'{name}' must be {article} {cls.__name__} (got {type(value).__name__})")
     return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -57,10 +58,17 @@ def test_double_q_target_equals_a_plain_loop() -> None:
     module, target, batch = problem(1)
     gamma = 0.9
     _, _, td = dqn_loss_and_grads(module.params, target, batch, gamma=gamma)  # float32, as in training
-    as64 = lambda params: {k: v.astype(np.float64) for k, v in params.items()}
+
+    def as64(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: v.astype(np.float64) for k, v in params.items()}
+
+    def online(x: np.ndarray) -> np.ndarray:
+        return forward(as64(module.params), "q", x[None], "relu")[0][0]
+
+    def frozen(x: np.ndarray) -> np.ndarray:
+        return forward(as64(target), "q", x[None], "relu")[0][0]
+
     for i in range(len(batch["obs"])):
-        online = lambda x: forward(as64(module.params), "q", x[None], "relu")[0][0]
-        frozen = lambda x: forward(as64(target), "q", x[None], "relu")[0][0]
         best = int(np.argmax(online(batch["next_obs"][i])))
         bootstrap = 0.0 if batch["terminateds"][i] else gamma ** batch["n_step"][i] * frozen(batch["next_obs"][i])[best]
         expected = online(batch["obs"][i])[batch["actions"][i]] - (batch["rewards"][i] + bootstrap)
@@ -75,7 +83,7 @@ def test_target_network_is_copied_every_k_updates() -> None:
     learner.update_from_batch(batch)
     assert all(np.array_equal(initial[k], learner.target_params[k]) for k in initial)
     metrics = learner.update_from_batch(batch)
-    assert metrics["num_updates"] == 3 and len(metrics["td_errors"]) == 12
+    assert metrics.num_updates == 3 and len(metrics.td_errors) == 12
     assert all(np.array_equal(module.params[k], learner.target_params[k]) for k in initial)
 
 
@@ -122,12 +130,44 @@ def test_runners_explore_independently_and_log_the_behaviour_policy() -> None:
         ({"lr": 0.0}, "'lr' must be a finite number > 0"),
         ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
         ({"huber_delta": -1.0}, "'huber_delta' must be a finite number > 0"),
-        ({"grad_clip": 0}, "'grad_clip' must be a number > 0 or None"),
+        ({"grad_clip": 0}, "'grad_clip' must be a finite number > 0 or None"),
         ({"target_update_every": 0}, "'target_update_every' must be an int >= 1"),
         ({"gamma": 1.5}, "'gamma' must be in \\[0, 1\\]"),
     ],
 )
 def test_bad_dqn_config_raises(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        DQNConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"target_update_every": True}, r"'target_update_every' must be an int >= 1 \(got True\)"),
+        ({"lr": True}, r"'lr' must be a finite number > 0 \(got True\)"),
+        ({"double_q": 1}, r"'double_q' must be True or False \(got 1\)"),
+        ({"lr": float("inf")}, r"'lr' must be a finite number > 0 \(got inf\)"),
+        ({"huber_delta": float("nan")}, r"'huber_delta' must be a finite number > 0 \(got nan\)"),
+        ({"gamma": float("nan")}, r"'gamma' must be in \[0, 1\] \(got nan\)"),
+        ({"grad_clip": float("inf")}, r"'grad_clip' must be a finite number > 0 or None \(got inf\)"),
+        ({"lr": "x"}, r"'lr' must be a finite number > 0 \(got 'x'\)"),
+        ({"gamma": None}, r"'gamma' must be in \[0, 1\] \(got None\)"),
+        ({"target_update_every": 2.5}, r"'target_update_every' must be an int >= 1 \(got 2.5\)"),
+    ],
+    ids=[
+        "bool_int",
+        "bool_number",
+        "int_bool",
+        "inf_lr",
+        "nan_huber",
+        "nan_gamma",
+        "inf_clip",
+        "str_lr",
+        "none_gamma",
+        "float_int",
+    ],
+)
+def test_dqn_config_refuses_bools_nan_and_wrong_types(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNConfig(**kwargs)
 

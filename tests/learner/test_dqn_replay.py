@@ -84,13 +84,11 @@ def test_pull_from_a_replay_and_push_priorities_back() -> None:
     for j in range(2):
         terms, _, n = learner.compute_gradients(j)
         assert n == 8
-        for key, td in zip(learner._batches[j]["keys"], terms["td_errors"], strict=True):
+        for key, td in zip(learner.pulled_batches[j]["keys"], terms["td_errors"], strict=True):
             tds[int(key)] = abs(float(td))
     assert learner.push_priorities(replay) == 16
-    storage = replay.buffer.storage
     for key, td in tds.items():
-        row = storage.step_row(key >> 32, key & 0xFFFFFFFF)
-        assert storage.priorities[row] == pytest.approx(td + replay.buffer.epsilon)
+        assert replay.buffer.get_priorities([key])[0] == pytest.approx(td + replay.buffer.epsilon)
     assert learner.push_priorities(replay) == 0  # sent once
 
 
@@ -113,8 +111,8 @@ def test_learner_actors_pulling_from_a_replay_actor_equal_one_local_learner(prio
             np.testing.assert_array_equal(states[0]["module"][key], states[1]["module"][key])  # lockstep
             np.testing.assert_array_equal(states[0]["target"][key], states[1]["target"][key])
             np.testing.assert_allclose(states[0]["module"][key], value, rtol=1e-4, atol=1e-6)
-        assert metrics["num_gradient_steps"] == local_metrics["num_gradient_steps"] == 5
-        assert metrics["num_learners"] == 2 and metrics["loss"] == pytest.approx(local_metrics["loss"], rel=1e-4)
+        assert metrics.num_gradient_steps == local_metrics.num_gradient_steps == 5
+        assert metrics.num_learners == 2 and metrics.loss == pytest.approx(local_metrics.loss, rel=1e-4)
         pushed = ray.get(remote_replay.get_pushed.remote())
         if prioritized:
             assert sorted(pushed) == list(range(5 * 24))  # every sampled step, from both learners
@@ -132,6 +130,10 @@ def test_update_from_replay_refuses_bad_arguments() -> None:
         group.update_from_replay(FixedReplay(random_batches(1, 4)), 0, 4)
     with pytest.raises(ConfigError, match="'batch_size_B' must be an int >= 1"):
         group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 0)
+    with pytest.raises(ConfigError, match=r"'num_updates' must be an int >= 1 \(got True\)"):
+        group.update_from_replay(FixedReplay(random_batches(1, 4)), True, 4)
+    with pytest.raises(ConfigError, match=r"'prioritized' must be True or False \(got 'yes'\)"):
+        group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 4, prioritized="yes")
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

@@ -1,6 +1,9 @@
-"""Learner and LearnerGroup: a real learning signal, data-parallel learners with identical weights."""
+"""Learner and LearnerGroup: a real learning signal, data-parallel learners with identical weights,
+and PPOConfig's checks."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,12 +29,13 @@ def test_ppo_learns_cartpole_on_a_seeded_run() -> None:
     returns = []
     for _ in range(10):
         episodes = runner.sample()
-        returns += runner.metrics["episode_returns"]
+        returns += runner.metrics.episode_returns
         metrics = learner.update_from_episodes(episodes)
         runner.set_state({"module": learner.module.get_state()})
     # A random policy averages about 22 on CartPole-v1; ten PPO updates are far above it.
     assert np.mean(returns[:20]) < 40 < 150 < np.mean(returns[-20:])
-    assert metrics["num_gradient_steps"] == 8 * 8 and metrics["batch_size"] == 2048
+    assert metrics.num_gradient_steps == 8 * 8 and metrics.batch_size == 2048
+    assert metrics.weights_version == 10 and metrics.num_learners == 0 and metrics.learner_connector_s > 0
 
 
 def test_learner_state_round_trip() -> None:
@@ -62,6 +66,83 @@ def test_bad_ppo_config_raises() -> None:
         PPOConfig(lambda_=2.0)
 
 
+class TestPPOConfigChecks:
+    def test_a_bool_is_not_an_int(self) -> None:
+        with pytest.raises(ConfigError, match=r"'num_epochs' must be an int >= 1 \(got True\)"):
+            PPOConfig(num_epochs=True)
+
+    def test_infinity_is_not_a_learning_rate(self) -> None:
+        with pytest.raises(ConfigError, match=r"'lr' must be a finite number > 0 \(got inf\)"):
+            PPOConfig(lr=float("inf"))
+
+    def test_a_wrong_type_is_a_config_error_not_a_type_error(self) -> None:
+        with pytest.raises(ConfigError, match=r"'lr' must be a finite number > 0 \(got 'x'\)"):
+            PPOConfig(lr="x")
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"minibatch_size": True}, r"'minibatch_size' must be an int >= 1 \(got True\)"),
+            ({"seed": False}, r"'seed' must be an int >= 0 \(got False\)"),
+            ({"clip_param": True}, r"'clip_param' must be a finite number > 0 \(got True\)"),
+            ({"standardize_advantages": 1}, r"'standardize_advantages' must be True or False \(got 1\)"),
+            ({"gamma": float("nan")}, r"'gamma' must be in \[0, 1\] \(got nan\)"),
+            ({"vf_coeff": float("nan")}, r"'vf_coeff' must be a finite number >= 0 \(got nan\)"),
+            ({"entropy_coeff": float("-inf")}, r"'entropy_coeff' must be a finite number >= 0 \(got -inf\)"),
+            ({"grad_clip": float("inf")}, r"'grad_clip' must be a finite number > 0 or None \(got inf\)"),
+            ({"lambda_": "0.9"}, r"'lambda_' must be in \[0, 1\] \(got '0.9'\)"),
+            ({"num_epochs": 2.0}, r"'num_epochs' must be an int >= 1 \(got 2.0\)"),
+            ({"grad_clip": "big"}, r"'grad_clip' must be a finite number > 0 or None \(got 'big'\)"),
+        ],
+        ids=[
+            "bool_int",
+            "bool_seed",
+            "bool_number",
+            "int_bool",
+            "nan_gamma",
+            "nan_vf",
+            "inf_entropy",
+            "inf_clip",
+            "str_lambda",
+            "float_int",
+            "str_clip",
+        ],
+    )
+    def test_bools_nan_and_wrong_types_raise_config_error(self, kwargs: dict[str, Any], match: str) -> None:
+        with pytest.raises(ConfigError, match=match):
+            PPOConfig(**kwargs)
+
+    def test_none_turns_gradient_clipping_off(self) -> None:
+        assert PPOConfig(grad_clip=None).grad_clip is None
+
+
+class TestLearnerGroupArguments:
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"num_learners": -1}, r"'num_learners' must be an int >= 0 \(got -1\)"),
+            ({"num_learners": True}, r"'num_learners' must be an int >= 0 \(got True\)"),
+            ({"num_cpus_per_learner": float("nan")}, r"'num_cpus_per_learner' must be a finite number >= 0"),
+            ({"timeout_s": 0}, r"'timeout_s' must be a finite number > 0 \(got 0\)"),
+        ],
+        ids=["negative", "bool", "nan_cpus", "zero_timeout"],
+    )
+    def test_bad_arguments_raise_before_any_learner_starts(self, kwargs: dict[str, Any], match: str) -> None:
+        with pytest.raises(ConfigError, match=match):
+            LearnerGroup(lambda: None, PPOConfig(), **kwargs)
+
+    def test_a_learner_refuses_another_algorithm_s_config(self) -> None:
+        from learner.dqn import DQNConfig
+
+        runner = cartpole_runner()
+        with pytest.raises(ConfigError, match=r"'config' must be a PPOConfig \(got DQNConfig\)"):
+            Learner(MLPModule(runner.observation_space, runner.action_space), DQNConfig())  # type: ignore[arg-type]
+
+    def test_shard_episodes_refuses_zero_shards(self) -> None:
+        with pytest.raises(ConfigError, match=r"'num_shards' must be an int >= 1 \(got 0\)"):
+            shard_episodes([], 0)
+
+
 @pytest.mark.usefixtures("ray_session")
 def test_data_parallel_learners_end_with_identical_weights() -> None:
     runner = cartpole_runner(seed=3)
@@ -73,7 +154,7 @@ def test_data_parallel_learners_end_with_identical_weights() -> None:
         for _ in range(2):
             metrics = group.update_from_episodes(runner.sample())
         states = group.get_states()
-        assert metrics["num_learners"] == 2 and metrics["batch_size"] == 2048
+        assert metrics.num_learners == 2 and metrics.batch_size == 2048 and metrics.weights_version == 2
         for k, v in states[0]["module"].items():
             np.testing.assert_array_equal(v, states[1]["module"][k])  # identical on every learner
         assert states[0]["optimizer"]["t"] == states[1]["optimizer"]["t"] == 2 * 2 * 4

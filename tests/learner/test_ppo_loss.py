@@ -8,6 +8,7 @@ import pytest
 
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
+from ray_sampler.errors import ConfigError
 from ray_sampler.modules.mlp_module import MLPModule
 
 
@@ -63,3 +64,17 @@ def test_adam_minimizes_a_quadratic_and_clips_the_gradient_norm() -> None:
     np.testing.assert_allclose(params["x"], 0.0, atol=1e-3)
     clipped = Adam(lr=1.0, grad_clip=1.0)
     assert clipped.step({"x": np.zeros(2)}, {"x": np.array([30.0, 40.0])}) == pytest.approx(50.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"lr": float("nan")}, r"'lr' must be a finite number > 0 \(got nan\)"),
+        ({"eps": True}, r"'eps' must be a finite number > 0 \(got True\)"),
+        ({"grad_clip": "1"}, r"'grad_clip' must be a finite number > 0 or None \(got '1'\)"),
+    ],
+    ids=["nan_lr", "bool_eps", "str_clip"],
+)
+def test_adam_refuses_bad_arguments(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Adam(**kwargs)

@@ -3,27 +3,69 @@ signal, every sampled env step received by the replay, and its config checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import Any
 
 import pytest
 
+from learner.dqn import DQNConfig
 from learner.train_dqn import DQNTrainingConfig, epsilon_at, train_dqn
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.q_module import QModule
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from replay.actor import ReplayConfig
 
-TINY = {"max_env_steps": 8000, "learning_starts": 500, "epsilon_steps": 4000, "target_return": 10_000.0}
+DEFAULT = DQNTrainingConfig()
+
+
+def tiny(*, prioritized: bool) -> DQNTrainingConfig:
+    """8,000 env steps, learning from 500, epsilon decayed over 4,000, a target never reached."""
+    replay = dataclasses.replace(DEFAULT.replay, min_size_to_sample=500, prioritized=prioritized)
+    return dataclasses.replace(DEFAULT, replay=replay, max_env_steps=8000, epsilon_steps=4000, target_return=10_000.0)
 
 
 @pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_dqn_learns_cartpole_through_the_replay_actor(prioritized: bool) -> None:
     lines: list[str] = []
-    result = train_dqn(DQNTrainingConfig(**TINY, prioritized=prioritized), log=lines.append, log_every_s=0.0)
+    result = train_dqn(tiny(prioritized=prioritized), log=lines.append, log_every_s=0.0)
     means = [float(m.group(1)) for line in lines if (m := re.search(r"mean return ([\d.]+) \(last 20 ", line))]
     # A random policy averages about 22 on CartPole-v1: the first full window is near it, the last far above.
-    assert means[0] < 40 and result["mean_return"] > 60
-    assert result["env_steps"] == 8192 and not result["reached"] and result["num_updates"] > 3000
-    assert result["runner_env_steps_sent"] == result["replay_num_env_steps_received"] >= result["env_steps"]
+    assert means[0] < 40 and result.mean_return > 60
+    assert result.env_steps == 8192 and not result.reached and result.num_updates > 3000
+    assert result.runner_env_steps_sent == result.replay_num_env_steps_received >= result.env_steps
     assert lines[-1].startswith("did not reach mean return 10000: ")
+
+
+def test_default_config_is_the_default_run() -> None:
+    # The values the flat config of before issue #6 had, field by field.
+    assert DEFAULT.env_runner == EnvRunnerConfig(
+        env="CartPole-v1",
+        num_envs_per_env_runner=4,
+        rollout_fragment_length=32,
+        seed=0,
+        module_class=QModule,
+        module_config={"hidden_sizes": (64, 64), "seed": 0},
+    )
+    assert DEFAULT.env_runner_group == EnvRunnerGroupConfig(
+        num_env_runners=2, num_cpus_per_env_runner=0.5, keep_sampling=True
+    )
+    assert DEFAULT.dqn == DQNConfig(lr=1e-3, target_update_every=128)
+    assert DEFAULT.replay == ReplayConfig(capacity_env_steps=50_000, min_size_to_sample=1000, prioritized=True, seed=0)
+    loop = {f.name: getattr(DEFAULT, f.name) for f in dataclasses.fields(DEFAULT)}
+    del loop["env_runner"], loop["env_runner_group"], loop["dqn"], loop["replay"]
+    assert loop == {
+        "num_learners": 0,
+        "num_cpus_per_learner": 0.5,
+        "batch_size": 64,
+        "n_step": 3,
+        "updates_per_env_step": 0.5,
+        "epsilon_final": 0.04,
+        "epsilon_steps": 8000,
+        "max_env_steps": 150_000,
+        "target_return": 450.0,
+    }
 
 
 def test_epsilon_schedule() -> None:
@@ -36,19 +78,37 @@ def test_epsilon_schedule() -> None:
     [
         ({"batch_size": 0}, "'batch_size' must be an int >= 1"),
         ({"n_step": 1.5}, "'n_step' must be an int >= 1"),
-        (
-            {"learning_starts": 100, "replay_capacity": 50},
-            "'learning_starts' must be an int in \\[0, replay_capacity\\]",
-        ),
         ({"epsilon_final": 2.0}, "'epsilon_final' must be in \\[0, 1\\]"),
         ({"updates_per_env_step": 0}, "'updates_per_env_step' must be a finite number > 0"),
         ({"updates_per_env_step": float("inf")}, "'updates_per_env_step' must be a finite number > 0"),
-        ({"lr": -1.0}, "'lr' must be a finite number > 0"),
-        ({"lr": float("nan")}, "'lr' must be a finite number > 0"),
         ({"num_learners": -1}, "'num_learners' must be an int >= 0"),
         ({"batch_size": 1, "num_learners": 2}, "'batch_size' \\(1\\) must be >= 'num_learners' \\(2\\)"),
+        ({"env_runner_group": EnvRunnerGroupConfig(num_env_runners=0)}, "'env_runner_group.num_env_runners'"),
+        (
+            {"env_runner": EnvRunnerConfig(env="CartPole-v1")},
+            "'env_runner.module_class' must be a Q-network module class \\(got None\\)",
+        ),
+        ({"replay": {"capacity_env_steps": 10}}, "'replay' must be a ReplayConfig \\(got dict\\)"),
+        ({"dqn": None}, "'dqn' must be a DQNConfig \\(got NoneType\\)"),
     ],
 )
 def test_bad_dqn_training_config_raises(kwargs: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        DQNTrainingConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_env_steps": True}, r"'max_env_steps' must be an int >= 1 \(got True\)"),
+        ({"num_learners": False}, r"'num_learners' must be an int >= 0 \(got False\)"),
+        ({"epsilon_final": float("nan")}, r"'epsilon_final' must be in \[0, 1\] \(got nan\)"),
+        ({"target_return": float("nan")}, r"'target_return' must be a finite number \(got nan\)"),
+        ({"updates_per_env_step": "1"}, r"'updates_per_env_step' must be a finite number > 0 \(got '1'\)"),
+        ({"batch_size": "64"}, r"'batch_size' must be an int >= 1 \(got '64'\)"),
+    ],
+    ids=["bool_int", "bool_learners", "nan_epsilon", "nan_target", "str_ratio", "str_batch"],
+)
+def test_dqn_training_config_refuses_bools_nan_and_wrong_types(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNTrainingConfig(**kwargs)

@@ -1,14 +1,16 @@
-"""The ``ray-sampler demo`` command: what it prints, and its config errors."""
+"""The ``ray-sampler`` commands: what they print, their config errors, and the training flags
+composed into the nested training configs."""
 
 from __future__ import annotations
 
 import argparse
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
-from ray_sampler.cli import DemoConfig, add_config_arguments, main
+from ray_sampler.cli import DemoConfig, DQNTrainArgs, PPOTrainArgs, add_config_arguments, main
 from ray_sampler.errors import ConfigError
 
 
@@ -96,13 +98,89 @@ def test_train_job_prints_progress_and_learns() -> None:
 
 
 def test_config_arguments_parse_booleans_and_types() -> None:
-    from learner.train_dqn import DQNTrainingConfig
-
     parser = argparse.ArgumentParser()
-    add_config_arguments(parser, DQNTrainingConfig)
+    add_config_arguments(parser, DQNTrainArgs)
     args = parser.parse_args(["--prioritized", "false", "--keep-sampling", "0", "--lr", "0.01", "--n-step", "2"])
     assert (args.prioritized, args.keep_sampling, args.lr, args.n_step) == (False, False, 0.01, 2)
     assert parser.parse_args(["--prioritized", "True"]).prioritized is True
     assert parser.parse_args([]).prioritized is True  # the config's default
     with pytest.raises(SystemExit):
         parser.parse_args(["--prioritized", "maybe"])
+
+
+class TestTrainingFlags:
+    def test_default_flags_give_the_default_training_configs(self) -> None:
+        from learner.train import PPOTrainingConfig
+        from learner.train_dqn import DQNTrainingConfig
+
+        assert PPOTrainArgs().to_config() == PPOTrainingConfig()
+        assert DQNTrainArgs().to_config() == DQNTrainingConfig()
+
+    def test_ppo_flags_set_their_component_fields(self) -> None:
+        cfg = PPOTrainArgs(
+            env="Acrobot-v1",
+            num_env_runners=3,
+            num_envs_per_env_runner=2,
+            rollout_fragment_length=16,
+            num_learners=2,
+            lr=0.01,
+            max_iterations=5,
+            target_return=-100.0,
+            seed=7,
+        ).to_config()
+        runner = cfg.env_runner
+        assert (runner.env, runner.num_envs_per_env_runner, runner.rollout_fragment_length, runner.seed) == (
+            "Acrobot-v1",
+            2,
+            16,
+            7,
+        )
+        assert (cfg.env_runner_group.num_env_runners, cfg.env_runner_group.num_cpus_per_env_runner) == (3, 0.5)
+        assert (cfg.ppo.lr, cfg.ppo.seed) == (0.01, 7)
+        assert (cfg.num_learners, cfg.max_iterations, cfg.target_return) == (2, 5, -100.0)
+
+    def test_dqn_flags_set_their_component_fields(self) -> None:
+        cfg = DQNTrainArgs(
+            num_env_runners=1,
+            keep_sampling=False,
+            lr=0.01,
+            hidden_size=16,
+            target_update_every=7,
+            learning_starts=0,
+            replay_capacity=100,
+            prioritized=False,
+            batch_size=8,
+            n_step=1,
+            seed=3,
+        ).to_config()
+        assert cfg.env_runner.seed == 3 and cfg.env_runner.module_config == {"hidden_sizes": (16, 16), "seed": 3}
+        assert (cfg.env_runner_group.num_env_runners, cfg.env_runner_group.keep_sampling) == (1, False)
+        assert (cfg.dqn.lr, cfg.dqn.target_update_every) == (0.01, 7)
+        replay = cfg.replay
+        assert (replay.capacity_env_steps, replay.min_size_to_sample, replay.prioritized, replay.seed) == (
+            100,
+            1,
+            False,
+            3,
+        )
+        assert (cfg.batch_size, cfg.n_step) == (8, 1)
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"learning_starts": -1}, r"'learning_starts' must be an int >= 0 and <= 50000 \(got -1\)"),
+            ({"learning_starts": 100, "replay_capacity": 50}, r"'learning_starts' must be an int >= 0 and <= 50"),
+            ({"learning_starts": True}, r"'learning_starts' must be an int"),
+            ({"hidden_size": 0}, r"'hidden_size' must be an int >= 1 \(got 0\)"),
+        ],
+        ids=["negative", "above_capacity", "bool", "hidden"],
+    )
+    def test_flags_that_are_not_one_field_are_checked_by_name(self, kwargs: dict[str, Any], match: str) -> None:
+        with pytest.raises(ConfigError, match=match):
+            DQNTrainArgs(**kwargs)
+
+    def test_a_bad_flag_names_its_field(self) -> None:
+        with pytest.raises(ConfigError, match=r"'rollout_fragment_length' must be an int >= 1 \(got 0\)"):
+            PPOTrainArgs(rollout_fragment_length=0).to_config()
+        with pytest.raises(ConfigError, match=r"'lr' must be a finite number > 0 \(got nan\)"):
+            DQNTrainArgs(lr=float("nan")).to_config()

@@ -20,6 +20,7 @@ from ray_sampler.validate import (
     check_optional,
     check_pieces,
     check_probability,
+    check_type,
 )
 
 
@@ -110,3 +111,11 @@ def test_optional_passes_none_and_says_so_in_the_message() -> None:
         check_optional(check_int, "horizon", 0, minimum=1)
     with pytest.raises(ReplayError, match=re.escape("'capacity_bytes' must be an int >= 1 or None (got 0)")):
         check_optional(check_int, "capacity_bytes", 0, minimum=1, error=ReplayError)
+
+
+def test_type_takes_instances_and_names_the_class_and_what_came() -> None:
+    assert check_type("n", 3, int) == 3
+    with pytest.raises(ConfigError, match=re.escape("'n' must be an int (got bool)")):
+        check_type("n", True, int)
+    with pytest.raises(ReplayError, match=re.escape("'replay' must be a Color (got dict)")):
+        check_type("replay", {}, Color, error=ReplayError)

@@ -1,0 +1,154 @@
+"""Typed results: what a learner update and a training loop report.
+
+Update metrics are frozen dataclasses read by attribute (``metrics.policy_loss``), so a typo is a
+mypy error, not a silent ``KeyError`` at the end of a long run. They are also read-only
+``Mapping``\\s over their fields (``metrics["policy_loss"]``, ``"vf_loss" in metrics``,
+``dict(metrics)`` for logging): code and pinned tests written against the former dicts keep
+working unchanged. Loss terms without a value (no minibatch had rows) are NaN.
+
+>>> m = PPOUpdateMetrics(policy_loss=0.5, grad_norm_mean=1.0, batch_size=8, num_gradient_steps=2)
+>>> m.policy_loss, m["batch_size"], "kl" in m, m.num_learners
+(0.5, 8, False, 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DQNStepMetrics", "DQNTrainResult", "DQNUpdateMetrics", "PPOTrainResult", "PPOUpdateMetrics", "TrainResult"]
+
+_NAN = math.nan
+
+
+class _FieldMapping(Mapping[str, Any]):
+    """A read-only mapping view of a dataclass's fields (name -> value)."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._field_names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._field_names())
+
+    def __len__(self) -> int:
+        return len(self._field_names())
+
+    def _field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self))  # type: ignore[arg-type]  # subclasses are dataclasses
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PPOUpdateMetrics(_FieldMapping):
+    """One PPO update (``num_epochs`` passes over a train batch), locally or over a LearnerGroup.
+
+    Loss terms are those of the update's last gradient step (averaged over the learners with a group)."""
+
+    policy_loss: float = _NAN
+    """Clipped surrogate loss."""
+    vf_loss: float = _NAN
+    """Mean squared value error."""
+    entropy: float = _NAN
+    """Mean entropy of the action distribution."""
+    mean_kl_approx: float = _NAN
+    """Mean of ``logp_old - logp_new``."""
+    clip_fraction: float = _NAN
+    """Share of steps whose ratio left ``[1 - clip, 1 + clip]``."""
+    total_loss: float = _NAN
+    """``policy_loss + vf_coeff * vf_loss - entropy_coeff * entropy``."""
+    grad_norm_mean: float
+    """Mean global gradient norm (before clipping) over the update's steps."""
+    batch_size: int
+    """Rows of the train batch (over all learners)."""
+    num_gradient_steps: int
+    """Optimizer steps taken."""
+    weights_version: int | None = None
+    """The learner's weights version after the update (a local learner; None from learner actors)."""
+    num_learners: int = 0
+    """Learner actors that took part (0: one local learner)."""
+    learner_connector_s: float = _NAN
+    """Wall time of the learner connector pipeline (a local learner's ``update_from_episodes``; else NaN)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DQNStepMetrics(_FieldMapping):
+    """One DQN gradient step on one replay batch (``DQNLearner.update_from_batch``)."""
+
+    loss: float = _NAN
+    """Importance-weighted Huber loss of the TD errors."""
+    q_mean: float = _NAN
+    """Mean Q value of the actions taken."""
+    td_abs_mean: float = _NAN
+    """Mean |TD error|."""
+    td_errors: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0), compare=False)
+    """TD error of every row (for prioritized replay's ``update_priorities``)."""
+    grad_norm: float
+    """Global gradient norm (before clipping)."""
+    num_updates: int
+    """Gradient steps this learner has taken in all."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DQNUpdateMetrics(_FieldMapping):
+    """``num_gradient_steps`` DQN steps on replay batches (``LearnerGroup.update_from_replay``);
+    loss terms averaged over the steps and learners."""
+
+    loss: float = _NAN
+    """Importance-weighted Huber loss of the TD errors."""
+    q_mean: float = _NAN
+    """Mean Q value of the actions taken."""
+    td_abs_mean: float = _NAN
+    """Mean |TD error|."""
+    grad_norm_mean: float
+    """Mean global gradient norm (before clipping)."""
+    num_gradient_steps: int
+    """Optimizer steps taken."""
+    batch_size: int
+    """Transitions per step (over all learners)."""
+    num_learners: int
+    """Learner actors that took part (0: one local learner)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainResult(_FieldMapping):
+    """What a training loop reached."""
+
+    reached: bool
+    """Whether the mean return of the last finished episodes reached the target."""
+    mean_return: float
+    """Mean return of the last 20 finished episodes (NaN if none finished)."""
+    env_steps: int
+    """Env steps the loop trained on."""
+    seconds: float
+    """Wall time of the loop."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PPOTrainResult(TrainResult):
+    """What ``train_ppo`` reached, and where its time went."""
+
+    iterations: int
+    """Iterations run."""
+    sample_s: float
+    """Time spent sampling."""
+    update_s: float
+    """Time spent updating (the learner pipeline included)."""
+    learner_connector_s: float
+    """Time in the learner connector pipeline (NaN with learner actors)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DQNTrainResult(TrainResult):
+    """What ``train_dqn`` reached, and what the replay received."""
+
+    num_updates: int
+    """Gradient steps taken."""
+    runner_env_steps_sent: int
+    """Env steps the runners reported sending to the replay (in-flight samples included)."""
+    replay_num_env_steps_received: int
+    """Env steps the replay actor reports it received: equal to the above when nothing was lost."""

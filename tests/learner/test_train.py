@@ -1,0 +1,77 @@
+"""PPOTrainingConfig: the component configs it holds, its defaults (today's default run) and its
+checks; the ReturnTracker's stop rule."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from learner.learner import PPOConfig
+from learner.train import PPOTrainingConfig, ReturnTracker
+from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+
+
+def test_default_config_is_the_default_run() -> None:
+    cfg = PPOTrainingConfig()
+    # The values the flat config of before issue #6 had (and the loop derived), field by field.
+    assert cfg.env_runner == EnvRunnerConfig(
+        env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=128, seed=0
+    )
+    assert cfg.env_runner_group == EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
+    assert cfg.ppo == PPOConfig(lr=1e-3, seed=0)
+    assert (cfg.num_learners, cfg.num_cpus_per_learner, cfg.max_iterations, cfg.target_return) == (0, 0.5, 60, 450.0)
+
+
+def test_component_configs_are_replaced_whole() -> None:
+    cfg = dataclasses.replace(PPOTrainingConfig(), ppo=PPOConfig(lr=3e-4, num_epochs=4))
+    assert cfg.ppo.lr == 3e-4 and cfg.ppo.num_epochs == 4 and cfg.env_runner == PPOTrainingConfig().env_runner
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_iterations": 0}, r"'max_iterations' must be an int >= 1 \(got 0\)"),
+        ({"max_iterations": True}, r"'max_iterations' must be an int >= 1 \(got True\)"),
+        ({"num_learners": True}, r"'num_learners' must be an int >= 0 \(got True\)"),
+        ({"num_learners": "2"}, r"'num_learners' must be an int >= 0 \(got '2'\)"),
+        ({"target_return": float("nan")}, r"'target_return' must be a finite number \(got nan\)"),
+        ({"num_cpus_per_learner": float("inf")}, r"'num_cpus_per_learner' must be a finite number >= 0 \(got inf\)"),
+        (
+            {"env_runner_group": EnvRunnerGroupConfig(num_env_runners=0)},
+            r"'env_runner_group.num_env_runners' must be an int >= 1 \(got 0\)",
+        ),
+        ({"env_runner": EnvRunnerConfig(env=lambda ctx: None)}, r"'env_runner.env' must be a str \(got function\)"),
+        ({"env_runner": "CartPole-v1"}, r"'env_runner' must be an EnvRunnerConfig \(got str\)"),
+        ({"ppo": {"lr": 1e-3}}, r"'ppo' must be a PPOConfig \(got dict\)"),
+    ],
+    ids=[
+        "zero_iterations",
+        "bool_iterations",
+        "bool_learners",
+        "str_learners",
+        "nan_target",
+        "inf_cpus",
+        "no_runners",
+        "callable_env",
+        "runner_not_a_config",
+        "ppo_not_a_config",
+    ],
+)
+def test_bad_ppo_training_config_raises(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        PPOTrainingConfig(**kwargs)
+
+
+def test_return_tracker_is_reached_only_with_a_full_window_at_the_target() -> None:
+    tracker = ReturnTracker(10.0, window=3)
+    tracker.add([20.0, 20.0])
+    assert not tracker.reached and tracker.mean == 20.0
+    tracker.add([5.0])
+    assert tracker.reached and tracker.count == 3
+    lines: list[str] = []
+    result = tracker.finish(42, lines.append)
+    assert (result.reached, result.mean_return, result.env_steps) == (True, 15.0, 42)
+    assert lines[0].startswith("reached mean return 10: 15.0 after 42 env steps in ")
