@@ -40,10 +40,9 @@ class AddColumnsFromEpisodesToTrainBatch(LearnerPiece):
         out[Columns.REWARDS] = col.data.rewards
         out[Columns.TERMINATEDS] = last & col.terminated[chunk]
         out[Columns.TRUNCATEDS] = last & col.truncated[chunk]
+        outputs = col.data.extra_model_outputs
         for key in self.extra_model_outputs:
-            if key not in col.data.extra_model_outputs:
-                raise ConfigError(
-                    f"extra model output {key!r} is not in the episodes (they have {sorted(col.data.extra_model_outputs)})"
-                )
-            out[key] = col.data.extra_model_outputs[key]
+            if key not in outputs:
+                raise ConfigError(f"extra model output {key!r} is not in the episodes (they have {sorted(outputs)})")
+            out[key] = outputs[key]
         return batch
