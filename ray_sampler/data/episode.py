@@ -26,6 +26,7 @@ import numpy as np
 from ray_sampler.data import tree
 from ray_sampler.data.lookback import Indices, LookbackBuffer
 from ray_sampler.errors import EpisodeError
+from ray_sampler.validate import check_int
 
 __all__ = ["SingleAgentEpisode"]
 
@@ -358,8 +359,7 @@ class SingleAgentEpisode:
 
         Costs O(len_lookback_buffer); the continuation always uses list storage so it can grow.
         """
-        if not isinstance(len_lookback_buffer, int) or len_lookback_buffer < 0:
-            raise EpisodeError(f"'len_lookback_buffer' must be an int >= 0 (got {len_lookback_buffer!r})")
+        check_int("len_lookback_buffer", len_lookback_buffer, minimum=0, error=EpisodeError)
         if self.is_done:
             raise EpisodeError(f"cut: episode {self.id_!r} is done; only ongoing episodes continue")
         num_obs, num_steps = self._obs.num_total(), self._act.num_total()
@@ -398,8 +398,7 @@ class SingleAgentEpisode:
             raise ValueError(f"episode slices take step 1 (got {slice_.step!r})")
         stop = max(stop, start)
         want = self.len_lookback_buffer if len_lookback_buffer is None else len_lookback_buffer
-        if not isinstance(want, int) or want < 0:
-            raise EpisodeError(f"'len_lookback_buffer' must be an int >= 0 (got {len_lookback_buffer!r})")
+        want = check_int("len_lookback_buffer", want, minimum=0, error=EpisodeError)
         lb = self._act.lookback
         h = min(want, lb + start)
         a, b = lb + start - h, lb + stop

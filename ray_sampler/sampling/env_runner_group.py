@@ -36,6 +36,7 @@ from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env,
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
 from ray_sampler.sampling.request import SampleRequest
+from ray_sampler.validate import check_int
 
 __all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
 
@@ -311,8 +312,7 @@ class EnvRunnerGroup:
         Stopping waits up to ``sample_timeout_s`` for the stopped runners' in-flight samples; if one
         is still sampling, SampleTimeoutError is raised and no runner is stopped.
         """
-        if not isinstance(num_env_runners, int) or isinstance(num_env_runners, bool) or num_env_runners < 0:
-            raise RaySamplerError(f"'num_env_runners' must be an int >= 0 (got {num_env_runners!r})")
+        check_int("num_env_runners", num_env_runners, minimum=0)
         if len(self._actors) > num_env_runners:
             self._stop_runners(sorted(self._actors)[num_env_runners:])
         new: dict[int, Any] = {}

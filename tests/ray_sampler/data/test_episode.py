@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -400,3 +402,13 @@ def test_concat_onto_a_chunk_without_actions_adopts_model_output_keys() -> None:
     c.add_env_step(1, 0, 1.0, extra_model_outputs={"action_logp": -0.1})
     a.concat_episode(c)
     assert len(a) == 1 and a.get_extra_model_outputs("action_logp") == [-0.1]
+
+
+@pytest.mark.parametrize("bad", [True, -1, 1.0], ids=repr)
+def test_cut_and_slice_refuse_a_bad_lookback_length(bad: object) -> None:
+    ep = SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 1], rewards=[0.0, 1.0])
+    message = re.escape(f"'len_lookback_buffer' must be an int >= 0 (got {bad!r})")
+    with pytest.raises(EpisodeError, match=message):
+        ep.cut(len_lookback_buffer=bad)  # type: ignore[arg-type]
+    with pytest.raises(EpisodeError, match=message):
+        ep.slice(slice(1, 2), len_lookback_buffer=bad)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes
-from ray_sampler.errors import EnvCreatorError, RaySamplerError
+from ray_sampler.errors import ConfigError, EnvCreatorError, RaySamplerError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
@@ -216,3 +217,11 @@ def test_registered_name_wins_over_a_gymnasium_id_in_actors() -> None:
         from ray_sampler.sampling.env_creator import unregister_env
 
         unregister_env("CartPole-v1")
+
+
+@pytest.mark.parametrize("bad", [True, -1, 1.5, "2"], ids=repr)
+def test_scale_refuses_a_bad_runner_count_and_keeps_the_runners(bad: object) -> None:
+    with EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", rollout_fragment_length=2), GROUP) as group:
+        with pytest.raises(ConfigError, match=re.escape(f"'num_env_runners' must be an int >= 0 (got {bad!r})")):
+            group.scale(bad)  # type: ignore[arg-type]
+        assert group.num_env_runners == 2
