@@ -156,7 +156,7 @@ class StoredColumns:
 
     def keep(self, obs_rows: np.ndarray, step_rows: np.ndarray, lb_rows: np.ndarray) -> None:
         """Keeps only the given rows (ascending), renumbered from 0: compaction."""
-        pass  # mutation
+        self.infos = remap_rows(self.infos, obs_rows)
         self.lb_infos = remap_rows(self.lb_infos, lb_rows)
         for rows, index in (
             (self.observations, obs_rows),
