@@ -1,4 +1,5 @@
-"""DQN: loss gradients against finite differences, the double-Q target against a loop, the module."""
+"""DQN: loss gradients against finite differences, the double-Q target against a loop, the target network and
+DQNConfig's checks (QModule is in tests/ray_sampler/modules/test_q_module.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from learner.dqn import DQNConfig, DQNLearner, QModule, dqn_loss_and_grads
-from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.errors import ConfigError
 from ray_sampler.modules.mlp import forward
 
 
@@ -87,43 +88,6 @@ def test_target_network_is_copied_every_k_updates() -> None:
     assert all(np.array_equal(module.params[k], learner.target_params[k]) for k in initial)
 
 
-def test_q_module_explores_epsilon_greedily() -> None:
-    module = QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3, start=1), seed=0, epsilon=0.0)
-    obs = {"obs": np.random.default_rng(0).normal(size=(500, 2))}
-    greedy = module.q_values(obs["obs"]).argmax(1)
-    np.testing.assert_array_equal(module.forward_inference(obs)["actions"], greedy + 1)
-    np.testing.assert_array_equal(
-        np.exp(module.forward_exploration(obs)["action_dist_inputs"]).round(6), np.eye(3)[greedy]
-    )
-    module.set_state({**module.get_state(), "epsilon": np.float64(0.3)})
-    probs = np.exp(module.forward_exploration(obs)["action_dist_inputs"].astype(np.float64))
-    np.testing.assert_allclose(probs, 0.1 + 0.7 * np.eye(3)[greedy], rtol=1e-6)
-    with pytest.raises(SpaceError, match="needs a Discrete action space"):
-        QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1, 1, (2,)))
-
-
-def test_runners_explore_independently_and_log_the_behaviour_policy() -> None:
-    from ray_sampler.sampling.config import EnvRunnerConfig
-    from ray_sampler.sampling.env_runner import EnvRunner
-
-    config = EnvRunnerConfig(
-        env="CartPole-v1",
-        num_envs_per_env_runner=1,
-        rollout_fragment_length=200,
-        seed=0,
-        module_class=QModule,
-        module_config={"epsilon": 1.0},
-    )
-    actions = []
-    for worker_index in (1, 2):
-        runner = EnvRunner(config, worker_index=worker_index)
-        episodes = runner.sample()
-        actions.append(np.concatenate([np.asarray(ep.get_actions()) for ep in episodes]))
-        logp = np.concatenate([np.asarray(ep.get_extra_model_outputs("action_logp")) for ep in episodes])
-        np.testing.assert_allclose(logp, np.log(0.5), rtol=1e-6)  # epsilon 1: uniform over 2 actions
-    assert 0.4 < actions[0].mean() < 0.6 and (actions[0] != actions[1]).mean() > 0.3  # not the same draws
-
-
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -170,36 +134,3 @@ def test_bad_dqn_config_raises(kwargs: dict, match: str) -> None:
 def test_dqn_config_refuses_bools_nan_and_wrong_types(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNConfig(**kwargs)
-
-
-@pytest.mark.parametrize("columnar", [True, False])
-def test_a_q_runner_switches_between_exploring_and_not(columnar: bool) -> None:
-    from ray_sampler.sampling.config import EnvRunnerConfig
-    from ray_sampler.sampling.env_runner import EnvRunner
-
-    runner = EnvRunner(
-        EnvRunnerConfig(
-            env="CartPole-v1",
-            rollout_fragment_length=50,
-            seed=0,
-            module_class=QModule,
-            module_config={"epsilon": 0.5, "hidden_sizes": (8,)},
-            columnar_sampling=columnar,
-        ),
-        worker_index=1,
-    )
-    for explore in (True, False, True):  # e.g. an evaluation pass between training samples
-        episodes = runner.sample(explore=explore)
-        assert all(sorted(ep.extra_model_outputs) == ["action_dist_inputs", "action_logp"] for ep in episodes)
-    runner.module.set_state({**runner.module.get_state(), "epsilon": np.float64(0.0)})
-    greedy = runner.sample(explore=False)
-    logp = np.concatenate([np.asarray(ep.get_extra_model_outputs("action_logp")) for ep in greedy])
-    np.testing.assert_allclose(logp, 0.0, atol=1e-6)  # greedy actions have probability 1 at epsilon 0
-
-
-def test_q_module_refuses_epsilon_outside_0_1() -> None:
-    with pytest.raises(ConfigError, match="'epsilon' must be in \\[0, 1\\]"):
-        QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), epsilon=1.5)
-    module = QModule(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2))
-    with pytest.raises(ConfigError, match="'epsilon' must be in \\[0, 1\\]"):
-        module.set_state({**module.get_state(), "epsilon": np.float64(-0.1)})

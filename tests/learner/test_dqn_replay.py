@@ -1,18 +1,13 @@
-"""DQN learners fed by a replay: state round trips, pulling batches and pushing priorities, and a
-LearnerGroup of learner actors pulling from a replay actor in lockstep (equal to one local learner)."""
+"""DQN learners fed by a replay: state round trips, pulling batches and pushing priorities (a
+LearnerGroup of them pulling from a replay actor is in test_learner_group.py)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import ray
 
 from learner.dqn import DQNConfig, DQNLearner, QModule
-from learner.learner_group import LearnerGroup
-from ray_sampler.errors import ConfigError
 from replay.actor import ReplayActor, ReplayConfig
 from tests.replay.test_storage import episode
 
@@ -38,25 +33,6 @@ def random_batches(num: int, size: int, seed: int = 0) -> list[dict[str, np.ndar
         }
         for j in range(num)
     ]
-
-
-class FixedReplay:
-    """Hands out fixed batches: each caller of a round gets the next rows of every batch, so the
-    learners of a group together hold exactly the rows one local learner gets."""
-
-    def __init__(self, batches: list[dict[str, np.ndarray]]) -> None:
-        self.batches, self.used, self.pushed = batches, 0, []
-
-    def sample_batches(self, batch_size_B: int, num_batches: int, **_: Any) -> list[dict[str, np.ndarray]]:
-        start = self.used
-        self.used = (self.used + batch_size_B) % len(self.batches[0]["obs"])
-        return [{k: v[start : start + batch_size_B] for k, v in b.items()} for b in self.batches[:num_batches]]
-
-    def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
-        self.pushed.append((np.asarray(keys), np.asarray(priorities)))
-
-    def get_pushed(self) -> dict[int, float]:
-        return {int(k): float(p) for keys, prios in self.pushed for k, p in zip(keys, prios, strict=True)}
 
 
 def test_dqn_learner_state_round_trip_continues_identically() -> None:
@@ -90,50 +66,6 @@ def test_pull_from_a_replay_and_push_priorities_back() -> None:
     for key, td in tds.items():
         assert replay.buffer.get_priorities([key])[0] == pytest.approx(td + replay.buffer.epsilon)
     assert learner.push_priorities(replay) == 0  # sent once
-
-
-@pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize("prioritized", [False, True])
-def test_learner_actors_pulling_from_a_replay_actor_equal_one_local_learner(prioritized: bool) -> None:
-    batches = random_batches(5, 24)
-    config = DQNConfig(target_update_every=2)
-    local_replay = FixedReplay(batches)
-    local = LearnerGroup(make_module, config, learner_class=DQNLearner)
-    local_metrics = local.update_from_replay(local_replay, 5, 24, prioritized=prioritized)
-    remote_replay = ray.remote(FixedReplay).remote(batches)
-    group = LearnerGroup(make_module, config, learner_class=DQNLearner, num_learners=2, num_cpus_per_learner=0.25)
-    try:
-        metrics = group.update_from_replay(remote_replay, 5, 24, prioritized=prioritized)
-        states = group.get_states()
-        for key, value in local.get_weights().items():
-            if key == "epsilon":
-                continue
-            np.testing.assert_array_equal(states[0]["module"][key], states[1]["module"][key])  # lockstep
-            np.testing.assert_array_equal(states[0]["target"][key], states[1]["target"][key])
-            np.testing.assert_allclose(states[0]["module"][key], value, rtol=1e-4, atol=1e-6)
-        assert metrics.num_gradient_steps == local_metrics.num_gradient_steps == 5
-        assert metrics.num_learners == 2 and metrics.loss == pytest.approx(local_metrics.loss, rel=1e-4)
-        pushed = ray.get(remote_replay.get_pushed.remote())
-        if prioritized:
-            assert sorted(pushed) == list(range(5 * 24))  # every sampled step, from both learners
-            local_pushed = local_replay.get_pushed()
-            assert all(pushed[k] == pytest.approx(local_pushed[k], rel=1e-4, abs=1e-6) for k in pushed)
-        else:
-            assert pushed == {}
-    finally:
-        group.stop()
-
-
-def test_update_from_replay_refuses_bad_arguments() -> None:
-    group = LearnerGroup(make_module, DQNConfig(), learner_class=DQNLearner)
-    with pytest.raises(ConfigError, match="'num_updates' must be an int >= 1"):
-        group.update_from_replay(FixedReplay(random_batches(1, 4)), 0, 4)
-    with pytest.raises(ConfigError, match="'batch_size_B' must be an int >= 1"):
-        group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 0)
-    with pytest.raises(ConfigError, match=r"'num_updates' must be an int >= 1 \(got True\)"):
-        group.update_from_replay(FixedReplay(random_batches(1, 4)), True, 4)
-    with pytest.raises(ConfigError, match=r"'prioritized' must be True or False \(got 'yes'\)"):
-        group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 4, prioritized="yes")
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

@@ -1,5 +1,4 @@
-"""Learner and LearnerGroup: a real learning signal, data-parallel learners with identical weights,
-and PPOConfig's checks."""
+"""Learner: a real learning signal, state round trips, minibatch plans and PPOConfig's checks."""
 
 from __future__ import annotations
 
@@ -9,12 +8,10 @@ import numpy as np
 import pytest
 
 from learner.learner import Learner, PPOConfig, minibatch_plan
-from learner.learner_group import LearnerGroup, shard_episodes
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import EnvRunner
-from tests.replay.test_storage import episode
 
 
 def cartpole_runner(seed: int = 0) -> EnvRunner:
@@ -52,11 +49,9 @@ def test_learner_state_round_trip() -> None:
         np.testing.assert_array_equal(v, b.module.get_state()[k])
 
 
-def test_minibatch_plan_and_shards() -> None:
+def test_minibatch_plan_covers_every_row_once() -> None:
     plan = minibatch_plan(10, 3, np.random.default_rng(0))
     assert sorted(np.concatenate(plan).tolist()) == list(range(10)) and [len(p) for p in plan] == [3, 3, 4]
-    shards = shard_episodes([episode(str(i), n) for i, n in enumerate([5, 4, 3, 3, 2, 1])], 2)
-    assert sorted(sum(len(ep) for ep in shard) for shard in shards) == [9, 9]
 
 
 def test_bad_ppo_config_raises() -> None:
@@ -116,49 +111,9 @@ class TestPPOConfigChecks:
         assert PPOConfig(grad_clip=None).grad_clip is None
 
 
-class TestLearnerGroupArguments:
-    @pytest.mark.parametrize(
-        ("kwargs", "match"),
-        [
-            ({"num_learners": -1}, r"'num_learners' must be an int >= 0 \(got -1\)"),
-            ({"num_learners": True}, r"'num_learners' must be an int >= 0 \(got True\)"),
-            ({"num_cpus_per_learner": float("nan")}, r"'num_cpus_per_learner' must be a finite number >= 0"),
-            ({"timeout_s": 0}, r"'timeout_s' must be a finite number > 0 \(got 0\)"),
-        ],
-        ids=["negative", "bool", "nan_cpus", "zero_timeout"],
-    )
-    def test_bad_arguments_raise_before_any_learner_starts(self, kwargs: dict[str, Any], match: str) -> None:
-        with pytest.raises(ConfigError, match=match):
-            LearnerGroup(lambda: None, PPOConfig(), **kwargs)
+def test_a_learner_refuses_another_algorithm_s_config() -> None:
+    from learner.dqn import DQNConfig
 
-    def test_a_learner_refuses_another_algorithm_s_config(self) -> None:
-        from learner.dqn import DQNConfig
-
-        runner = cartpole_runner()
-        with pytest.raises(ConfigError, match=r"'config' must be a PPOConfig \(got DQNConfig\)"):
-            Learner(MLPModule(runner.observation_space, runner.action_space), DQNConfig())  # type: ignore[arg-type]
-
-    def test_shard_episodes_refuses_zero_shards(self) -> None:
-        with pytest.raises(ConfigError, match=r"'num_shards' must be an int >= 1 \(got 0\)"):
-            shard_episodes([], 0)
-
-
-@pytest.mark.usefixtures("ray_session")
-def test_data_parallel_learners_end_with_identical_weights() -> None:
-    runner = cartpole_runner(seed=3)
-    spaces = (runner.observation_space, runner.action_space)
-    config = PPOConfig(num_epochs=2, minibatch_size=512)
-    group = LearnerGroup(lambda: MLPModule(*spaces, seed=0), config, num_learners=2, num_cpus_per_learner=0.5)
-    try:
-        before = group.get_weights()
-        for _ in range(2):
-            metrics = group.update_from_episodes(runner.sample())
-        states = group.get_states()
-        assert metrics.num_learners == 2 and metrics.batch_size == 2048 and metrics.weights_version == 2
-        for k, v in states[0]["module"].items():
-            np.testing.assert_array_equal(v, states[1]["module"][k])  # identical on every learner
-        assert states[0]["optimizer"]["t"] == states[1]["optimizer"]["t"] == 2 * 2 * 4
-        assert any(not np.array_equal(before[k], states[0]["module"][k]) for k in before)
-        assert states[0]["weights_version"] == states[1]["weights_version"] == 2
-    finally:
-        group.stop()
+    runner = cartpole_runner()
+    with pytest.raises(ConfigError, match=r"'config' must be a PPOConfig \(got DQNConfig\)"):
+        Learner(MLPModule(runner.observation_space, runner.action_space), DQNConfig())  # type: ignore[arg-type]

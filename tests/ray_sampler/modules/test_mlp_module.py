@@ -1,4 +1,4 @@
-"""Built-in modules: MLP shapes, state handling, and the random module."""
+"""MLPModule: output shapes, seeded weights, state handling and the spaces and sizes it refuses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ray_sampler.errors import ConfigError, SpaceError
-from ray_sampler.modules import MLPModule, RandomModule, RLModule
+from ray_sampler.modules import MLPModule
 
 
 def test_mlp_outputs_for_discrete_and_box() -> None:
@@ -19,7 +19,6 @@ def test_mlp_outputs_for_discrete_and_box() -> None:
     out = b.forward_inference({"obs": obs})
     assert out["action_dist_inputs"].shape == (5, 4)
     np.testing.assert_allclose(out["action_dist_inputs"][:, 2:], -1.0)
-    assert isinstance(d, RLModule) and isinstance(RandomModule(d.observation_space, d.action_space), RLModule)
 
 
 def test_mlp_same_seed_same_weights_and_state_round_trip() -> None:
@@ -47,10 +46,3 @@ def test_mlp_rejects_unsupported_action_spaces_and_sizes() -> None:
         MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.MultiDiscrete([2, 2]))
     with pytest.raises(ConfigError, match="'hidden_sizes'"):
         MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), hidden_sizes=())
-
-
-def test_random_module_is_seeded() -> None:
-    space = gym.spaces.Discrete(4, start=2)
-    a = RandomModule(space, space, seed=3).forward_inference({"obs": np.zeros(50)})["actions"]
-    b = RandomModule(space, space, seed=3).forward_inference({"obs": np.zeros(50)})["actions"]
-    assert a.tolist() == b.tolist() and set(a.tolist()) <= {2, 3, 4, 5}

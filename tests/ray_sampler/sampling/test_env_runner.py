@@ -300,10 +300,3 @@ def test_bad_module_class_or_config_names_the_field() -> None:
         EnvRunner(EnvRunnerConfig(env="CartPole-v1", module_class=int))
     with pytest.raises(ConfigError, match=r"'module_config'.*unexpected keyword"):
         EnvRunner(EnvRunnerConfig(env="CartPole-v1", module_config={"hidden": 3}))
-
-
-def test_random_module_leaves_the_runner_action_space_alone() -> None:
-    space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    before = space.np_random.bit_generator.state
-    RandomModule(space, space, seed=3).forward_inference({"obs": np.zeros((4, 1))})
-    assert space.np_random.bit_generator.state == before

@@ -1,0 +1,165 @@
+"""LearnerGroup and shard_episodes: balanced shards, argument checks, a local group equal to its
+learner, and data-parallel learner actors that end with identical weights (from episodes and from a
+replay)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+from learner.dqn import DQNConfig, DQNLearner
+from learner.learner import Learner, PPOConfig
+from learner.learner_group import LearnerGroup, shard_episodes
+from ray_sampler.errors import ConfigError
+from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_runner import EnvRunner
+from tests.learner.test_dqn_replay import make_module, random_batches
+from tests.replay.test_storage import episode
+
+
+def cartpole_runner(seed: int = 0, *, num_envs: int = 8, fragment: int = 256) -> EnvRunner:
+    return EnvRunner(
+        EnvRunnerConfig(
+            env="CartPole-v1", num_envs_per_env_runner=num_envs, rollout_fragment_length=fragment, seed=seed
+        )
+    )
+
+
+class FixedReplay:
+    """Hands out fixed batches: each caller of a round gets the next rows of every batch, so the
+    learners of a group together hold exactly the rows one local learner gets."""
+
+    def __init__(self, batches: list[dict[str, np.ndarray]]) -> None:
+        self.batches, self.used, self.pushed = batches, 0, []
+
+    def sample_batches(self, batch_size_B: int, num_batches: int, **_: Any) -> list[dict[str, np.ndarray]]:
+        start = self.used
+        self.used = (self.used + batch_size_B) % len(self.batches[0]["obs"])
+        return [{k: v[start : start + batch_size_B] for k, v in b.items()} for b in self.batches[:num_batches]]
+
+    def update_priorities(self, keys: np.ndarray, priorities: np.ndarray) -> None:
+        self.pushed.append((np.asarray(keys), np.asarray(priorities)))
+
+    def get_pushed(self) -> dict[int, float]:
+        return {int(k): float(p) for keys, prios in self.pushed for k, p in zip(keys, prios, strict=True)}
+
+
+class TestShardEpisodes:
+    def test_shards_hold_equal_steps(self) -> None:
+        shards = shard_episodes([episode(str(i), n) for i, n in enumerate([5, 4, 3, 3, 2, 1])], 2)
+        assert sorted(sum(len(ep) for ep in shard) for shard in shards) == [9, 9]
+
+    def test_each_next_longest_episode_goes_to_the_shard_with_fewest_steps(self) -> None:
+        shards = shard_episodes([episode(str(i), n) for i, n in enumerate([1, 5, 3, 4, 3, 2])], 3)
+        # 5 -> s0; 4 -> s1; 3 -> s2; 3 -> s2 (3 < 4); 2 -> s1 (4 < 5, 6); 1 -> s0 (5 < 6, 6).
+        assert [[ep.id_ for ep in shard] for shard in shards] == [["1", "0"], ["3", "5"], ["2", "4"]]
+
+    def test_more_shards_than_episodes_leaves_shards_empty(self) -> None:
+        shards = shard_episodes([episode("a", 2)], 3)
+        assert [[ep.id_ for ep in shard] for shard in shards] == [["a"], [], []]
+
+    def test_refuses_zero_shards(self) -> None:
+        with pytest.raises(ConfigError, match=r"'num_shards' must be an int >= 1 \(got 0\)"):
+            shard_episodes([], 0)
+
+
+class TestLearnerGroupArguments:
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [
+            ({"num_learners": -1}, r"'num_learners' must be an int >= 0 \(got -1\)"),
+            ({"num_learners": True}, r"'num_learners' must be an int >= 0 \(got True\)"),
+            ({"num_cpus_per_learner": float("nan")}, r"'num_cpus_per_learner' must be a finite number >= 0"),
+            ({"timeout_s": 0}, r"'timeout_s' must be a finite number > 0 \(got 0\)"),
+        ],
+        ids=["negative", "bool", "nan_cpus", "zero_timeout"],
+    )
+    def test_bad_arguments_raise_before_any_learner_starts(self, kwargs: dict[str, Any], match: str) -> None:
+        with pytest.raises(ConfigError, match=match):
+            LearnerGroup(lambda: None, PPOConfig(), **kwargs)
+
+    def test_update_from_replay_refuses_bad_arguments(self) -> None:
+        group = LearnerGroup(make_module, DQNConfig(), learner_class=DQNLearner)
+        with pytest.raises(ConfigError, match="'num_updates' must be an int >= 1"):
+            group.update_from_replay(FixedReplay(random_batches(1, 4)), 0, 4)
+        with pytest.raises(ConfigError, match="'batch_size_B' must be an int >= 1"):
+            group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 0)
+        with pytest.raises(ConfigError, match=r"'num_updates' must be an int >= 1 \(got True\)"):
+            group.update_from_replay(FixedReplay(random_batches(1, 4)), True, 4)
+        with pytest.raises(ConfigError, match=r"'prioritized' must be True or False \(got 'yes'\)"):
+            group.update_from_replay(FixedReplay(random_batches(1, 4)), 1, 4, prioritized="yes")
+
+
+def test_a_local_group_updates_exactly_as_its_one_learner() -> None:
+    runner = cartpole_runner(num_envs=2, fragment=64)
+    spaces = (runner.observation_space, runner.action_space)
+    config = PPOConfig(num_epochs=2, minibatch_size=32)
+    group = LearnerGroup(lambda: MLPModule(*spaces, seed=0), config)
+    learner = Learner(MLPModule(*spaces, seed=0), config)
+    episodes = runner.sample()
+    metrics = dict(group.update_from_episodes(episodes))
+    expected = dict(learner.update_from_episodes(episodes))
+    del metrics["learner_connector_s"], expected["learner_connector_s"]  # wall time
+    assert metrics == expected
+    weights = group.get_weights()
+    assert sorted(weights) == sorted(learner.module.get_state())
+    for k, v in learner.module.get_state().items():
+        np.testing.assert_array_equal(weights[k], v)
+    assert len(group.get_states()) == 1 and metrics["num_learners"] == 0
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_data_parallel_learners_end_with_identical_weights() -> None:
+    runner = cartpole_runner(seed=3)
+    spaces = (runner.observation_space, runner.action_space)
+    config = PPOConfig(num_epochs=2, minibatch_size=512)
+    group = LearnerGroup(lambda: MLPModule(*spaces, seed=0), config, num_learners=2, num_cpus_per_learner=0.5)
+    try:
+        before = group.get_weights()
+        for _ in range(2):
+            metrics = group.update_from_episodes(runner.sample())
+        states = group.get_states()
+        assert metrics.num_learners == 2 and metrics.batch_size == 2048 and metrics.weights_version == 2
+        for k, v in states[0]["module"].items():
+            np.testing.assert_array_equal(v, states[1]["module"][k])  # identical on every learner
+        assert states[0]["optimizer"]["t"] == states[1]["optimizer"]["t"] == 2 * 2 * 4
+        assert any(not np.array_equal(before[k], states[0]["module"][k]) for k in before)
+        assert states[0]["weights_version"] == states[1]["weights_version"] == 2
+    finally:
+        group.stop()
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_learner_actors_pulling_from_a_replay_actor_equal_one_local_learner(prioritized: bool) -> None:
+    batches = random_batches(5, 24)
+    config = DQNConfig(target_update_every=2)
+    local_replay = FixedReplay(batches)
+    local = LearnerGroup(make_module, config, learner_class=DQNLearner)
+    local_metrics = local.update_from_replay(local_replay, 5, 24, prioritized=prioritized)
+    remote_replay = ray.remote(FixedReplay).remote(batches)
+    group = LearnerGroup(make_module, config, learner_class=DQNLearner, num_learners=2, num_cpus_per_learner=0.25)
+    try:
+        metrics = group.update_from_replay(remote_replay, 5, 24, prioritized=prioritized)
+        states = group.get_states()
+        for key, value in local.get_weights().items():
+            if key == "epsilon":
+                continue
+            np.testing.assert_array_equal(states[0]["module"][key], states[1]["module"][key])  # lockstep
+            np.testing.assert_array_equal(states[0]["target"][key], states[1]["target"][key])
+            np.testing.assert_allclose(states[0]["module"][key], value, rtol=1e-4, atol=1e-6)
+        assert metrics.num_gradient_steps == local_metrics.num_gradient_steps == 5
+        assert metrics.num_learners == 2 and metrics.loss == pytest.approx(local_metrics.loss, rel=1e-4)
+        pushed = ray.get(remote_replay.get_pushed.remote())
+        if prioritized:
+            assert sorted(pushed) == list(range(5 * 24))  # every sampled step, from both learners
+            local_pushed = local_replay.get_pushed()
+            assert all(pushed[k] == pytest.approx(local_pushed[k], rel=1e-4, abs=1e-6) for k in pushed)
+        else:
+            assert pushed == {}
+    finally:
+        group.stop()

@@ -1,0 +1,41 @@
+"""The error hierarchy: every error ray-sampler raises on purpose is a RaySamplerError and a ValueError."""
+
+from __future__ import annotations
+
+import pytest
+
+from ray_sampler import errors
+from ray_sampler.errors import (
+    ConfigError,
+    DataFormatError,
+    EnvCreatorError,
+    EpisodeError,
+    RaySamplerError,
+    ReplayError,
+    SpaceError,
+)
+
+ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, ReplayError, SpaceError]
+
+
+def test_all_lists_the_base_and_every_error() -> None:
+    assert sorted(errors.__all__) == sorted(["RaySamplerError", *(e.__name__ for e in ERRORS)])
+
+
+def test_the_base_is_an_exception() -> None:
+    assert RaySamplerError.__mro__ == (RaySamplerError, Exception, BaseException, object)
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=[e.__name__ for e in ERRORS])
+def test_every_error_is_a_ray_sampler_error_and_a_value_error(error: type[Exception]) -> None:
+    assert issubclass(error, RaySamplerError) and issubclass(error, ValueError)
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=[e.__name__ for e in ERRORS])
+def test_except_value_error_catches_every_error_with_its_message(error: type[Exception]) -> None:
+    with pytest.raises(ValueError, match=r"^'field' must be an int >= 1 \(got 0\)$"):
+        raise error("'field' must be an int >= 1 (got 0)")
+
+
+def test_the_errors_are_distinct_classes() -> None:
+    assert not any(issubclass(a, b) for a in ERRORS for b in ERRORS if a is not b)
