@@ -140,7 +140,7 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
                 key = "group_keep_sampling" if keep_sampling else "group"
                 out.setdefault(key, {})[n] = steps / (time.perf_counter() - t0)
                 if n == runner_counts[0] and not keep_sampling:
-                    extra = sum(v.nbytes for v in sample.extra_model_outputs.values())
+                    extra = sum(v.nbytes for v in sample.data.extra_model_outputs.values())
                     raw_bytes = sample.raw_step_nbytes() * sample.num_env_steps
                     out["shipped_over_raw"] = sample.serialized_nbytes() / raw_bytes
                     out["shipped_over_raw_with_model_outputs"] = sample.serialized_nbytes() / (raw_bytes + extra)

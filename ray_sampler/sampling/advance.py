@@ -236,14 +236,15 @@ def cursor_infos(
     new_info = dict(zip(col.data.info_rows.tolist(), col.data.info_values)) if col is not None else {}
     new_lb = dict(zip(col.lookback.info_rows.tolist(), col.lookback.info_values)) if col is not None else {}
     first_infos: dict[int, dict] = {}
+    obs_offsets = col.obs_offsets if col is not None else None  # once: a property that sums all chunk lengths
     for i in range(len(cb.ids)):
         if fates.kept[i]:
             info = old_first.get(i)
         elif fates.fresh[i]:
             info = fates.trailing[i][1]
         else:
-            assert col is not None, "a sub-env with a new chunk implies a harvest"
-            info = new_info.get(int(col.obs_offsets[fates.last_chunk[i] + 1] - 1))
+            assert obs_offsets is not None, "a sub-env with a new chunk implies a harvest"
+            info = new_info.get(int(obs_offsets[fates.last_chunk[i] + 1] - 1))
         if info:
             first_infos[i] = info
     lb_infos: dict[int, dict] = {}
