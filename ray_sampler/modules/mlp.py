@@ -37,9 +37,13 @@ def forward(
     head: str,
     x: np.ndarray,
     activation: str = "tanh",
+    *,
+    depth: int | None = None,
 ) -> tuple[np.ndarray, list[Any]]:
+    """The head's output for inputs ``x`` and the layer inputs ``backward`` needs; ``depth`` (the
+    number of layers) saves counting them per call where the caller knows it (the acting path)."""
     cache = []
-    n = num_layers(params, head)
+    n = num_layers(params, head) if depth is None else depth
     for layer in range(n):
         w, b = params[f"{head}.{layer}.w"], params[f"{head}.{layer}.b"]
         cache.append(x)

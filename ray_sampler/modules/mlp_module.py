@@ -37,6 +37,7 @@ class MLPModule:
         self.observation_space = observation_space
         self.action_space = action_space
         self.hidden_sizes = tuple(hidden_sizes)
+        self._depth = len(self.hidden_sizes) + 1  # layers per head
         n_in = gym.spaces.flatdim(observation_space)
         n_dist = dist_input_size(action_space)
         self.is_gaussian = isinstance(action_space, gym.spaces.Box)
@@ -51,7 +52,7 @@ class MLPModule:
             self.params["pi.log_std"] = np.full(n_dist // 2, initial_log_std, np.float32)
 
     def _mlp(self, head: str, x: np.ndarray) -> np.ndarray:
-        return forward(self.params, head, x)[0]
+        return forward(self.params, head, x, depth=self._depth)[0]
 
     def _dist_inputs(self, obs: np.ndarray) -> np.ndarray:
         out = self._mlp("pi", obs)

@@ -44,6 +44,7 @@ class QModule:
         self.observation_space, self.action_space = observation_space, action_space
         rng = np.random.default_rng(seed)
         sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(action_space.n))
+        self._depth = len(sizes) - 1
         self.params: dict[str, np.ndarray] = {}
         for layer, (a, b) in enumerate(itertools.pairwise(sizes)):
             gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
@@ -52,7 +53,7 @@ class QModule:
 
     def q_values(self, obs: Any) -> np.ndarray:
         x = np.asarray(obs, np.float32).reshape(len(obs), -1)
-        return forward(self.params, "q", x, self.activation)[0]
+        return forward(self.params, "q", x, self.activation, depth=self._depth)[0]
 
     def _greedy_and_dist(self, batch: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         greedy = self.q_values(batch[Columns.OBS]).argmax(axis=1)
