@@ -4,7 +4,7 @@ from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
 from replay.buffer import BatchList, EpisodeReplayBuffer
 from replay.metrics import AddAck, BufferMetrics, ReplayMetrics
 from replay.n_step import n_step_transitions
-from replay.persistence import restore_buffer, save_buffer
+from replay.persistence import Checkpoint, remove_stale_temp_files, restore_buffer, restore_checkpoint, save_buffer
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from replay.prioritized_sampler import PrioritizedSampler
 from replay.rate_limiter import RateLimiter
@@ -19,6 +19,7 @@ __all__ = [
     "AddAck",
     "BatchList",
     "BufferMetrics",
+    "Checkpoint",
     "Draw",
     "EpisodeReplayBuffer",
     "EpisodeStorage",
@@ -37,6 +38,8 @@ __all__ = [
     "UniformSampler",
     "create_replay_actor",
     "n_step_transitions",
+    "remove_stale_temp_files",
     "restore_buffer",
+    "restore_checkpoint",
     "save_buffer",
 ]

@@ -14,9 +14,14 @@ outlives the runner that sent it, and answers with a small acknowledgement.
   for a learner's next gradient steps).
 - With ``prioritized`` the buffer is a PrioritizedEpisodeReplayBuffer: batches carry ``weights``
   and ``keys``, and learners send |TD errors| back with ``update_priorities``.
-- With ``checkpoint_path`` and ``checkpoint_every_s`` a background thread saves the buffer
-  (atomically, see replay.persistence); an actor started with an existing ``checkpoint_path``
-  restores from it.
+- With ``checkpoint_path`` and ``checkpoint_every_s`` and/or ``checkpoint_every_env_steps`` a
+  background thread saves the buffer (atomically, checksummed, see replay.persistence). An actor
+  started with ``checkpoint_path`` first removes the temporary files a killed save left there,
+  then restores from the file if it exists (a corrupted one raises DataFormatError). The file
+  records the env steps acknowledged up to it, so after a restore ``num_env_steps_lost(acked)``
+  tells a driver how many of the steps it saw acknowledged (by every incarnation of the actor)
+  died with the old actor; the restored episodes accept their runners' next chunks despite the
+  gap (see replay.storage).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ray_sampler.errors import ConfigError, ReplayError
 from ray_sampler.validate import check_bool, check_int, check_number, check_optional
 from replay.buffer import BatchList, EpisodeReplayBuffer
 from replay.metrics import AddAck, ReplayCounters, ReplayMetrics
-from replay.persistence import restore_buffer, save_buffer
+from replay.persistence import Checkpoint, remove_stale_temp_files, restore_checkpoint, save_buffer
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from replay.rate_limiter import RateLimiter
 from replay.state import ReplayState
@@ -62,7 +67,10 @@ class ReplayConfig:
     checkpoint_path: str | None = None
     """Parquet file to checkpoint to and restore from."""
     checkpoint_every_s: float | None = None
-    """Seconds between checkpoints (needs checkpoint_path); None: only on request."""
+    """Seconds between checkpoints (needs checkpoint_path); None: not by time."""
+    checkpoint_every_env_steps: int | None = None
+    """Also checkpoint once this many env steps were received since the last one (needs
+    checkpoint_path); None: not by steps. Neither set: only on request (``save``)."""
     checkpoint_drop_infos: bool = False
     """Leave infos out of checkpoints (for infos that are not JSON-representable)."""
     seed: int | None = None
@@ -78,8 +86,10 @@ class ReplayConfig:
         for name in ("add_timeout_s", "sample_timeout_s"):
             check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
         check_optional(check_number, "checkpoint_every_s", self.checkpoint_every_s, minimum=0, exclusive_minimum=True)
-        if self.checkpoint_every_s is not None and self.checkpoint_path is None:
-            raise ConfigError("'checkpoint_every_s' needs 'checkpoint_path'")
+        check_optional(check_int, "checkpoint_every_env_steps", self.checkpoint_every_env_steps, minimum=1)
+        for name in ("checkpoint_every_s", "checkpoint_every_env_steps"):
+            if getattr(self, name) is not None and self.checkpoint_path is None:
+                raise ConfigError(f"'{name}' needs 'checkpoint_path'")
         check_bool("checkpoint_drop_infos", self.checkpoint_drop_infos)
         check_bool("prioritized", self.prioritized)
         check_optional(check_int, "seed", self.seed, minimum=0)
@@ -113,10 +123,14 @@ class ReplayConfig:
 
     def restore_buffer(self, path: str) -> EpisodeReplayBuffer:
         """The buffer saved at ``path``, of this config's kind and capacities."""
+        return self.restore_checkpoint(path).buffer
+
+    def restore_checkpoint(self, path: str) -> Checkpoint:
+        """The buffer saved at ``path`` (of this config's kind and capacities) and the file's state record."""
         cls, kwargs = self._buffer_class_and_kwargs()
-        buffer = restore_buffer(path, seed=self.seed, buffer_class=cls, **kwargs)
-        buffer.set_capacity(self.capacity_env_steps, self.capacity_bytes)  # the config's, not the file's
-        return buffer
+        checkpoint = restore_checkpoint(path, seed=self.seed, buffer_class=cls, **kwargs)
+        checkpoint.buffer.set_capacity(self.capacity_env_steps, self.capacity_bytes)  # the config's, not the file's
+        return checkpoint
 
 
 class ReplayActor:
@@ -125,13 +139,22 @@ class ReplayActor:
     def __init__(self, config: ReplayConfig) -> None:
         self.config = config
         path = config.checkpoint_path
-        self.restored_from: str | None
+        self.restored_from: str | None = None
+        self.num_stale_temp_files_removed = 0
+        """Temporary files of a killed save found (and removed) next to ``checkpoint_path`` at start."""
+        self.restored_num_env_steps_received = 0
+        """Env steps acknowledged up to the checkpoint this actor restored (0: not restored)."""
+        self._counts = ReplayCounters()
+        if path is not None:
+            self.num_stale_temp_files_removed = len(remove_stale_temp_files(path))
         if path is not None and os.path.exists(path):
-            self.buffer = config.restore_buffer(path)
+            checkpoint = config.restore_checkpoint(path)
+            self.buffer = checkpoint.buffer
             self.restored_from = path
+            self.restored_num_env_steps_received = checkpoint.state.num_env_steps_received
+            self._counts.num_env_steps_received = self.restored_num_env_steps_received  # counts go on from there
         else:
             self.buffer = config.make_buffer()
-            self.restored_from = None
         self.limiter = RateLimiter(
             min_size_to_sample=config.min_size_to_sample,
             samples_per_insert=config.samples_per_insert,
@@ -140,10 +163,11 @@ class ReplayActor:
         self._count_restored_steps()
         self._cond = threading.Condition()
         self._started = time.monotonic()
-        self._counts = ReplayCounters()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by add once checkpoint_every_env_steps were received
+        self._steps_since_checkpoint = 0
         self._checkpointer: threading.Thread | None = None
-        if config.checkpoint_every_s is not None:
+        if config.checkpoint_every_s is not None or config.checkpoint_every_env_steps is not None:
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, daemon=True)
             self._checkpointer.start()
 
@@ -169,6 +193,10 @@ class ReplayActor:
             self.limiter.inserted(kept, stored_before=before)
             self._counts.num_adds += 1
             self._counts.num_env_steps_received += n
+            self._steps_since_checkpoint += n
+            every = self.config.checkpoint_every_env_steps
+            if every is not None and self._steps_since_checkpoint >= every:
+                self._wake.set()
             self._counts.num_env_steps_added += kept
             self._counts.backpressure_s += waited
             self._cond.notify_all()
@@ -271,12 +299,30 @@ class ReplayActor:
         if path is None:
             raise ReplayError("save: give a path or configure 'checkpoint_path'")
         with self._cond:
-            save_buffer(self.buffer, path, drop_infos=self.config.checkpoint_drop_infos)
+            save_buffer(
+                self.buffer,
+                path,
+                drop_infos=self.config.checkpoint_drop_infos,
+                num_env_steps_received=self._counts.num_env_steps_received,
+            )
             self._counts.num_checkpoints += 1
+            self._steps_since_checkpoint = 0
         return path
 
+    def num_env_steps_lost(self, num_env_steps_acknowledged: int) -> int:
+        """Of ``num_env_steps_acknowledged`` (every env step a driver saw acknowledged by this replay
+        and the incarnations before it, ``AddAck.num_env_steps_received`` summed), those not in the
+        checkpoint this actor restored nor added since: they died with the previous actor."""
+        check_int("num_env_steps_acknowledged", num_env_steps_acknowledged, minimum=0, error=ReplayError)
+        with self._cond:
+            return max(0, num_env_steps_acknowledged - self._counts.num_env_steps_received)
+
     def _checkpoint_loop(self) -> None:
-        while not self._stop.wait(self.config.checkpoint_every_s):
+        while True:
+            self._wake.wait(self.config.checkpoint_every_s)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
             try:
                 if len(self.buffer):
                     self.save()
@@ -288,6 +334,7 @@ class ReplayActor:
     def stop(self) -> None:
         """Stops the checkpoint thread."""
         self._stop.set()
+        self._wake.set()
         if self._checkpointer is not None:
             self._checkpointer.join(timeout=5)
 

@@ -36,6 +36,9 @@ class ReplayState:
     """Env steps evicted so far."""
     first_order: int = 0
     """Insertion counter of the oldest stored episode (sampling keys stay stable across a restore)."""
+    num_env_steps_received: int = 0
+    """Env steps a replay actor had acknowledged up to this state (0 for a bare buffer): a replay
+    restored from a checkpoint lacks the steps acknowledged after it."""
     rng_state: dict[str, Any] | None = None
     """The sampling RNG's ``bit_generator.state``; None: leave the RNG as it is."""
     episodes: ColumnarEpisodes | None = None
@@ -66,5 +69,6 @@ class ReplayState:
             num_evicted_episodes=counter("num_evicted_episodes"),
             num_evicted_env_steps=counter("num_evicted_env_steps"),
             first_order=counter("first_order"),
-            rng_state=meta.get("rng_state"),
+            num_env_steps_received=counter("num_env_steps_received"),
+            rng_state=check_optional(check_dict, "rng_state", meta.get("rng_state"), error=DataFormatError),
         )

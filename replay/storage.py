@@ -10,10 +10,19 @@ done) and its lookback dropped, since the stored steps already hold it; a chunk 
 not stored (new, or evicted) keeps its lookback. ``add`` is atomic: one bad chunk and nothing
 changes (the segment table and the episode records are changed on copies, swapped in at the end;
 the columns roll back). Capacity counts env steps (lookback never counts), optionally bytes too;
-the oldest whole episodes go first. Dead rows are reclaimed by compaction once they pass a
-quarter of the live ones (or of ``capacity_bytes``). ``capacity_bytes`` bounds the stored steps'
-own bytes (observation, action, reward, model outputs); allocation adds growth room and lookback
-rows on top.
+the oldest whole episodes go first, but the newest stored episode is always kept: an episode
+longer than the whole capacity stays (alone) until the next one arrives, as in RLlib, so the
+stored steps may exceed the capacity (by less than that one episode's length). Dead rows are
+reclaimed by compaction once they pass a quarter of the live ones (or of ``capacity_bytes``).
+``capacity_bytes`` bounds the stored steps' own bytes (observation, action, reward, model
+outputs); allocation adds growth room and lookback rows on top.
+
+A storage restored from a checkpoint (``mark_restored``) lets the episodes it held that were not
+done go on after a gap: a replay actor restored from its last checkpoint lacks the chunks
+acknowledged since, so the runners' next chunks start later than the stored episodes end. Such a
+chunk starts a new stored episode under its id; the restored part stays, renamed
+``<id>#<its end t>`` (two separate pieces, no transition across the gap). Duplicates (a chunk
+starting before the stored end) are still refused, as is any gap in a storage not restored.
 
 Everything else reads the storage through its read API (counts, episode records, an episode's
 rows, a read-only segment view, column gathers, sizes). A :class:`StepRowListener` (the
@@ -118,6 +127,7 @@ class EpisodeStorage:
         self._version = 0
         self._view: SegmentView | None = None
         self._view_version = -1
+        self._restored_open: set[str] = set()
 
     # ---------------------------------------------------------------- counts
     @property
@@ -172,29 +182,36 @@ class EpisodeStorage:
     # ---------------------------------------------------------------- adding
     def add(self, col: ColumnarEpisodes) -> int:
         """Stores the chunks of ``col`` (all or none); returns how many of their env steps are still
-        stored after eviction (an episode longer than the capacity is evicted on arrival)."""
+        stored after eviction (the newest episode always stays, see the module docstring)."""
         col.validate()
-        plan = self._plan(col)
+        plan, renames = self._plan(col)
         if not plan:
             return 0
         mark = self._columns.mark()
         try:
-            base_step = self._apply(col, plan)
+            base_step = self._apply(col, plan, renames)
         except Exception:
             self._columns.rollback(mark)  # checked up front, but nothing half-written may stay
             raise
         if self._listener is not None:
             self._listener.rows_added(base_step, self._columns.num_step_rows)
+        self._restored_open.difference_update(col.ids[i] for i, _ in plan)
         self._evict()
         self._version += 1
         return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self._episodes)
 
-    def _plan(self, col: ColumnarEpisodes) -> list[tuple[int, bool]]:
-        """(chunk, continues a stored episode) for every chunk with steps; raises before any change."""
+    def mark_restored(self) -> None:
+        """The stored episodes that are not done may go on after a gap (see the module docstring)."""
+        self._restored_open = {id_ for id_, ep in self._episodes.items() if not ep.is_done}
+
+    def _plan(self, col: ColumnarEpisodes) -> tuple[list[tuple[int, bool]], dict[str, str]]:
+        """(chunk, continues a stored episode) for every chunk with steps, and the restored episodes
+        to rename (old id -> new id) because a chunk goes on after a gap; raises before any change."""
         self._columns.check_keys(col)
         obs_off = col.obs_offsets
         pending: dict[str, tuple[int, bool, Any]] = {}  # id -> (t, is_done, last obs) after earlier chunks
         plan = []
+        renames: dict[str, str] = {}
         table = self._segments
         for i, id_ in enumerate(col.ids):
             if not col.lens[i]:
@@ -203,6 +220,9 @@ class EpisodeStorage:
             t: int | None
             if id_ in pending:
                 t, done, last_obs = pending[id_]
+            elif stored is not None and id_ in self._restored_open and int(col.t_started[i]) > stored.t:
+                renames[id_] = self._piece_id(id_, stored.t)  # a gap after a restore: a new piece
+                t, done, last_obs = None, False, None
             elif stored is not None:
                 t, done = stored.t, stored.is_done
                 seg = stored.last_segment
@@ -230,9 +250,15 @@ class EpisodeStorage:
         if plan:
             with_lookback = any(not cont and col.lookback_lens[i] for i, cont in plan)
             self._columns.check_rows(col, with_lookback=with_lookback)
-        return plan
+        return plan, renames
 
-    def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]]) -> int:
+    def _piece_id(self, id_: str, t: int) -> str:
+        new, k = f"{id_}#{t}", 1
+        while new in self._episodes:
+            new, k = f"{id_}#{t}.{k}", k + 1
+        return new
+
+    def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]], renames: dict[str, str]) -> int:
         """Appends the planned chunks; returns the first new step row. Segments and episode records
         change on copies that replace the stored ones only at the end."""
         base_obs, base_step = self._columns.append(col)
@@ -247,6 +273,14 @@ class EpisodeStorage:
                 lb_base[i] = at
                 at += int(col.lookback_lens[i])
         table, episodes = self._segments.copy(), dict(self._episodes)
+        if renames:  # the restored pieces keep their place in eviction order under their new ids
+            episodes = {renames.get(id_, id_): ep for id_, ep in episodes.items()}
+            for new in renames.values():
+                ep = episodes[new] = episodes[new]._replace(id_=new)
+                seg = ep.first_segment
+                while seg >= 0:
+                    table.episode[seg] = new
+                    seg = int(table.next[seg])
         next_order, num_steps, live_obs_rows = self._next_order, self._num_steps, self._live_obs_rows
         first, orders, links = len(table), [], []
         for k, (i, continues) in enumerate(plan):
@@ -295,7 +329,7 @@ class EpisodeStorage:
 
     def _evict(self) -> None:
         table = self._segments
-        while self._episodes and self._over_capacity():
+        while len(self._episodes) > 1 and self._over_capacity():  # the newest episode always stays
             id_, ep = next(iter(self._episodes.items()))
             del self._episodes[id_]
             seg = ep.first_segment

@@ -40,6 +40,8 @@ from tests.replay.test_storage import episode
         ({"capacity_env_steps": True}, "'capacity_env_steps' must be an int >= 1"),
         ({"seed": "x"}, "'seed' must be an int >= 0 or None"),
         ({"checkpoint_drop_infos": "no"}, "'checkpoint_drop_infos' must be True or False"),
+        ({"checkpoint_every_env_steps": 5}, "'checkpoint_every_env_steps' needs 'checkpoint_path'"),
+        ({"checkpoint_path": "c", "checkpoint_every_env_steps": 0}, "'checkpoint_every_env_steps' must be an int >= 1"),
     ],
     ids=[
         "min_size",
@@ -57,6 +59,8 @@ from tests.replay.test_storage import episode
         "bool_capacity",
         "seed",
         "drop_infos",
+        "every_steps_without_path",
+        "every_zero_steps",
     ],
 )
 def test_bad_replay_config_raises(kwargs: dict, match: str) -> None:
@@ -205,10 +209,10 @@ def test_checkpoint_errors_are_counted_and_the_thread_keeps_going(tmp_path: Path
 
 def test_ack_counts_only_steps_still_stored() -> None:
     actor = ReplayActor(ReplayConfig(capacity_env_steps=5))
-    ack = actor.add([episode("a", 8)])
-    assert (ack.num_env_steps, ack.num_env_steps_received, ack.num_env_steps_stored) == (0, 8, 0)
-    assert actor.add(None) == AddAck(num_env_steps=0, num_env_steps_received=0, waited_s=0.0, num_env_steps_stored=0)
-    assert actor.limiter.num_inserted == 0
+    ack = actor.add([episode("a", 8), episode("b", 2)])  # "a" goes: it is not the newest episode
+    assert (ack.num_env_steps, ack.num_env_steps_received, ack.num_env_steps_stored) == (2, 10, 2)
+    assert actor.add(None) == AddAck(num_env_steps=0, num_env_steps_received=0, waited_s=0.0, num_env_steps_stored=2)
+    assert actor.limiter.num_inserted == 1  # the first step only filled the buffer up to min_size_to_sample
 
 
 def test_actor_sample_episodes_and_set_state() -> None:
@@ -319,3 +323,63 @@ def test_a_restored_replay_that_was_sampling_samples_again_at_once(tmp_path: Pat
         if again.restored_from is None:
             again.set_state(first.get_state())
         assert len(again.buffer) == 90 and len(again.sample(2)["obs"]) == 2
+
+
+def test_checkpoints_every_n_received_env_steps_record_the_acknowledged_count(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.parquet")
+    actor = ReplayActor(ReplayConfig(checkpoint_path=path, checkpoint_every_env_steps=5))
+    actor.add([episode("a", 3, terminated=True)])
+    time.sleep(0.2)
+    assert actor.get_metrics().num_checkpoints == 0  # 3 < 5 steps: the thread sleeps (no time interval)
+    actor.add([episode("b", 3, terminated=True)])
+    deadline = time.monotonic() + 10
+    while actor.get_metrics().num_checkpoints == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    actor.stop()
+    assert actor.get_metrics().num_checkpoints == 1
+    again = ReplayActor(ReplayConfig(checkpoint_path=path))
+    assert len(again.buffer) == 6 and again.restored_num_env_steps_received == 6
+    assert again.get_metrics().num_env_steps_received == 6  # the count goes on from the checkpoint's
+
+
+def test_stale_temp_files_are_removed_when_the_actor_starts(tmp_path: Path) -> None:
+    path = tmp_path / "c.parquet"
+    first = ReplayActor(ReplayConfig(checkpoint_path=str(path)))
+    first.add([episode("a", 3, terminated=True)])
+    first.save()
+    (tmp_path / ".c.parquet.5f3a.tmp").write_bytes(path.read_bytes()[:100])  # a save killed mid-write
+    again = ReplayActor(ReplayConfig(checkpoint_path=str(path)))
+    assert again.num_stale_temp_files_removed == 1 and [p.name for p in tmp_path.iterdir()] == ["c.parquet"]
+    assert again.restored_from == str(path) and len(again.buffer) == 3
+    assert ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "new" / "d.parquet"))).restored_from is None
+
+
+class TestRestoredActor:
+    """An actor restored from its last checkpoint: continuation chunks go on, the lost steps are counted."""
+
+    def test_continuation_chunks_of_the_restored_episodes_are_accepted(self, tmp_path: Path) -> None:
+        path = str(tmp_path / "c.parquet")
+        first = ReplayActor(ReplayConfig(checkpoint_path=path))
+        first.add([episode("a", 3), episode("b", 2)])
+        first.save()
+        again = ReplayActor(ReplayConfig(checkpoint_path=path))
+        assert again.add([episode("a", 2, start=3, lookback=1), episode("b", 1, start=2)]).num_env_steps == 3
+        assert list(again.buffer.storage.episodes) == ["a", "b"] and len(again.buffer) == 8
+        assert again.num_env_steps_lost(8) == 0
+
+    def test_steps_acknowledged_after_the_checkpoint_are_reported_lost_and_the_gap_is_accepted(
+        self, tmp_path: Path
+    ) -> None:
+        path = str(tmp_path / "c.parquet")
+        first = ReplayActor(ReplayConfig(checkpoint_path=path))
+        acknowledged = first.add([episode("a", 3)]).num_env_steps_received
+        first.save()
+        acknowledged += first.add([episode("a", 2, start=3, lookback=1)]).num_env_steps_received  # dies with it
+        again = ReplayActor(ReplayConfig(checkpoint_path=path))
+        assert again.num_env_steps_lost(acknowledged) == 2
+        ack = again.add([episode("a", 2, start=5, lookback=1)])  # the runner's next chunk, after the lost one
+        acknowledged += ack.num_env_steps_received
+        assert ack.num_env_steps == 2 and again.num_env_steps_lost(acknowledged) == 2
+        assert list(again.buffer.storage.episodes) == ["a#3", "a"]
+        with pytest.raises(ReplayError, match="'num_env_steps_acknowledged' must be an int >= 0"):
+            again.num_env_steps_lost(-1)

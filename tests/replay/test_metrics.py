@@ -40,11 +40,14 @@ class TestBufferMetrics:
             step_nbytes=STEP_NBYTES,
         )
 
-    def test_an_episode_longer_than_the_capacity_counts_as_evicted_on_arrival(self) -> None:
+    def test_an_episode_longer_than_the_capacity_counts_as_evicted_when_the_next_one_comes(self) -> None:
         buf = EpisodeReplayBuffer(capacity_env_steps=5)
         buf.add([episode("a", 8)])
         m = buf.get_metrics()
-        assert (m.num_env_steps, m.num_episodes, m.num_evicted_episodes, m.num_evicted_env_steps) == (0, 0, 1, 8)
+        assert (m.num_env_steps, m.num_episodes, m.num_evicted_episodes, m.num_evicted_env_steps) == (8, 1, 0, 0)
+        buf.add([episode("b", 2)])
+        m = buf.get_metrics()
+        assert (m.num_env_steps, m.num_episodes, m.num_evicted_episodes, m.num_evicted_env_steps) == (2, 1, 1, 8)
 
     def test_continuation_chunks_count_their_steps_but_not_a_new_episode(self) -> None:
         buf = EpisodeReplayBuffer(capacity_env_steps=10)
@@ -159,10 +162,10 @@ class TestReplayMetrics:
 
     def test_steps_evicted_by_their_own_add_are_received_but_not_added(self) -> None:
         actor = ReplayActor(ReplayConfig(capacity_env_steps=5))
-        actor.add([episode("a", 8)])
-        actor.add([episode("b", 2)])
+        actor.add([episode("a", 8), episode("b", 2)])  # "a" is not the newest episode: it goes at once
+        actor.add([episode("c", 1)])
         m = actor.get_metrics()
-        assert (m.num_adds, m.num_env_steps_received, m.num_env_steps_added, m.num_env_steps) == (2, 10, 2, 2)
+        assert (m.num_adds, m.num_env_steps_received, m.num_env_steps_added, m.num_env_steps) == (2, 11, 3, 3)
 
     def test_rates_are_the_counts_over_the_same_elapsed_time(self) -> None:
         actor = ReplayActor(ReplayConfig(capacity_env_steps=10, seed=0))

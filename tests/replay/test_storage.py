@@ -207,11 +207,12 @@ def test_safe_upcasts_are_stored_and_strings_widen() -> None:
     assert words.episodes_columnar(["x", "y"]).data.observations.tolist() == ["ab", "cd", "abc", "wxyz"]
 
 
-def test_an_episode_larger_than_capacity_then_normal_adds() -> None:
+def test_an_episode_larger_than_capacity_stays_until_the_next_one_then_normal_adds() -> None:
     storage = EpisodeStorage(capacity_env_steps=1000)
-    assert storage.add(episodes_to_columnar([episode("huge", 5000)])) == 0  # evicted on arrival
-    assert storage.num_steps == 0
+    assert storage.add(episodes_to_columnar([episode("huge", 5000)])) == 5000  # the newest episode stays, whole
+    assert storage.num_steps == 5000 and stored_obs(storage, "huge") == [float(t) for t in range(5001)]
     storage.add(episodes_to_columnar([episode("b", 3), episode("c", 2)]))
+    assert list(storage.episodes) == ["b", "c"] and storage.num_evicted_steps == 5000
     assert stored_obs(storage, "b") == [0.0, 1.0, 2.0, 3.0] and stored_obs(storage, "c") == [0.0, 1.0, 2.0]
     storage.compact()  # compacting again is harmless
     assert stored_obs(storage, "c") == [0.0, 1.0, 2.0]
@@ -377,3 +378,41 @@ def test_episode_rows_join_segments_and_keep_the_first_lookback() -> None:
     chunk = storage.episode_chunk("a", start=1, stop=3, lookback=3)
     assert chunk.t_started == 5 and len(chunk) == 2 and chunk.len_lookback_buffer == 3
     assert np.asarray(chunk.get_observations(slice(-6, None)))[:, 0].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+class TestRestoredEpisodes:
+    """After ``mark_restored`` an episode that was not done goes on after a gap (the chunks acknowledged
+    after the checkpoint died with the actor) as a new piece; everything else is checked as before."""
+
+    @staticmethod
+    def restored() -> EpisodeStorage:
+        storage = EpisodeStorage(capacity_env_steps=100)
+        storage.add(episodes_to_columnar([episode("a", 3), episode("d", 2, terminated=True)]))
+        storage.mark_restored()
+        return storage
+
+    def test_a_chunk_that_continues_without_a_gap_joins_its_episode(self) -> None:
+        storage = self.restored()
+        assert storage.add(episodes_to_columnar([episode("a", 2, start=3, lookback=1)])) == 2
+        assert list(storage.episodes) == ["a", "d"] and stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+    def test_a_chunk_after_a_gap_starts_a_new_piece_and_the_restored_part_is_renamed(self) -> None:
+        storage = self.restored()
+        assert storage.add(episodes_to_columnar([episode("a", 2, start=5, lookback=1)])) == 2
+        assert list(storage.episodes) == ["a#3", "d", "a"]  # the restored part keeps its place in eviction order
+        assert stored_obs(storage, "a#3") == [0.0, 1.0, 2.0, 3.0] and stored_obs(storage, "a") == [5.0, 6.0, 7.0]
+        assert (storage.episodes["a"].t_started, storage.episodes["a"].t, storage.num_steps) == (5, 7, 7)
+        assert storage.add(episodes_to_columnar([episode("a", 1, start=7)])) == 1  # and goes on from there
+        with pytest.raises(ReplayError, match="starts at t=10 but the stored episode is at t=8"):
+            storage.add(episodes_to_columnar([episode("a", 1, start=10)]))  # one gap only: the one after the restore
+
+    def test_duplicates_and_gaps_outside_a_restore_are_still_refused(self) -> None:
+        storage = self.restored()
+        with pytest.raises(ReplayError, match="starts at t=1 but the stored episode is at t=3"):
+            storage.add(episodes_to_columnar([episode("a", 2, start=1)]))
+        with pytest.raises(ReplayError, match="already done"):
+            storage.add(episodes_to_columnar([episode("d", 2, start=4)]))
+        fresh = EpisodeStorage(capacity_env_steps=100)
+        fresh.add(episodes_to_columnar([episode("a", 3)]))
+        with pytest.raises(ReplayError, match="starts at t=5 but the stored episode is at t=3"):
+            fresh.add(episodes_to_columnar([episode("a", 2, start=5)]))
