@@ -1,7 +1,8 @@
 """PPO training on a local Ray cluster's runners: the loop behind ``ray-sampler train``.
 
 Each iteration the EnvRunnerGroup samples, the LearnerGroup updates, and the new weights go to
-the runners with one ``ray.put``; a line per iteration goes to ``log``. Ray must be running.
+the runners with one ``ray.put``; a line per iteration goes to ``log``, and one per runner that
+failed and was replaced (``EnvRunnerGroupConfig``'s restart fields). Ray must be running.
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
             episodes = runners.sample()
             t1 = time.perf_counter()
             steps += sum(len(ep) for ep in episodes)
+            for line in runners.metrics.runner_failures:  # a failed runner was replaced: sampling went on
+                log(line)
             tracker.add(runners.metrics.episode_returns)
             metrics = learners.update_from_episodes(episodes)
             timings["sample_s"] += t1 - t0

@@ -5,7 +5,8 @@ Every iteration the runners send their chunks straight to the ReplayActor
 while the learners work), the LearnerGroup pulls batches from the replay and takes
 ``updates_per_env_step`` gradient steps per new env step (with prioritized replay the learners
 send |TD errors| back), and the new weights, with the epsilon of the exploration schedule, go to
-the runners with one ``ray.put``. Ray must be running.
+the runners with one ``ray.put``. A runner that fails is replaced and the loop goes on, logging
+one line for it. Ray must be running.
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ def train_dqn(
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
         while steps < cfg.max_env_steps and not tracker.reached:
             runners.sample_to_replay(replay)
+            for line in runners.metrics.runner_failures:  # a failed runner was replaced: sampling went on
+                log(line)
             steps += runners.metrics.num_env_steps
             tracker.add(runners.metrics.episode_returns)
             if steps >= cfg.replay.min_size_to_sample:

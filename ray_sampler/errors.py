@@ -6,6 +6,8 @@ __all__ = [
     "ConfigError",
     "DataFormatError",
     "EnvCreatorError",
+    "EnvError",
+    "EnvRunnerFailedError",
     "EpisodeError",
     "RaySamplerError",
     "ReplayError",
@@ -25,6 +27,11 @@ class EnvCreatorError(RaySamplerError, ValueError):
     """An env creator is not callable, unknown, or returns something that is not a gymnasium.Env."""
 
 
+class EnvRunnerFailedError(RaySamplerError):
+    """Env runners failed and the group may not replace them (restarts disabled or used up, or none
+    healthy by the deadline); names each failed runner's worker index and its last cause."""
+
+
 class SpaceError(RaySamplerError, ValueError):
     """An observation or action space is unsupported, or data does not fit its space."""
 
@@ -39,3 +46,8 @@ class DataFormatError(RaySamplerError, ValueError):
 
 class ReplayError(RaySamplerError, ValueError):
     """Data a replay buffer must refuse: a chunk that does not continue its stored episode, a bad sample request."""
+
+
+class EnvError(RaySamplerError):
+    """A sub-env raised in ``reset()`` or ``step()`` and was not restarted; names ``worker_index``,
+    ``vector_index`` (when known) and the env's own exception (chained as ``__cause__``)."""

@@ -151,9 +151,12 @@ def full_state(ep: SingleAgentEpisode) -> dict[str, Any]:
     return state
 
 
-def assert_episodes_equal(a: SingleAgentEpisode, b: SingleAgentEpisode) -> None:
-    """Field-by-field equality (values, dtypes, nesting, lookback, flags, infos)."""
+def assert_episodes_equal(a: SingleAgentEpisode, b: SingleAgentEpisode, *, compare_ids: bool = True) -> None:
+    """Field-by-field equality (values, dtypes, nesting, lookback, flags, infos); ``compare_ids=False``
+    leaves the ids out (two runners with the same seed give equal data under different ids)."""
     sa, sb = full_state(a), full_state(b)
+    if not compare_ids:
+        del sa["id_"], sb["id_"]
     assert sa.keys() == sb.keys()
     for key in sa:
         x, y = sa[key], sb[key]

@@ -100,6 +100,10 @@ class EnvRunnerConfig:
     columnar_sampling: bool = True
     """Truncate mode with the default connectors records whole vector steps as arrays and builds
     the chunks in bulk (same result, far less Python per step); False always builds episodes step by step."""
+    restart_failed_sub_environments: bool = False
+    """A sub-env raising in ``reset()``/``step()`` is rebuilt through the creator (same indices, fresh
+    seed) and its running episode's unshipped steps are dropped and counted; False: ``sample()``
+    raises ``EnvError`` and the next call starts every sub-env afresh."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.env, str) and self.env):
@@ -119,6 +123,7 @@ class EnvRunnerConfig:
         check_dict("module_config", self.module_config)
         check_bool("normalize_actions", self.normalize_actions)
         check_bool("columnar_sampling", self.columnar_sampling)
+        check_bool("restart_failed_sub_environments", self.restart_failed_sub_environments)
         for name in ("env_to_module_connectors", "module_to_env_connectors"):
             replace_field(self, name, check_pieces(name, getattr(self, name)))
 
@@ -142,6 +147,15 @@ class EnvRunnerGroupConfig:
     driver works. Runners are then one request ahead: a call's arguments apply from the next call
     on (each result's metrics carry the ``sample_kwargs`` it used; ``force_reset`` is never
     repeated), and a result may be one weights version behind (see ``max_policy_lag``)."""
+    restart_failed_env_runners: bool = True
+    """Replace a runner whose actor dies or whose call raises by a new actor under the same
+    ``worker_index``; False: the first failure raises ``EnvRunnerFailedError``."""
+    max_num_env_runner_restarts: int = 1000
+    """Replacements allowed over the group's life (all runners together); one more failure raises
+    ``EnvRunnerFailedError``."""
+    delay_between_env_runner_restarts_s: float = 0.1
+    """Pause before each replacement starts, so that a runner failing at once again does not spin
+    (bounded by the running call's deadline)."""
 
     def __post_init__(self) -> None:
         check_int("num_env_runners", self.num_env_runners, minimum=0)
@@ -149,3 +163,6 @@ class EnvRunnerGroupConfig:
             check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
         check_bool("validate_env_locally", self.validate_env_locally)
         check_bool("keep_sampling", self.keep_sampling)
+        check_bool("restart_failed_env_runners", self.restart_failed_env_runners)
+        check_int("max_num_env_runner_restarts", self.max_num_env_runner_restarts, minimum=0)
+        check_number("delay_between_env_runner_restarts_s", self.delay_between_env_runner_restarts_s, minimum=0)

@@ -7,13 +7,19 @@ Both take steps from a ``StepRecorder`` and keep what runs on between calls in t
   connectors see); it serves every batch mode and ``num_episodes`` calls.
 - ``VectorizedEngine`` records whole vector steps and cuts them into chunks in bulk
   (``harvest``), no per-sub-env Python per step; truncate mode with the default connectors only.
+
+A step in which sub-envs failed (``VectorStep.failed``) ends their running episodes before the
+step's other transitions are added (``OngoingEpisodes.end_failed``): the per-step engine drops
+the episode objects' steps; the vectorized engine first harvests the records so far and drops
+the failed episodes' chunks made in this call. Either way the dropped steps leave the call's
+count, so truncate mode still returns exactly its steps. Only the failure path does extra work.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from ray_sampler.data.columnar import ColumnarEpisodes, concat_columnar, episodes_to_columnar
+from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, concat_columnar, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.sampling.harvest import harvest
 from ray_sampler.sampling.ongoing import OngoingEpisodes
@@ -52,9 +58,15 @@ class PerStepEngine:
             return self._truncate(request, num_steps)
         return self._complete(request, num_steps)
 
-    def _record(self, request: SampleRequest) -> StepRecord:
-        episodes = self.ongoing.as_episodes()
-        return self.recorder.record(episodes, explore=request.explore, random_actions=request.random_actions)
+    def _record(self, request: SampleRequest) -> tuple[StepRecord, int]:
+        """One vector step, the failed sub-envs' episodes already ended (see the module docstring):
+        (record, steps dropped from the running episodes)."""
+        ongoing = self.ongoing
+        episodes = ongoing.as_episodes()
+        record = self.recorder.record(episodes, explore=request.explore, random_actions=request.random_actions)
+        if not record.step.failed:
+            return record, 0
+        return record, ongoing.end_failed(record.step.failed, num_steps_elsewhere=record.step.num_unrecorded)
 
     def _truncate(self, request: SampleRequest, num_steps: int) -> list[SingleAgentEpisode]:
         ongoing = self.ongoing
@@ -65,7 +77,8 @@ class PerStepEngine:
         out = ongoing.pop_pending()
         steps = sum(len(ep) for ep in out) + running
         while steps < num_steps:
-            record = self._record(request)
+            record, dropped = self._record(request)
+            steps -= dropped
             made = int(record.valid.sum())
             if steps + made > num_steps:
                 record = ongoing.hold_back(record, steps + made - num_steps)
@@ -78,7 +91,7 @@ class PerStepEngine:
         out = self.ongoing.pop_pending()
         steps = sum(len(ep) for ep in out)
         while steps < num_steps:
-            finished = self.ongoing.add_step(self._record(request))
+            finished = self.ongoing.add_step(self._record(request)[0])
             out += finished
             steps += sum(len(ep) for ep in finished)
         return out
@@ -94,7 +107,7 @@ class PerStepEngine:
         out = [ep for ep in pending if is_whole(ep)]
         later = [ep for ep in pending if not is_whole(ep)]
         while len(out) < num_episodes:
-            for ep in self.ongoing.add_step(self._record(request)):
+            for ep in self.ongoing.add_step(self._record(request)[0]):
                 (out if is_whole(ep) else later).append(ep)
         self.ongoing.defer(later + out[num_episodes:])
         return out[:num_episodes]
@@ -121,15 +134,49 @@ class VectorizedEngine:
         carry = ongoing.take_carry()
         records = [carry] if carry is not None else []
         steps += sum(int(r.valid.sum()) for r in records)
+        segments: list[ColumnarEpisodes] = []
         while steps < num_steps:
-            records.append(self.recorder.record([], explore=request.explore, random_actions=request.random_actions))
-            steps += int(records[-1].valid.sum())
+            record = self.recorder.record([], explore=request.explore, random_actions=request.random_actions)
+            if record.step.failed:
+                segments, dropped = self._end_failed(records, segments, record)
+                records, steps = [], steps - dropped
+            records.append(record)
+            steps += int(record.valid.sum())
         if steps > num_steps:
             records[-1] = ongoing.hold_back(records[-1], steps - num_steps)
         parts = [episodes_to_columnar(flushed)] if flushed else []
         if records:
-            col, cursors = harvest(records, ongoing.as_cursors(), lookback=ongoing.lookback, new_id=ongoing.new_id)
-            ongoing.set_cursors(cursors)
-            if col is not None:
-                parts.append(col)
+            segments += self._harvest(records)
+        parts += segments
         return concat_columnar(parts) if parts else None
+
+    def _harvest(self, records: list[StepRecord]) -> list[ColumnarEpisodes]:
+        """Chunks of ``records``, as a list of none or one (the cursors advance past them)."""
+        ongoing = self.ongoing
+        col, cursors = harvest(records, ongoing.as_cursors(), lookback=ongoing.lookback, new_id=ongoing.new_id)
+        ongoing.set_cursors(cursors)
+        return [col] if col is not None else []
+
+    def _end_failed(
+        self, records: list[StepRecord], segments: list[ColumnarEpisodes], record: StepRecord
+    ) -> tuple[list[ColumnarEpisodes], int]:
+        """Sub-envs failed in ``record``: harvests the records before it, then drops the failed
+        sub-envs' running episodes, with their chunks made in this call: (segments, steps dropped)."""
+        ongoing = self.ongoing
+        if records:
+            segments = segments + self._harvest(records)
+        cursors = ongoing.as_cursors()
+        awaiting = cursors.awaiting.tolist()
+        ids = {cursors.chunks.ids[i] for i in record.step.failed if not awaiting[i]}
+        kept, dropped = [], 0
+        for col in segments:
+            chunks = columnar_to_episodes(col) if ids & set(col.ids) else None
+            if chunks is None:
+                kept.append(col)
+                continue
+            dropped += sum(len(c) for c in chunks if c.id_ in ids)
+            rest = [c for c in chunks if c.id_ not in ids]
+            if rest:
+                kept.append(episodes_to_columnar(rest))
+        ongoing.end_failed(record.step.failed, num_steps_elsewhere=dropped + record.step.num_unrecorded)
+        return kept, dropped

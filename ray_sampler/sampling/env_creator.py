@@ -17,6 +17,7 @@ import numpy as np
 
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
+from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = [
     "EnvContext",
@@ -93,11 +94,17 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], gym
     )
 
 
-def sub_env_seeds(seed: int | None, worker_index: int, num_envs: int) -> list[int] | None:
-    """One seed per sub-env, derived from (seed, worker_index, vector_index); None if unseeded."""
+def sub_env_seeds(seed: int | None, worker_index: int, num_envs: int, *, restart: int = 0) -> list[int] | None:
+    """One seed per sub-env, derived from (seed, worker_index, vector_index); None if unseeded.
+    ``restart`` k >= 1 gives the fresh stream of the sub-envs' k-th rebuild after a failure."""
     if seed is None:
         return None
-    return [int(np.random.SeedSequence([seed, worker_index, v]).generate_state(1)[0]) for v in range(num_envs)]
+    return [_seed(seed, worker_index, v, restart) for v in range(num_envs)]
+
+
+def _seed(seed: int, worker_index: int, vector_index: int, restart: int) -> int:
+    entropy = [seed, worker_index, vector_index] + ([restart] if restart else [])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
 def _context(config: EnvRunnerConfig, worker_index: int, vector_index: int, num_workers: int) -> EnvContext:
@@ -122,7 +129,11 @@ def _checked_env(creator: Callable[[EnvContext], gym.Env], ctx: EnvContext, max_
 
 
 def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: int) -> gym.vector.VectorEnv:
-    """The vector env of one runner; spaces are checked to agree across sub-envs."""
+    """The vector env of one runner; spaces are checked to agree across sub-envs.
+
+    Sync mode builds a ``SubEnvVector`` (gymnasium's SyncVectorEnv, SAME_STEP, with sub-envs that
+    fail alone and, with ``restart_failed_sub_environments``, are rebuilt through the creator
+    under the same indices); a native vector env is gymnasium's own and is rebuilt whole."""
     n = config.num_envs_per_env_runner
     if config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
         if not isinstance(config.env, str) or config.env not in gym.registry:
@@ -139,10 +150,11 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
                 f"gymnasium.make_vec({config.env!r}, vectorization_mode='vector_entry_point') failed: {e!r}"
             ) from e
     creator = resolve_creator(config.env)
-    envs = [
-        _checked_env(creator, _context(config, worker_index, v, num_workers), config.max_episode_steps)
-        for v in range(n)
-    ]
+
+    def make_env(v: int) -> gym.Env:
+        return _checked_env(creator, _context(config, worker_index, v, num_workers), config.max_episode_steps)
+
+    envs = [make_env(v) for v in range(n)]
     first = envs[0]
     for v, env in enumerate(envs[1:], start=1):
         for name in ("observation_space", "action_space"):
@@ -153,9 +165,11 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
                     f"sub-envs must share their {name}: vector_index 0 has {getattr(first, name)}, "
                     f"vector_index {v} has {getattr(env, name)} (worker_index={worker_index})"
                 )
-    return gym.vector.SyncVectorEnv([_returning(e) for e in envs], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    seed = config.seed
 
+    def reset_seed(v: int, restart: int) -> int | None:
+        return None if seed is None else _seed(seed, worker_index, v, restart)
 
-def _returning(env: gym.Env) -> Callable[[], gym.Env]:
-    """A thunk giving back an env already made (SyncVectorEnv takes env factories)."""
-    return lambda: env
+    if not config.restart_failed_sub_environments:
+        return SubEnvVector(envs, worker_index=worker_index)
+    return SubEnvVector(envs, worker_index=worker_index, make_env=make_env, reset_seed=reset_seed)

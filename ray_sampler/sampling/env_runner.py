@@ -15,10 +15,23 @@ The runner builds its parts and orchestrates them: a ``StepRecorder`` (connector
 vector env), the ``OngoingEpisodes`` it keeps between calls, and two engines (``engines``), the
 vectorized one for plain truncate-mode calls with the default connectors, the per-step one
 otherwise; every call's arguments travel as one ``SampleRequest``.
+
+Episode ids are a random per-runner prefix (uuid4, never seeded), the worker index and a counter,
+so two runs with the same seed never share an id in one replay; a seeded rerun gives the same
+data, ids aside.
+
+Sub-env failures (``restart_failed_sub_environments``): with restarts on, the vector env rebuilds
+what raised (one sub-env in sync mode, the whole native vector env otherwise; see ``vector``) and
+the engines drop the ended episodes' unshipped steps, counted in ``num_episodes_dropped_env_error``
+and ``num_env_steps_dropped``. With restarts off, ``sample()`` raises ``EnvError``; the vector env
+is then half-stepped, so the next call closes it, builds a new one (fresh seed streams), drops
+everything the runner held or made in the failed call (counted in that next call's metrics) and
+starts every sub-env from a reset: nothing from before the failure is ever shipped after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -30,7 +43,7 @@ from connectors.env_to_module import default_env_to_module
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.errors import ConfigError
+from ray_sampler.errors import ConfigError, EnvError
 from ray_sampler.handles import call
 from ray_sampler.modules import MLPModule, RandomModule
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, VectorizationMode
@@ -74,14 +87,15 @@ class EnvRunner:
     def __init__(self, config: EnvRunnerConfig, *, worker_index: int = 0, num_workers: int = 0) -> None:
         self.config = config
         self.worker_index = worker_index
-        self.env = make_vector_env(config, worker_index=worker_index, num_workers=num_workers)
-        self.num_envs = self.env.num_envs
-        self.observation_space = self.env.single_observation_space
-        self.action_space = self.env.single_action_space
+        self.num_workers = num_workers
+        env = make_vector_env(config, worker_index=worker_index, num_workers=num_workers)
+        self.num_envs = env.num_envs
+        self.observation_space = env.single_observation_space
+        self.action_space = env.single_action_space
         seq = (
             np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else np.random.SeedSequence()
         )
-        policy_seed, random_seed, id_seed = (int(s.generate_state(1)[0]) for s in seq.spawn(3))
+        policy_seed, random_seed, _ = (int(s.generate_state(1)[0]) for s in seq.spawn(3))
         self.module = build_module(config, self.observation_space, self.action_space)
         random_module = RandomModule(self.observation_space, self.action_space, seed=random_seed)
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
@@ -91,15 +105,16 @@ class EnvRunner:
             seed=policy_seed,
             normalize_actions=config.normalize_actions,
         )
+        self._num_rebuilds = 0
         self.recorder = StepRecorder(
-            VectorStepper(self.env),
+            self._stepper(env),
             module=self.module,
             random_module=random_module,
             env_to_module=self.env_to_module,
             module_to_env=self.module_to_env,
         )
-        # Episode ids: a per-runner random prefix (seeded, so reruns repeat it) and a counter.
-        prefix = np.random.default_rng(id_seed).bytes(8).hex() if config.seed is not None else uuid.uuid4().hex[:16]
+        # Episode ids: a per-runner random prefix (never seeded: reruns must not repeat it) and a counter.
+        prefix = uuid.uuid4().hex[:16]
         self.ongoing = OngoingEpisodes(
             lookback=config.episode_lookback_horizon,
             id_prefix=f"{prefix}{worker_index:04x}",
@@ -118,9 +133,37 @@ class EnvRunner:
         self._vectorized = VectorizedEngine(self.recorder, self.ongoing)
         self._totals = EpisodeTotals()
         self._is_seeded = False
+        self._lost_in_failed_call: int | None = None
+        """Steps an ``EnvError`` call held or made (None: no failure to recover from)."""
+        self._recovered_steps = 0
+        """Steps the last recovery dropped (reported by the call that recovered)."""
         self.weights_version = 0
         self.metrics = RunnerMetrics(worker_index=worker_index)
         """Metrics of the last ``sample()`` call."""
+
+    @property
+    def env(self) -> Any:
+        """The vector env stepped now (a rebuild replaces it)."""
+        return self.recorder.stepper.env
+
+    def _stepper(self, env: Any) -> VectorStepper:
+        native = self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT
+        rebuild = self._rebuild_native if native and self.config.restart_failed_sub_environments else None
+        return VectorStepper(env, worker_index=self.worker_index, rebuild=rebuild)
+
+    def _new_seeds(self) -> Any:
+        """Fresh seed streams for the vector env's next rebuild (None when unseeded)."""
+        self._num_rebuilds += 1
+        seeds = sub_env_seeds(self.config.seed, self.worker_index, self.num_envs, restart=self._num_rebuilds)
+        if seeds is not None and self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
+            return seeds[0]
+        return seeds
+
+    def _rebuild_native(self) -> tuple[Any, Any]:
+        """A new native vector env and the seeds of its first reset (after the old one raised)."""
+        return make_vector_env(
+            self.config, worker_index=self.worker_index, num_workers=self.num_workers
+        ), self._new_seeds()
 
     # ---------------------------------------------------------------- sampling
     def sample(
@@ -197,22 +240,62 @@ class EnvRunner:
 
     def _collect(self, request: SampleRequest) -> Collected:
         t0 = time.perf_counter()
-        dropped, abandoned = 0, set[str]()
-        if request.force_reset or not self.ongoing.is_started:
-            dropped, abandoned = self._reset()
-        num_steps = request.num_env_steps(
-            rollout_fragment_length=self.config.rollout_fragment_length, num_envs=self.num_envs
+        is_recovering = self._lost_in_failed_call is not None
+        seeds = self._recover() if is_recovering else None
+        stepper = self.recorder.stepper
+        restarts_before, made_before, held = (
+            stepper.num_restarts,
+            stepper.num_transitions,
+            self.ongoing.num_held_steps(),
         )
-        engine: SamplingEngine = (
-            self._vectorized if self.is_vectorized and request.num_episodes is None else self._per_step
+        try:
+            dropped, abandoned = 0, set[str]()
+            if request.force_reset or not self.ongoing.is_started:
+                dropped, abandoned = self._reset(seeds=seeds)
+            num_steps = request.num_env_steps(
+                rollout_fragment_length=self.config.rollout_fragment_length, num_envs=self.num_envs
+            )
+            engine: SamplingEngine = (
+                self._vectorized if self.is_vectorized and request.num_episodes is None else self._per_step
+            )
+            result = engine.collect(request, num_steps)
+        except EnvError:
+            # Everything held or made since the last return is dropped: the next call recovers.
+            self._lost_in_failed_call = held + self.recorder.stepper.num_transitions - made_before
+            raise
+        num_episodes, num_steps_dropped, ended_ids = self.ongoing.take_drops()
+        restarts = self.recorder.stepper.num_restarts - restarts_before
+        if is_recovering:
+            num_episodes, num_steps_dropped, restarts = (
+                num_episodes + self.num_envs,
+                num_steps_dropped + self._recovered_steps,
+                restarts + 1,
+            )
+        duration_s = time.perf_counter() - t0
+        self._record_metrics(
+            result, duration_s, dropped, abandoned | set(ended_ids), (num_episodes, num_steps_dropped), restarts
         )
-        result = engine.collect(request, num_steps)
-        self._record_metrics(result, time.perf_counter() - t0, dropped, abandoned)
         return result
 
-    def _reset(self) -> tuple[int, set[str]]:
-        """Resets every sub-env (seeded on the first reset): (episodes dropped, ids that never continue)."""
-        seeds: Any = None
+    def _recover(self) -> Any:
+        """After an ``EnvError``: closes the half-stepped vector env, builds a new one and forgets all
+        the runner held (the episodes never continue); returns the new env's first reset seeds."""
+        with contextlib.suppress(Exception):  # the failed env may fail to close; it is replaced either way
+            self.env.close()
+        stepper = self._stepper(
+            make_vector_env(self.config, worker_index=self.worker_index, num_workers=self.num_workers)
+        )
+        self.recorder.stepper = stepper
+        self.ongoing.drain(ship_running=False)
+        self.ongoing.take_drops()
+        self._totals.clear()
+        self._recovered_steps = self._lost_in_failed_call or 0
+        self._lost_in_failed_call = None
+        return self._new_seeds()
+
+    def _reset(self, *, seeds: Any = None) -> tuple[int, set[str]]:
+        """Resets every sub-env (seeded on the first reset, or with ``seeds`` after a rebuild):
+        (episodes dropped, ids that never continue)."""
         if not self._is_seeded:
             seeds = sub_env_seeds(self.config.seed, self.worker_index, self.num_envs)
             if seeds is not None and self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
@@ -223,7 +306,15 @@ class EnvRunner:
         return self.ongoing.restart(obs_rows, infos, ship_running=self._is_truncating)
 
     # ---------------------------------------------------------------- metrics and state
-    def _record_metrics(self, result: Collected, duration_s: float, dropped: int, abandoned: set[str]) -> None:
+    def _record_metrics(
+        self,
+        result: Collected,
+        duration_s: float,
+        dropped: int,
+        abandoned: set[str],
+        env_dropped: tuple[int, int],
+        restarts: int,
+    ) -> None:
         returns, lengths, steps = self._totals.add(chunk_totals(result))
         # Episodes a reset ended never continue: their sums go once this call's chunks are in.
         self._totals.forget(abandoned)
@@ -235,6 +326,9 @@ class EnvRunner:
             episode_returns=returns,
             episode_lengths=lengths,
             num_episodes_dropped_by_reset=dropped,
+            num_episodes_dropped_env_error=env_dropped[0],
+            num_env_steps_dropped=env_dropped[1],
+            num_sub_env_restarts=restarts,
             duration_s=duration_s,
             num_env_steps_per_s=steps / duration_s if duration_s > 0 else 0.0,
             weights_version=self.weights_version,

@@ -14,6 +14,18 @@
   after collecting their in-flight results and draining what they hold, which comes with the
   next ``sample()``: in truncate mode no env step is lost or duplicated; in complete mode
   (whole episodes only) running episodes are dropped and counted in the metrics.
+- A runner whose actor dies (``RayActorError``: SIGKILL, ``ray.kill``, a lost node) or whose call
+  raises is replaced by a new actor under the same ``worker_index`` (so the same ``vector_index``
+  and ``env_config`` for its sub-envs) that takes the last broadcast weights and connector states
+  before its first sample (calls to one actor run in order). It gets a fresh seed derived from
+  ``(seed, worker_index, restart number)``, so it never repeats its predecessor's episodes or
+  episode ids: no chunk ever continues an episode of a dead actor. During a sampling call the
+  replacement gets the call's request at once. The group makes the replacement itself rather
+  than through Ray's ``max_restarts``: a Ray restart re-runs ``__init__`` with the first
+  arguments (the same seed, so the same ids) and without the weights, and retried calls would
+  hide what was lost; here each restart is counted, with the steps of the request that died
+  and the episodes left running (``GroupMetrics``), and logged (``runner_failures``). The
+  ``EnvRunnerGroupConfig`` fault-tolerance fields bound it; past them ``EnvRunnerFailedError``.
 
 The group never calls ``ray.init``; start Ray first.
 """
@@ -25,17 +37,20 @@ import time
 import uuid
 from typing import Any
 
+import numpy as np
 import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.errors import RaySamplerError
+from ray_sampler.errors import EnvRunnerFailedError, RaySamplerError
 from ray_sampler.handles import call
+from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
 from ray_sampler.sampling.request import SampleRequest
+from ray_sampler.sampling.runner_failures import RunnerFailures
 from ray_sampler.validate import check_int
 
 __all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
@@ -71,6 +86,8 @@ class EnvRunnerGroup:
         self._remote: Any = ray.remote(EnvRunner)  # an actor class: its methods' .remote is untyped
         self._name_prefix = f"ray-sampler-{uuid.uuid4().hex[:8]}"
         self._actors: dict[int, Any] = {}
+        self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with
+        self._failures = RunnerFailures(self.group_config)
         self._inflight: dict[int, ray.ObjectRef] = {}
         self._ready: list[tuple[int | None, Answer]] = []
         self._drained: list[SingleAgentEpisode] = []
@@ -98,7 +115,8 @@ class EnvRunnerGroup:
 
     @property
     def name_prefix(self) -> str:
-        """The runners' actor names are ``{name_prefix}-env-runner-{worker_index}``."""
+        """The runners' actor names are ``{name_prefix}-env-runner-{worker_index}`` (a replacement's
+        end in ``-restart-{n}``: a dead actor's name may not be free yet)."""
         return self._name_prefix
 
     @property
@@ -160,13 +178,16 @@ class EnvRunnerGroup:
         if not self._actors:
             raise RaySamplerError("the group has no env runners (scale it up first)")
         self._last_request = (request, replay)
-        for index in self._actors:
+        for index in list(self._actors):
             if index not in self._inflight:
                 self._submit(index, request, replay)
+        num_failures = self._failures.num_failures
         deadline = time.monotonic() + (timeout_s or self.group_config.sample_timeout_s)
         self._collect(deadline)
         if not self._ready:
             late = sorted(self._inflight)
+            if self._failures.num_failures > num_failures:
+                raise self._failures.error(f"no env runner answered within the deadline (runners {late} starting)")
             raise SampleTimeoutError(f"no env runner answered within the deadline (runners {late} still sampling)")
         ready, self._ready = self._ready, []
         if self._drained:
@@ -182,6 +203,7 @@ class EnvRunnerGroup:
             late_runners=sorted(self._inflight),
             num_dropped_by_scale=self._num_dropped_by_scale,
         )
+        self.metrics = dataclasses.replace(self.metrics, **self._failures.metrics(len(self._actors)))
         return [result for _, result in ready]
 
     def sample_to_replay(
@@ -216,7 +238,8 @@ class EnvRunnerGroup:
         return out
 
     def _collect(self, deadline: float) -> None:
-        """Moves finished in-flight results into ``_ready`` until all are in or the deadline passes."""
+        """Moves finished in-flight results into ``_ready`` until all are in or the deadline passes;
+        a failed runner is replaced and, during a sampling call, sent the call's request at once."""
         by_ref = {ref: index for index, ref in self._inflight.items()}
         pending = list(by_ref)
         while pending:
@@ -227,30 +250,88 @@ class EnvRunnerGroup:
             for ref in done:
                 index = by_ref[ref]
                 del self._inflight[index]
-                self._ready.append((index, self._answer(ref, index)))
+                request = self._inflight_requests.pop(index)
+                try:
+                    answer = self._answer(ray.get(ref), request, index)
+                except ray.exceptions.RayError as e:
+                    self._fail(index, e, lost_request=request)
+                    if index in self._actors and self._last_request is not None:
+                        request, replay = self._last_request
+                        by_ref[self._submit(index, request.without_reset(), replay)] = index
+                        pending.append(self._inflight[index])
+                    continue
+                self._ready.append((index, answer))
                 if self.group_config.keep_sampling and self._last_request is not None:
                     # One request ahead, with this call's arguments; a reset is never repeated.
                     request, replay = self._last_request
                     self._submit(index, request.without_reset(), replay)
 
-    def _submit(self, index: int, request: SampleRequest, replay: Any) -> None:
+    def _submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
         actor = self._actors[index]
         ref = actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
         self._inflight[index] = ref
         self._inflight_requests[index] = request
+        return ref
 
-    def _answer(self, ref: ray.ObjectRef, index: int) -> Answer:
+    def _answer(self, result: Any, request: SampleRequest, index: int) -> Answer:
         """(chunks, metrics with the request) of a finished request of either kind (``collect_to``
         ships to the replay: no chunks)."""
-        result = self._get(ref, index)
         col, metrics = (None, result) if isinstance(result, RunnerMetrics) else result
-        return col, dataclasses.replace(metrics, request=self._inflight_requests.pop(index))
+        self._failures.track(index, col, request)
+        return col, dataclasses.replace(metrics, request=request)
 
-    def _get(self, ref: ray.ObjectRef, index: int) -> Any:
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayError as e:
-            raise RaySamplerError(f"env runner {index} failed: {e}") from e
+    # ---------------------------------------------------------------- failures
+    def _fail(
+        self, index: int, error: BaseException, *, lost_request: SampleRequest | None = None, replace: bool = True
+    ) -> None:
+        """Runner ``index`` failed: counts what died with it, kills it, and starts its replacement
+        (``replace``) or raises EnvRunnerFailedError (restarts disabled or used up)."""
+        actor = self._actors.pop(index, None)
+        if actor is None:
+            return  # handled already
+        ref = self._inflight.pop(index, None)
+        request = self._inflight_requests.pop(index, None) if lost_request is None else lost_request
+        if ref is not None and request is not None and ray.wait([ref], timeout=0)[0]:
+            try:  # answered before it died: the result is in the object store, not lost
+                self._ready.append((index, self._answer(ray.get(ref), request, index)))
+                request = None
+            except ray.exceptions.RayError:
+                pass
+        lost = 0
+        if request is not None and request.num_episodes is None:
+            lost = request.num_env_steps(
+                rollout_fragment_length=self.config.rollout_fragment_length,
+                num_envs=self.config.num_envs_per_env_runner,
+            )
+        ray.kill(actor)  # a runner that raised is still alive, in an unknown state
+        self._failures.record(index, error, num_env_steps_lost=lost, may_restart=replace)
+        if replace:
+            delay_s = self.group_config.delay_between_env_runner_restarts_s
+            if delay_s > 0:
+                time.sleep(delay_s)
+            actor = self._start_runner(index, self._num_workers[index], restart=self._failures.num_restarts)
+            # Calls to one actor run in order: these land before its first sample.
+            if self._weights_ref is not None:
+                actor.set_state.remote(self._weights_ref)
+            if self._connector_ref is not None:
+                actor.set_state.remote(self._connector_ref)
+            self._actors[index] = actor
+
+    def _start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
+        """A new runner actor for ``index``; a replacement (``restart`` > 0) gets a fresh seed."""
+        config = self.config
+        if restart and config.seed is not None:
+            seed = int(np.random.SeedSequence([config.seed, index, restart]).generate_state(1)[0])
+            module_config = config.module_config
+            if (config.module_class or MLPModule) is MLPModule and "seed" not in module_config:
+                # The built-in MLP is seeded with the run's seed: the same first weights as its peers.
+                module_config = {**module_config, "seed": config.seed}
+            config = dataclasses.replace(config, seed=seed, module_config=module_config)
+        self._num_workers[index] = num_workers
+        name = f"{self._name_prefix}-env-runner-{index}" + (f"-restart-{restart}" if restart else "")
+        return self._remote.options(name=name, num_cpus=self.group_config.num_cpus_per_env_runner).remote(
+            config, worker_index=index, num_workers=num_workers
+        )
 
     # ---------------------------------------------------------------- weights
     def sync_weights(
@@ -269,7 +350,7 @@ class EnvRunnerGroup:
         self.weights_version += 1
         self._weights_ref = ray.put({**state, "weights_version": self.weights_version})
         refs = {actor.set_state.remote(self._weights_ref): index for index, actor in self._actors.items()}
-        self._wait_all(refs, timeout_s, "take the new weights")
+        self._wait_all(refs, timeout_s, "take the new weights")  # a replacement takes them when it starts
         return self.weights_version
 
     def sync_connector_states(self, *, timeout_s: float | None = None) -> dict[str, Any]:
@@ -298,12 +379,25 @@ class EnvRunnerGroup:
         self._stopped_connector_states = []
         return merged
 
-    def _wait_all(self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str) -> list[Any]:
+    def _wait_all(
+        self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str, *, on_failure: str = "replace"
+    ) -> list[Any]:
+        """The results of the calls ``refs`` (ref -> worker index) of the runners that did not fail;
+        a failed runner is replaced (``on_failure="replace"``), dropped (``"drop"``), or its error
+        raised (``"raise"``). A call still running at the deadline raises SampleTimeoutError."""
         done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+        results = []
+        for ref in done:
+            try:
+                results.append(ray.get(ref))
+            except ray.exceptions.RayError as e:
+                if on_failure == "raise":
+                    raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
+                self._fail(refs[ref], e, replace=on_failure == "replace")
         if pending:
             late = sorted(refs[r] for r in pending)
             raise SampleTimeoutError(f"env runners {late} did not {what} within {timeout_s} s")
-        return [self._get(ref, refs[ref]) for ref in done]
+        return results
 
     # ---------------------------------------------------------------- scaling and lifecycle
     def scale(self, num_env_runners: int) -> None:
@@ -319,10 +413,7 @@ class EnvRunnerGroup:
         while len(self._actors) + len(new) < num_env_runners:
             index = self._next_index
             self._next_index += 1
-            new[index] = self._remote.options(
-                name=f"{self._name_prefix}-env-runner-{index}",
-                num_cpus=self.group_config.num_cpus_per_env_runner,
-            ).remote(self.config, worker_index=index, num_workers=num_env_runners)
+            new[index] = self._start_runner(index, num_env_runners)
         if new:
             calls = {
                 a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
@@ -330,8 +421,8 @@ class EnvRunnerGroup:
             }
             if self._connector_ref is not None:  # new runners also get the agreed connector states
                 calls.update({a.set_state.remote(self._connector_ref): i for i, a in new.items()})
-            try:
-                self._wait_all(calls, self.group_config.actor_start_timeout_s, "start")
+            try:  # a runner that cannot start is a setup error, not a failure to recover from
+                self._wait_all(calls, self.group_config.actor_start_timeout_s, "start", on_failure="raise")
             except RaySamplerError:
                 for a in new.values():
                     ray.kill(a)
@@ -352,15 +443,27 @@ class EnvRunnerGroup:
                 )
             for ref, i in inflight.items():  # no new request for a runner about to stop
                 del self._inflight[i]
-                self._ready.append((i, self._answer(ref, i)))
-        states = self._wait_all({self._actors[i].get_state.remote(): i for i in indices}, timeout_s, "report state")
+                request = self._inflight_requests.pop(i)
+                try:
+                    self._ready.append((i, self._answer(ray.get(ref), request, i)))
+                except ray.exceptions.RayError as e:
+                    self._fail(i, e, lost_request=request, replace=False)
+        # A runner that fails now is stopped anyway: counted, not replaced.
+        live = [i for i in indices if i in self._actors]
+        get_states = {self._actors[i].get_state.remote(): i for i in live}
+        states = self._wait_all(get_states, timeout_s, "report state", on_failure="drop")
         self._stopped_connector_states += [s["env_to_module"] for s in states]
-        drains = self._wait_all({self._actors[i].drain.remote(): i for i in indices}, timeout_s, "drain")
+        live = [i for i in live if i in self._actors]
+        drains = self._wait_all(
+            {self._actors[i].drain.remote(): i for i in live}, timeout_s, "drain", on_failure="drop"
+        )
         for episodes, dropped in drains:
             self._drained += episodes
             self._num_dropped_by_scale += dropped
-        for i in indices:
-            ray.kill(self._actors.pop(i))
+        for i in live:
+            if i in self._actors:
+                self._failures.forget(i)
+                ray.kill(self._actors.pop(i))
 
     def collect_in_flight(self, *, timeout_s: float | None = None) -> list[Answer]:
         """Waits for the requests still in flight (``keep_sampling`` keeps one per runner) without

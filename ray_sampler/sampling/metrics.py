@@ -34,6 +34,15 @@ class RunnerMetrics:
     """Whole-episode length of each episode that ended."""
     num_episodes_dropped_by_reset: int = 0
     """Unfinished episodes a ``force_reset`` threw away (complete mode only; truncate mode ships them)."""
+    num_episodes_dropped_env_error: int = 0
+    """Running episodes a sub-env failure ended (``restart_failed_sub_environments``); after an
+    ``EnvError`` (restarts off), every sub-env's episode, counted in the next call."""
+    num_env_steps_dropped: int = 0
+    """Env steps made but never shipped because a sub-env failed: the ended episodes' steps since
+    their last cut, or (restarts off) everything the runner held or made in the failed call."""
+    num_sub_env_restarts: int = 0
+    """Sub-envs rebuilt through the creator in this call (a whole vector env rebuilt, native or after an
+    ``EnvError``, counts as one)."""
     duration_s: float = 0.0
     """Wall time of the call."""
     num_env_steps_per_s: float = 0.0
@@ -73,6 +82,23 @@ class GroupMetrics:
     """Sampling speed of each answering runner."""
     num_episodes_dropped_by_scale: int = 0
     """Running episodes dropped when ``scale`` stopped runners (complete mode), since the start."""
+    num_env_runner_restarts: int = 0
+    """Failed runners replaced since the start."""
+    num_healthy_env_runners: int = 0
+    """Runners in the group at the end of the call (failed ones are replaced or the call raised)."""
+    num_env_steps_lost: int = 0
+    """Env steps of requests that died with their runner, since the start: a request that never
+    answered cannot be measured, so each counts the steps it asked for (``rollout_fragment_length
+    x num_envs`` by default; its ``num_timesteps`` rounded up to a multiple of ``num_envs``; 0 for
+    a ``num_episodes`` request). Exact in truncate mode for a request the runner had started;
+    a lower bound in complete mode, where the dead runner's running episodes are lost too."""
+    num_episodes_abandoned: int = 0
+    """Episodes that were running on a failed runner when it died, since the start: the group
+    received chunks of them that were not done, and they never get another (0 in complete mode
+    and for ``sample_to_replay``, where no unfinished chunk passes through the group)."""
+    runner_failures: list[str] = dataclasses.field(default_factory=list)
+    """One line per runner failure handled since the previous sampling call (e.g. ``runner 2
+    died (ActorDiedError: ...); restarted (restart 3 of 1000)``), for a training loop's log."""
 
     @classmethod
     def of(

@@ -12,6 +12,10 @@ only when a runner switches engines, e.g. for a ``num_episodes`` call). Besides 
   ``num_envs``), the excess sub-envs' transitions of that step, held back whole (with their
   resets) as a StepRecord of their own for the next call. ``hold_back`` is the one carry
   implementation; both engines use it, so no env step is lost or returned twice.
+
+``end_failed`` ends the running episodes of sub-envs that failed and were rebuilt: their steps
+since the last cut are dropped (never shipped), counted in ``num_episodes_dropped`` /
+``num_steps_dropped``, and each sub-env begins a new episode (new id) from its fresh reset.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def split_excess(record: StepRecord, excess: int) -> tuple[StepRecord, StepRecor
         keep,
     )
     held = StepRecord(
-        dataclasses.replace(record.step, resets={i: r for i, r in resets.items() if i in carried}),
+        dataclasses.replace(record.step, resets={i: r for i, r in resets.items() if i in carried}, failed={}),
         record.actions,
         record.extras,
         carry,
@@ -69,6 +73,12 @@ class OngoingEpisodes:
         self._carry: StepRecord | None = None
         self.is_started = False
         """Whether the sub-envs were reset and hold episodes (False at first and after ``drain``)."""
+        self.num_episodes_dropped = 0
+        """Running episodes ``end_failed`` ended, since the runner last took the counts."""
+        self.num_steps_dropped = 0
+        """Their steps since the last cut (never shipped), since the runner last took the counts."""
+        self.dropped_ids: list[str] = []
+        """Ids of the episodes ``end_failed`` ended (they never get another chunk)."""
 
     # ---------------------------------------------------------------- ids and forms
     def new_id(self) -> str:
@@ -152,6 +162,37 @@ class OngoingEpisodes:
         """The held-back record, if any (it is then the caller's)."""
         record, self._carry = self._carry, None
         return record
+
+    def end_failed(self, failed: dict[int, tuple[Any, dict]], *, num_steps_elsewhere: int = 0) -> int:
+        """Sub-envs that failed and were rebuilt (index -> fresh reset): their running episodes end,
+        their steps since the last cut are dropped, and new episodes begin from the resets.
+        ``num_steps_elsewhere``: other steps of theirs dropped (harvested by the vectorized engine,
+        or made in the failing step). Returns the steps dropped from the running episodes."""
+        columnar = self._cursors is not None
+        episodes = self._cursors.to_episodes() if self._cursors is not None else self._episodes
+        dropped = 0
+        for i, (obs, infos) in failed.items():
+            ep = episodes[i]
+            if not ep.is_done:  # a sub-env awaiting a NEXT_STEP reset has no running episode
+                self.num_episodes_dropped += 1
+                dropped += len(ep)
+                self.dropped_ids.append(ep.id_)
+            episodes[i] = self._new_episode(obs, infos)
+        self.num_steps_dropped += dropped + num_steps_elsewhere
+        if columnar:
+            self._cursors = CursorBatch.from_episodes(episodes)
+        return dropped
+
+    def take_drops(self) -> tuple[int, int, list[str]]:
+        """(episodes dropped, steps dropped, their ids) since the last call; the counts restart."""
+        out = (self.num_episodes_dropped, self.num_steps_dropped, self.dropped_ids)
+        self.num_episodes_dropped, self.num_steps_dropped, self.dropped_ids = 0, 0, []
+        return out
+
+    def num_held_steps(self) -> int:
+        """Steps made and not returned yet: pending chunks, running list-form episodes, the carry."""
+        carry = int(self._carry.valid.sum()) if self._carry is not None else 0
+        return self.num_pending_steps() + self.num_running_steps() + carry
 
     # ---------------------------------------------------------------- chunks
     @property

@@ -11,17 +11,27 @@ Gymnasium vector envs reset finished sub-envs in one of three ways (``metadata["
 ``step()`` turns each into the same :class:`VectorStep`: the transitions that really happened
 (``valid`` marks which sub-envs made one) and the sub-envs that began a new episode, with their
 reset observations.
+
+Failures: a sub-env that raised and was rebuilt appears in ``VectorStep.failed`` (no transition,
+its fresh reset observation): its running episode ends there, unfinished. The runner's own
+``SubEnvVector`` rebuilds the one sub-env that raised; a native vector env cannot rebuild one
+sub-env, so with ``rebuild`` given the stepper closes it, builds a new one and resets it whole
+(every sub-env is then in ``failed``); without ``rebuild`` it raises ``EnvError``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from ray_sampler.data import tree
+from ray_sampler.errors import EnvError
+from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = ["VectorStep", "VectorStepper"]
 
@@ -47,6 +57,10 @@ class VectorStep:
     """Sub-envs that began a new episode in this step: index -> (reset observation, reset info)."""
     current_obs: Any
     """Batched observation the policy acts on next (reset observations where a sub-env restarted)."""
+    failed: dict[int, tuple[Any, dict]] = dataclasses.field(default_factory=dict)
+    """Sub-envs that raised and were rebuilt in this step: index -> (fresh reset observation, info)."""
+    num_unrecorded: int = 0
+    """Transitions made in this step that belong to episodes a failure ended (not in ``valid``)."""
 
     def next_obs_rows(self) -> list[Any]:
         """Per-sub-env observation each transition led to."""
@@ -91,25 +105,85 @@ def split_infos(infos: dict, n: int) -> list[dict]:
 class VectorStepper:
     """Steps a vector env and reports real transitions only (see the module docstring)."""
 
-    def __init__(self, env: gym.vector.VectorEnv) -> None:
+    def __init__(
+        self,
+        env: gym.vector.VectorEnv,
+        *,
+        worker_index: int = 0,
+        rebuild: Callable[[], tuple[gym.vector.VectorEnv, Any]] | None = None,
+    ) -> None:
         self.env = env
         self.num_envs = env.num_envs
+        self.worker_index = worker_index
+        self._rebuild = rebuild
+        """Native vector envs: a new vector env and the seeds of its first reset (None: fail)."""
         self.mode = gym.vector.AutoresetMode(env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP))
+        self._sub_envs = env if isinstance(env, SubEnvVector) else None
         self._needs_reset = np.zeros(self.num_envs, dtype=bool)
         self._all_valid = np.ones(self.num_envs, dtype=bool)
+        self._num_rebuilds = 0
+        self.num_transitions = 0
+        """Transitions made so far (what a failed call had made, for its count of dropped steps)."""
+
+    @property
+    def num_restarts(self) -> int:
+        """Sub-envs rebuilt so far (a whole native vector env counts as one)."""
+        return self._num_rebuilds + (self._sub_envs.num_restarts if self._sub_envs is not None else 0)
 
     def reset(self, seeds: list[int] | None = None) -> tuple[list[Any], list[dict], Any]:
         """Resets every sub-env: (observations, infos, batched observation)."""
-        obs, infos = self.env.reset(seed=seeds)  # type: ignore[arg-type]  # vector envs take one seed per sub-env
+        try:
+            obs, infos = self.env.reset(seed=seeds)  # type: ignore[arg-type]  # vector envs take one seed per sub-env
+        except Exception as e:
+            obs, infos = self._rebuilt(e, "reset")
         self._needs_reset[:] = False
         return _rows(obs, self.num_envs), split_infos(infos, self.num_envs), obs
 
+    def _rebuilt(self, cause: Exception, phase: str) -> tuple[Any, dict]:
+        """A native vector env raised: closes it, builds a new one and resets it (or raises EnvError)."""
+        if isinstance(cause, EnvError):  # SubEnvVector has said which sub-env, and restarts are off
+            if self._sub_envs is not None and phase == "step":
+                self.num_transitions += self._sub_envs.num_stepped_before_error  # made, never recorded
+            raise cause
+        where = f"the vector env of worker_index={self.worker_index}" + (
+            "" if self._sub_envs is not None else " (native: vector_index unknown)"
+        )
+        if self._rebuild is None:
+            raise EnvError(f"{where} raised in {phase}(): {cause!r}") from cause
+        with contextlib.suppress(Exception):  # a broken env may fail to close; it is replaced either way
+            self.env.close()
+        self.env, seeds = self._rebuild()
+        self._num_rebuilds += 1
+        self._needs_reset[:] = False
+        try:
+            return self.env.reset(seed=seeds)
+        except Exception as e:
+            raise EnvError(f"{where} raised in reset() right after a rebuild: {e!r}") from e
+
+    def _all_failed(self, cause: Exception, phase: str = "step") -> VectorStep:
+        """The step of a native vector env that raised and was rebuilt: every sub-env failed."""
+        obs, infos = self._rebuilt(cause, phase)
+        n = self.num_envs
+        dicts = split_infos(infos, n)
+        failed = {i: (_row(obs, i), dicts[i]) for i in range(n)}
+        flags = np.zeros(n, dtype=bool)
+        return VectorStep(obs, {}, np.zeros(n), flags, flags.copy(), {}, flags.copy(), {}, obs, failed)
+
     def step(self, actions: Any) -> VectorStep:
-        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        try:
+            obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        except Exception as e:
+            return self._all_failed(e)
         n = self.num_envs
         dense = split_infos(infos, n) if infos else None
         sparse = {i: d for i, d in enumerate(dense) if d} if dense else {}
         if self.mode is gym.vector.AutoresetMode.SAME_STEP:
+            valid, failed = self._all_valid, {}
+            if self._sub_envs is not None and self._sub_envs.failed:
+                failed = {i: (_row(obs, i), sparse.pop(i, {})) for i in self._sub_envs.failed}
+                valid = valid.copy()
+                valid[list(failed)] = False
+            self.num_transitions += n - len(failed)
             final_obs: dict[int, Any] = {}
             resets: dict[int, tuple[Any, dict]] = {}
             done = np.flatnonzero(terminated | truncated).tolist()
@@ -120,17 +194,40 @@ class VectorStepper:
                     resets[i] = (_row(obs, i), sparse.pop(i, {}))
                     if final_infos[i]:
                         sparse[i] = final_infos[i]
-            return VectorStep(obs, final_obs, rewards, terminated, truncated, sparse, self._all_valid, resets, obs)
+            return VectorStep(obs, final_obs, rewards, terminated, truncated, sparse, valid, resets, obs, failed)
         if self.mode is gym.vector.AutoresetMode.NEXT_STEP:
             valid = ~self._needs_reset
             resets = {i: (_row(obs, i), sparse.pop(i, {})) for i in np.flatnonzero(self._needs_reset).tolist()}
             self._needs_reset = (terminated | truncated) & valid
+            self.num_transitions += int(valid.sum())
             return VectorStep(obs, {}, rewards, terminated, truncated, sparse, valid, resets, obs)
         # DISABLED: reset the finished sub-envs ourselves.
         done_mask = terminated | truncated
+        self.num_transitions += n
         resets, current = {}, obs
         if done_mask.any():
-            reset_obs, reset_infos = self.env.reset(options={"reset_mask": done_mask})
+            try:
+                reset_obs, reset_infos = self.env.reset(options={"reset_mask": done_mask})
+            except Exception as e:
+                # The step's transitions happened, but the env is rebuilt before the next one: the
+                # finished episodes end normally; the others' running episodes end here.
+                # Only the finished sub-envs' transitions are kept (the others' episodes are dropped).
+                step = self._all_failed(e, "reset")
+                for i in np.flatnonzero(done_mask).tolist():
+                    resets[i] = step.failed.pop(i)
+                return VectorStep(
+                    obs,
+                    {},
+                    rewards,
+                    terminated,
+                    truncated,
+                    sparse,
+                    done_mask,
+                    resets,
+                    step.obs,
+                    step.failed,
+                    num_unrecorded=n - int(done_mask.sum()),
+                )
             reset_dicts = split_infos(reset_infos, n)
             resets = {i: (_row(reset_obs, i), reset_dicts[i]) for i in np.flatnonzero(done_mask).tolist()}
             current = reset_obs

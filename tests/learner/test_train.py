@@ -4,12 +4,13 @@ checks; the ReturnTracker's stop rule."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
 
 from learner.learner import PPOConfig
-from learner.train import PPOTrainingConfig, ReturnTracker
+from learner.train import PPOTrainingConfig, ReturnTracker, train_ppo
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 
@@ -75,3 +76,35 @@ def test_return_tracker_is_reached_only_with_a_full_window_at_the_target() -> No
     result = tracker.finish(42, lines.append)
     assert (result.reached, result.mean_return, result.env_steps) == (True, 15.0, 42)
     assert lines[0].startswith("reached mean return 10: 15.0 after 42 env steps in ")
+
+
+def kill_runner(worker_index: int) -> None:
+    """Kills the (only) live runner actor named for ``worker_index``."""
+    import ray
+
+    names = [n for n in ray.util.list_named_actors() if n.endswith(f"-env-runner-{worker_index}")]
+    ray.kill(ray.get_actor(names[0]))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_ppo_keeps_training_through_a_killed_runner_and_logs_the_recovery() -> None:
+    cfg = PPOTrainingConfig(
+        env_runner=EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=32, seed=0),
+        env_runner_group=EnvRunnerGroupConfig(
+            num_env_runners=2, num_cpus_per_env_runner=0.5, delay_between_env_runner_restarts_s=0.0
+        ),
+        max_iterations=3,
+        target_return=10_000.0,
+    )
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("iter 1:"):
+            kill_runner(1)
+
+    result = train_ppo(cfg, log=log)
+    assert result.iterations == 3
+    (failure,) = [i for i, line in enumerate(lines) if line.startswith("runner ")]
+    assert re.fullmatch(r"runner 1 died \(ActorDiedError: .*\); restarted \(restart 1 of 1000\)", lines[failure])
+    assert lines[failure - 1].startswith("iter 1:") and lines[failure + 1].startswith("iter 2:")

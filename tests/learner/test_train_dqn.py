@@ -112,3 +112,27 @@ def test_bad_dqn_training_config_raises(kwargs: dict, match: str) -> None:
 def test_dqn_training_config_refuses_bools_nan_and_wrong_types(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         DQNTrainingConfig(**kwargs)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_dqn_keeps_training_through_a_killed_runner_and_logs_the_recovery() -> None:
+    from tests.learner.test_train import kill_runner
+
+    replay = dataclasses.replace(DEFAULT.replay, min_size_to_sample=200)
+    group = dataclasses.replace(DEFAULT.env_runner_group, delay_between_env_runner_restarts_s=0.0)
+    cfg = dataclasses.replace(
+        DEFAULT, replay=replay, env_runner_group=group, max_env_steps=1500, target_return=10_000.0
+    )
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 1:
+            kill_runner(2)  # its next request is in flight (keep_sampling): it dies with it
+
+    result = train_dqn(cfg, log=log, log_every_s=0.0)
+    assert result.env_steps >= 1500 and result.num_updates > 0
+    (failure,) = [line for line in lines if line.startswith("runner ")]
+    assert re.fullmatch(r"runner 2 died \(ActorDiedError: .*\); restarted \(restart 1 of 1000\)", failure)
+    # The request that died never reached the replay: what was sent is what it received.
+    assert result.runner_env_steps_sent == result.replay_num_env_steps_received

@@ -1,4 +1,5 @@
-"""The error hierarchy: every error ray-sampler raises on purpose is a RaySamplerError and a ValueError."""
+"""The error hierarchy: every error ray-sampler raises on purpose is a RaySamplerError; errors about
+bad input are ValueErrors too, errors about failures at run time (an env, a runner) are not."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from ray_sampler.errors import (
     ConfigError,
     DataFormatError,
     EnvCreatorError,
+    EnvError,
+    EnvRunnerFailedError,
     EpisodeError,
     RaySamplerError,
     ReplayError,
@@ -16,10 +19,17 @@ from ray_sampler.errors import (
 )
 
 ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, ReplayError, SpaceError]
+RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError]
 
 
 def test_all_lists_the_base_and_every_error() -> None:
-    assert sorted(errors.__all__) == sorted(["RaySamplerError", *(e.__name__ for e in ERRORS)])
+    names = ["RaySamplerError", *(e.__name__ for e in ERRORS + RUNTIME_ERRORS)]
+    assert sorted(errors.__all__) == sorted(names)
+
+
+@pytest.mark.parametrize("error", RUNTIME_ERRORS, ids=[e.__name__ for e in RUNTIME_ERRORS])
+def test_runtime_failures_are_ray_sampler_errors_but_not_value_errors(error: type[Exception]) -> None:
+    assert issubclass(error, RaySamplerError) and not issubclass(error, ValueError)
 
 
 def test_the_base_is_an_exception() -> None:
@@ -38,4 +48,5 @@ def test_except_value_error_catches_every_error_with_its_message(error: type[Exc
 
 
 def test_the_errors_are_distinct_classes() -> None:
-    assert not any(issubclass(a, b) for a in ERRORS for b in ERRORS if a is not b)
+    every = ERRORS + RUNTIME_ERRORS
+    assert not any(issubclass(a, b) for a in every for b in every if a is not b)

@@ -69,6 +69,17 @@ class TestEnvRunnerGroupConfig:
             ({"sample_timeout_s": "60"}, r"'sample_timeout_s' must be a finite number > 0 \(got '60'\)"),
             ({"keep_sampling": "false"}, r"'keep_sampling' must be True or False \(got 'false'\)"),
             ({"validate_env_locally": 1}, r"'validate_env_locally' must be True or False \(got 1\)"),
+            ({"restart_failed_env_runners": 0}, r"'restart_failed_env_runners' must be True or False \(got 0\)"),
+            ({"max_num_env_runner_restarts": -1}, r"'max_num_env_runner_restarts' must be an int >= 0 \(got -1\)"),
+            ({"max_num_env_runner_restarts": True}, r"'max_num_env_runner_restarts' must be an int >= 0 \(got True\)"),
+            (
+                {"delay_between_env_runner_restarts_s": -0.5},
+                r"'delay_between_env_runner_restarts_s' must be a finite number >= 0 \(got -0.5\)",
+            ),
+            (
+                {"delay_between_env_runner_restarts_s": float("nan")},
+                r"'delay_between_env_runner_restarts_s' must be a finite number >= 0 \(got nan\)",
+            ),
         ],
         ids=[
             "bool_runners",
@@ -79,6 +90,11 @@ class TestEnvRunnerGroupConfig:
             "str_timeout",
             "str_bool",
             "int_bool",
+            "int_restart_flag",
+            "negative_restarts",
+            "bool_restarts",
+            "negative_delay",
+            "nan_delay",
         ],
     )
     def test_bad_values_raise_config_error(self, kwargs: dict[str, Any], match: str) -> None:

@@ -87,3 +87,26 @@ class TestLifecycle:
         ongoing.defer(ongoing.add_step(record([2, 102], valid=[False, True])))
         out, dropped = ongoing.drain(ship_running=False)
         assert out == [] and dropped == 1 and not ongoing.is_started
+
+
+class TestEndFailed:
+    def test_failed_sub_env_drops_its_running_steps_and_starts_anew(self) -> None:
+        ongoing = started(0, 100)
+        ongoing.add_step(record([1, 101]))
+        ongoing.add_step(record([2, 102]))
+        assert ongoing.end_failed({1: (np.array([900]), {"r": 900})}) == 2
+        episodes = ongoing.as_episodes()
+        assert [obs_of(ep) for ep in episodes] == [[0, 1, 2], [900]]
+        assert episodes[1].id_ == "p000000000003" and episodes[1].get_infos(0) == {"r": 900}
+        assert ongoing.take_drops() == (1, 2, ["p000000000002"])
+        assert ongoing.take_drops() == (0, 0, [])
+
+    def test_in_cursor_form_only_the_failed_cursor_changes(self) -> None:
+        ongoing = started(0, 100)
+        ongoing.add_step(record([1, 101]))
+        ongoing.cut_running()
+        ongoing.as_cursors()
+        assert ongoing.end_failed({0: (np.array([7]), {})}, num_steps_elsewhere=4) == 0
+        assert ongoing.is_columnar and ongoing.as_cursors().chunks.ids == ["p000000000003", "p000000000002"]
+        assert ongoing.take_drops() == (1, 4, ["p000000000001"])
+        assert [obs_of(ep) for ep in ongoing.as_episodes()] == [[7], [101]]

@@ -1,0 +1,122 @@
+"""RunnerFailures: an EnvRunnerGroup's account of failed runners: causes, restarts, and what died with them.
+
+The group asks it before each replacement (``record``): it counts the failure, the steps of the
+request that died and the episodes left running, and either allows a restart (adding one log
+line) or raises ``EnvRunnerFailedError`` naming every failed runner and its last cause.
+
+>>> from ray_sampler.sampling.config import EnvRunnerGroupConfig
+>>> failures = RunnerFailures(EnvRunnerGroupConfig(max_num_env_runner_restarts=1))
+>>> failures.record(2, ValueError("boom"), num_env_steps_lost=8)
+>>> failures.take_lines()
+['runner 2 raised (ValueError: boom); restarted (restart 1 of 1)']
+>>> failures.record(3, ValueError("again"), num_env_steps_lost=8)
+Traceback (most recent call last):
+...
+ray_sampler.errors.EnvRunnerFailedError: env runner 2 failed: ValueError: boom; env runner 3 failed: \
+ValueError: again; the 1 restarts allowed (max_num_env_runner_restarts) are used up
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.errors import EnvRunnerFailedError
+from ray_sampler.sampling.config import EnvRunnerGroupConfig
+from ray_sampler.sampling.request import SampleRequest
+
+__all__ = ["RunnerFailures", "describe_failure"]
+
+_MAX_CAUSE_CHARS = 300
+
+
+def describe_failure(error: BaseException) -> tuple[str, str]:
+    """(``"died"`` or ``"raised"``, a one-line cause) of a runner call's error: the actor's death
+    (``RayActorError``/``ActorDiedError``), or the runner's own exception (inside ``RayTaskError``)."""
+    import ray
+
+    verb = "died" if isinstance(error, ray.exceptions.RayActorError) else "raised"
+    cause = getattr(error, "cause", None) if isinstance(error, ray.exceptions.RayTaskError) else None
+    shown = cause if isinstance(cause, BaseException) else error
+    lines = str(shown).strip().splitlines()
+    text = f"{type(shown).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return verb, text[:_MAX_CAUSE_CHARS]
+
+
+class RunnerFailures:
+    """Counts and causes of a group's runner failures (see the module docstring)."""
+
+    def __init__(self, config: EnvRunnerGroupConfig) -> None:
+        self.config = config
+        self.num_failures = 0
+        self.num_restarts = 0
+        self.num_env_steps_lost = 0
+        self.num_episodes_abandoned = 0
+        self.last_causes: dict[int, str] = {}
+        """Worker index -> the cause of its last failure."""
+        self._lines: list[str] = []
+        self._running: dict[int, set[str]] = {}  # worker index -> ids of its shipped, unfinished episodes
+
+    def track(self, worker_index: int, col: ColumnarEpisodes | None, request: SampleRequest | None) -> None:
+        """Notes which episodes of a runner's answer are still running (they are abandoned if it dies)."""
+        if col is None:
+            return
+        done = (np.asarray(col.terminated) | np.asarray(col.truncated)).tolist()
+        before = self._running.get(worker_index, set())
+        if request is not None and request.force_reset:
+            # The reset shipped the old episodes' last chunks: they never continue anyway.
+            running = {id_ for id_, d in zip(col.ids, done, strict=True) if not d} - before
+        else:
+            running = before | {id_ for id_, d in zip(col.ids, done, strict=True) if not d}
+            running -= {id_ for id_, d in zip(col.ids, done, strict=True) if d}
+        self._running[worker_index] = running
+
+    def forget(self, worker_index: int) -> None:
+        """A runner stopped on purpose (``scale``): its episodes are not abandoned by a failure."""
+        self._running.pop(worker_index, None)
+
+    def record(
+        self, worker_index: int, error: BaseException, *, num_env_steps_lost: int, may_restart: bool = True
+    ) -> None:
+        """Counts a failure; returns if a replacement may start (with ``may_restart``), else raises."""
+        verb, cause = describe_failure(error)
+        self.num_failures += 1
+        self.last_causes[worker_index] = cause
+        self.num_env_steps_lost += num_env_steps_lost
+        self.num_episodes_abandoned += len(self._running.pop(worker_index, ()))
+        if not may_restart:
+            return
+        if not self.config.restart_failed_env_runners:
+            raise self.error("restarts are disabled (restart_failed_env_runners=False)")
+        if self.num_restarts >= self.config.max_num_env_runner_restarts:
+            raise self.error(
+                f"the {self.config.max_num_env_runner_restarts} restarts allowed (max_num_env_runner_restarts) "
+                "are used up"
+            )
+        self.num_restarts += 1
+        self._lines.append(
+            f"runner {worker_index} {verb} ({cause}); restarted "
+            f"(restart {self.num_restarts} of {self.config.max_num_env_runner_restarts})"
+        )
+
+    def error(self, reason: str) -> EnvRunnerFailedError:
+        """The error naming every failed runner with its last cause, and ``reason``."""
+        named = "; ".join(f"env runner {i} failed: {c}" for i, c in sorted(self.last_causes.items()))
+        return EnvRunnerFailedError(f"{named}; {reason}")
+
+    def take_lines(self) -> list[str]:
+        """The log lines of the restarts since the last call."""
+        lines, self._lines = self._lines, []
+        return lines
+
+    def metrics(self, num_healthy_env_runners: int) -> dict[str, Any]:
+        """The group metrics' fault fields."""
+        return {
+            "num_env_runner_restarts": self.num_restarts,
+            "num_healthy_env_runners": num_healthy_env_runners,
+            "num_env_steps_lost": self.num_env_steps_lost,
+            "num_episodes_abandoned": self.num_episodes_abandoned,
+            "runner_failures": self.take_lines(),
+        }
