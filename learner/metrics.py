@@ -151,4 +151,8 @@ class DQNTrainResult(TrainResult):
     runner_env_steps_sent: int
     """Env steps the runners reported sending to the replay (in-flight samples included)."""
     replay_num_env_steps_received: int
-    """Env steps the replay actor reports it received: equal to the above when nothing was lost."""
+    """Env steps the replay actor reports it received: the above less ``num_env_steps_lost``."""
+    num_replay_restarts: int = 0
+    """Dead replay actors restored from the checkpoint (learner/replay_recovery.py)."""
+    num_env_steps_lost: int = 0
+    """Acknowledged env steps that died with a replay actor (added after its last checkpoint)."""

@@ -6,7 +6,9 @@ while the learners work), the LearnerGroup pulls batches from the replay and tak
 ``updates_per_env_step`` gradient steps per new env step (with prioritized replay the learners
 send |TD errors| back), and the new weights, with the epsilon of the exploration schedule, go to
 the runners with one ``ray.put``. A runner that fails is replaced and the loop goes on, logging
-one line for it. Ray must be running.
+one line for it; so does a replay actor that dies: it is restored from its last checkpoint
+(``replay.checkpoint_path``) and the acknowledged steps lost since are counted
+(learner/replay_recovery.py). Ray must be running.
 """
 
 from __future__ import annotations
@@ -14,23 +16,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import uuid
 from collections.abc import Callable
 
 import numpy as np
-import ray
 
 from learner.dqn import DQNConfig, DQNLearner
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNTrainResult
+from learner.replay_recovery import SupervisedReplay
 from learner.train import ReturnTracker, check_training_components, env_spaces
 from ray_sampler.errors import ConfigError
-from ray_sampler.handles import call
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.validate import check_callable, check_int, check_number, check_probability, check_type
-from replay.actor import ReplayConfig, create_replay_actor
+from replay.actor import ReplayConfig
 
 __all__ = ["DQNTrainingConfig", "epsilon_at", "train_dqn"]
 
@@ -96,6 +98,8 @@ class DQNTrainingConfig:
     """Stop after this many env steps."""
     target_return: float = 450.0
     """Stop once the mean return of the last 20 finished episodes reaches this."""
+    replay_restart_timeout_s: float = 60.0
+    """Longest a dead replay actor's replacement may take to restore its checkpoint and start."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
@@ -109,6 +113,7 @@ class DQNTrainingConfig:
         check_probability("epsilon_final", self.epsilon_final)
         check_number("updates_per_env_step", self.updates_per_env_step, minimum=0, exclusive_minimum=True)
         check_number("target_return", self.target_return)
+        check_number("replay_restart_timeout_s", self.replay_restart_timeout_s, minimum=0, exclusive_minimum=True)
         if self.batch_size < self.num_learners:
             raise ConfigError(
                 f"'batch_size' ({self.batch_size}) must be >= 'num_learners' ({self.num_learners}): "
@@ -142,23 +147,33 @@ def train_dqn(
     steps, owed, num_updates, last_log = 0, 0.0, 0, float("-inf")
     loss = math.nan
     try:
-        replay = create_replay_actor(cfg.replay, num_cpus=0)
+        replay = SupervisedReplay(
+            cfg.replay,
+            timeout_s=cfg.replay_restart_timeout_s,
+            num_cpus=0,
+            name=f"ray-sampler-replay-{uuid.uuid4().hex[:8]}",
+        )
         runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
         while steps < cfg.max_env_steps and not tracker.reached:
-            runners.sample_to_replay(replay)
+            answers = replay.sample_to_replay(runners)
             for line in runners.metrics.runner_failures:  # a failed runner was replaced: sampling went on
                 log(line)
-            steps += runners.metrics.num_env_steps
-            tracker.add(runners.metrics.episode_returns)
+            new_steps = sum(m.num_env_steps for m in answers)
+            steps += new_steps
+            tracker.add([r for m in answers for r in m.episode_returns])
             if steps >= cfg.replay.min_size_to_sample:
-                owed += runners.metrics.num_env_steps * cfg.updates_per_env_step
+                owed += new_steps * cfg.updates_per_env_step
                 if owed >= 1:
-                    loss = learners.update_from_replay(
-                        replay, int(owed), cfg.batch_size, n_step=cfg.n_step, prioritized=cfg.replay.prioritized
-                    ).loss
-                    num_updates += int(owed)
-                    owed -= int(owed)
+                    update = replay.update_from_replay(
+                        learners, int(owed), cfg.batch_size, n_step=cfg.n_step, prioritized=cfg.replay.prioritized
+                    )
+                    if update is not None:  # None: the replay died and was restored; the updates are still owed
+                        loss = update.loss
+                        num_updates += int(owed)
+                        owed -= int(owed)
+            for line in replay.take_recoveries():  # the replay actor was restored: training went on
+                log(line)
             epsilon = epsilon_at(cfg, steps)
             version = runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(epsilon)})
             if time.perf_counter() - last_log >= log_every_s or tracker.reached:
@@ -170,16 +185,18 @@ def train_dqn(
                 )
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
-        replay_metrics = call(replay.get_metrics, get_timeout_s=60)
+        replay_metrics = replay.call("get_metrics")
     finally:  # whatever was started stops, also when starting the rest failed
         learners.stop()
         if runners is not None:
             runners.stop()
         if replay is not None:
-            ray.kill(replay)
+            replay.stop()
     return DQNTrainResult(
         **tracker.finish(steps, log),
         num_updates=num_updates,
         runner_env_steps_sent=steps_sent,
         replay_num_env_steps_received=replay_metrics.num_env_steps_received,
+        num_replay_restarts=replay.metrics.num_replay_restarts,
+        num_env_steps_lost=replay.metrics.num_env_steps_lost,
     )

@@ -10,7 +10,8 @@ import ray
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    """Starts Ray once per test session (4 logical CPUs: runner actors ask for 0.5 each)."""
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    """Starts Ray once per test session (4 logical CPUs: runner actors ask for 0.5 each). Always a
+    new local instance (``address="local"``): never a cluster some other process left running."""
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()

@@ -139,6 +139,7 @@ class EnvRunner:
         """Steps the last recovery dropped (reported by the call that recovered)."""
         self.weights_version = 0
         self.metrics = RunnerMetrics(worker_index=worker_index)
+        self._held_for_replay: list[ColumnarEpisodes] = []  # chunks a dead replay actor did not take
         """Metrics of the last ``sample()`` call."""
 
     @property
@@ -236,7 +237,35 @@ class EnvRunner:
     def collect_to(self, replay: Any, request: SampleRequest) -> RunnerMetrics:
         """``sample_to()`` for a request (what ``EnvRunnerGroup`` sends)."""
         col, metrics = self.collect(request)
-        return dataclasses.replace(metrics, replay=call(replay.add, col))
+        if col is not None:
+            self._held_for_replay.append(col)
+        ack = self._send_held(replay)
+        held = sum(c.num_env_steps for c in self._held_for_replay)
+        return dataclasses.replace(metrics, replay=ack, num_env_steps_held_for_replay=held)
+
+    def _send_held(self, replay: Any) -> Any:
+        """Adds the held chunks to ``replay`` in order; one ack summing those it took (None: none).
+
+        A dead replay actor is not this runner's failure: the chunks it did not take stay held,
+        unchanged, so the episodes go on and reach the restored actor whole (learner/replay_recovery.py)."""
+        acks = []
+        try:
+            if not self._held_for_replay:
+                return call(replay.add, None)
+            while self._held_for_replay:
+                acks.append(call(replay.add, self._held_for_replay[0]))
+                self._held_for_replay.pop(0)
+        except Exception as e:
+            if not _is_actor_death(e):
+                raise
+        if not acks:
+            return None
+        return dataclasses.replace(
+            acks[-1],
+            num_env_steps=sum(a.num_env_steps for a in acks),
+            num_env_steps_received=sum(a.num_env_steps_received for a in acks),
+            waited_s=sum(a.waited_s for a in acks),
+        )
 
     def _collect(self, request: SampleRequest) -> Collected:
         t0 = time.perf_counter()
@@ -376,3 +405,10 @@ class EnvRunner:
 
     def stop(self) -> None:
         self.env.close()
+
+
+def _is_actor_death(error: BaseException) -> bool:
+    """Whether ``error`` says the called actor died or cannot be reached (Ray's RayActorError)."""
+    import ray
+
+    return isinstance(error, ray.exceptions.RayActorError)

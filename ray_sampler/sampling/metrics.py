@@ -53,7 +53,11 @@ class RunnerMetrics:
     """The request the call answered (set by the group)."""
     replay: Any = None
     """The replay actor's acknowledgement of the call's chunks, as its ``add`` returned it (set when
-    the chunks went to a replay; None otherwise)."""
+    the chunks went to a replay; None otherwise). With chunks held from earlier calls, one ack for
+    all the adds (counts summed)."""
+    num_env_steps_held_for_replay: int = 0
+    """Env steps of chunks the runner holds because the replay actor died before it took them; they
+    go first, in order, to the replay of the next ``sample_to`` (a restored actor's handle)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -41,6 +41,10 @@ def describe_failure(error: BaseException) -> tuple[str, str]:
     cause = getattr(error, "cause", None) if isinstance(error, ray.exceptions.RayTaskError) else None
     shown = cause if isinstance(cause, BaseException) else error
     lines = str(shown).strip().splitlines()
+    if isinstance(shown, ray.exceptions.ActorDiedError) and lines[:1] == [ray.exceptions.ActorDiedError.BASE_ERROR_MSG]:
+        # Ray's first line is the same for every death; why it died (its node died, ray.kill, the
+        # process exited) is the first unindented line after the actor's fields.
+        lines = [line for line in lines[1:] if line[:1] not in ("", " ", "\t")] or lines
     text = f"{type(shown).__name__}: {lines[0] if lines else ''}".rstrip(": ")
     return verb, text[:_MAX_CAUSE_CHARS]
 

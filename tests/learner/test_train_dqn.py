@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+import ray
 
 from learner.dqn import DQNConfig
 from learner.train_dqn import DQNTrainingConfig, epsilon_at, train_dqn
@@ -65,6 +66,7 @@ def test_default_config_is_the_default_run() -> None:
         "epsilon_steps": 8000,
         "max_env_steps": 150_000,
         "target_return": 450.0,
+        "replay_restart_timeout_s": 60.0,
     }
 
 
@@ -136,3 +138,30 @@ def test_dqn_keeps_training_through_a_killed_runner_and_logs_the_recovery() -> N
     assert re.fullmatch(r"runner 2 died \(ActorDiedError: .*\); restarted \(restart 1 of 1000\)", failure)
     # The request that died never reached the replay: what was sent is what it received.
     assert result.runner_env_steps_sent == result.replay_num_env_steps_received
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_dqn_keeps_training_through_a_killed_replay_actor_and_logs_the_recovery(tmp_path: Any) -> None:
+    path = str(tmp_path / "replay.parquet")
+    replay = dataclasses.replace(
+        DEFAULT.replay, min_size_to_sample=200, checkpoint_path=path, checkpoint_every_env_steps=100
+    )
+    cfg = dataclasses.replace(DEFAULT, replay=replay, max_env_steps=1500, target_return=10_000.0)
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 3:
+            (name,) = [n for n in ray.util.list_named_actors() if n.startswith("ray-sampler-replay-")]
+            ray.kill(ray.get_actor(name))
+
+    result = train_dqn(cfg, log=log, log_every_s=0.0)
+    assert result.env_steps >= 1500 and result.num_updates > 0
+    assert result.num_replay_restarts == 1
+    (recovery,) = [line for line in lines if line.startswith("replay actor died")]
+    assert re.fullmatch(
+        rf"replay actor died \(.*\); restored from {re.escape(path)} \(restart 1\), "
+        rf"{result.num_env_steps_lost} acknowledged env steps lost",
+        recovery,
+    )
+    assert result.replay_num_env_steps_received == result.runner_env_steps_sent - result.num_env_steps_lost

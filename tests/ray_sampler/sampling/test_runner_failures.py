@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import ray
+from ray.core.generated.common_pb2 import ActorDiedErrorContext
 
 from connectors.common import MeanStdFilter
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -18,6 +19,7 @@ from ray_sampler.errors import EnvRunnerFailedError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.runner_failures import describe_failure
 from tests.helpers import StampEnv, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, join, stamps
 
@@ -193,6 +195,23 @@ def test_restarts_disabled_fail_fast_naming_the_runner_and_cause() -> None:
             r"restarts are disabled \(restart_failed_env_runners=False\)$",
         ):
             group.sample()
+
+
+def test_a_death_is_described_by_its_reason_not_by_rays_first_line() -> None:
+    context = ActorDiedErrorContext(
+        error_message="The actor died because its node has died. Node Id: ab12\n\tthe actor's node was terminated",
+        actor_id=b"\x01" * 16,
+        class_name="EnvRunner",
+        pid=7,
+    )
+    assert describe_failure(ray.exceptions.ActorDiedError(context)) == (
+        "died",
+        "ActorDiedError: The actor died because its node has died. Node Id: ab12",
+    )
+    assert describe_failure(ray.exceptions.ActorDiedError()) == (
+        "died",
+        "ActorDiedError: The actor died unexpectedly before finishing this task.",
+    )
 
 
 def test_restarts_used_up_raise_naming_each_failed_runner() -> None:

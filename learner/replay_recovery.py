@@ -1,0 +1,203 @@
+"""SupervisedReplay: a ReplayActor handle that restores a dead actor from its checkpoint and counts the loss.
+
+The driver side of replay fault tolerance. Sampling (``sample_to_replay``), learning
+(``update_from_replay``) and any other call (``call``) go through it; when one finds the actor
+dead (Ray's ``RayActorError``: killed, its process or node lost), it
+
+1. waits for the runners' requests still in flight (with ``keep_sampling`` they were made with the
+   dead handle), so every ack the dead actor gave is summed; a runner whose chunks the dead actor
+   did not take keeps them (``RunnerMetrics.num_env_steps_held_for_replay``) and sends them, in
+   order, to the restored actor with its next request: they are delayed, not lost;
+2. starts a new actor with the same ReplayConfig, which restores the last checkpoint
+   (``checkpoint_path``; none: it starts empty) after removing a killed save's temporary files,
+   and waits up to ``timeout_s`` for it;
+3. asks it for the acknowledged steps that died with the old actor (``num_env_steps_lost``), adds
+   them to the metrics and keeps one line for the caller's log.
+
+Only the driver holds the handle: runners and learners get the current one with every call, so
+nothing else needs to learn about a restart. It lives in ``learner`` because it uses both the
+runners and the replay, which must not import each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import ray
+
+from learner.learner_group import LearnerGroup
+from learner.metrics import DQNUpdateMetrics
+from ray_sampler.errors import ReplayError
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.metrics import RunnerMetrics
+from ray_sampler.validate import check_number
+from replay.actor import ReplayConfig, create_replay_actor
+
+__all__ = ["ReplayRecoveryMetrics", "ReplayUnavailableError", "SupervisedReplay", "is_actor_death"]
+
+T = TypeVar("T")
+
+
+class ReplayUnavailableError(ReplayError):
+    """The replay actor died and no restored one answered within ``timeout_s``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplayRecoveryMetrics:
+    """What replay actor failures cost, since the SupervisedReplay started."""
+
+    num_replay_restarts: int = 0
+    """Dead replay actors replaced by one restored from the checkpoint."""
+    num_env_steps_lost: int = 0
+    """Acknowledged env steps that died with a replay actor: those added after its last checkpoint."""
+    num_env_steps_acknowledged: int = 0
+    """Env steps the replay actors acknowledged to the runners (``AddAck.num_env_steps_received``)."""
+
+
+def is_actor_death(error: BaseException) -> bool:
+    """Whether ``error`` says an actor died (also when it reached us as a learner's or runner's task error)."""
+    return isinstance(error, ray.exceptions.RayActorError) or isinstance(
+        getattr(error, "cause", None), ray.exceptions.RayActorError
+    )
+
+
+class SupervisedReplay:
+    """The replay actor's handle for the driver: restores a dead actor (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: ReplayConfig,
+        *,
+        timeout_s: float = 60.0,
+        num_cpus: float = 1.0,
+        max_concurrency: int = 16,
+        name: str | None = None,
+    ) -> None:
+        check_number("timeout_s", timeout_s, minimum=0, exclusive_minimum=True)
+        self.config = config
+        self.timeout_s = timeout_s
+        """Longest a restored actor may take to start (restore included) before ReplayUnavailableError."""
+        self._options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
+        self.name = name
+        """The actor's name (a restored one's ends in ``-restart-{n}``: a dead actor's name may not be free)."""
+        self.actor: Any = create_replay_actor(config, name=name, **self._options)
+        """The current actor handle (a new one after each restart)."""
+        self.metrics = ReplayRecoveryMetrics()
+        self.recoveries: list[str] = []
+        """One line per restart not yet taken by ``take_recoveries``."""
+        self._runners: EnvRunnerGroup | None = None
+        self._drained: list[RunnerMetrics] = []  # answers collected during a restart, for the next call
+
+    def sample_to_replay(
+        self, runners: EnvRunnerGroup, num_timesteps: int | None = None, *, timeout_s: float | None = None
+    ) -> list[RunnerMetrics]:
+        """``runners.sample_to_replay`` into the current actor; a dead one is restored (the runners
+        keep what it did not take). Returns every answer, those collected during a restart too."""
+        self._runners = runners
+        try:
+            out = runners.sample_to_replay(self.actor, num_timesteps, timeout_s=timeout_s)
+        except Exception as e:
+            if not is_actor_death(e):
+                raise
+            out = []  # only the driver's own add of leftover chunks raises here; the runners' answers wait
+            self.restart(e)
+        else:
+            self._count(out)
+            if any(m.num_env_steps_held_for_replay for m in out):
+                self.restart("a runner could not add its chunks")
+        out, self._drained = self._drained + out, []
+        return out
+
+    def add(self, data: Any) -> Any:
+        """Adds chunks from the driver (``ReplayActor.add``) and counts the ack; None when the actor was
+        found dead (it is restored; the data was not stored: add it again)."""
+        ack = self.run(lambda actor: ray.get(actor.add.remote(data), timeout=self.timeout_s))
+        if ack is not None:
+            self.metrics = dataclasses.replace(
+                self.metrics,
+                num_env_steps_acknowledged=self.metrics.num_env_steps_acknowledged + ack.num_env_steps_received,
+            )
+        return ack
+
+    def update_from_replay(
+        self, learners: LearnerGroup, num_updates: int, batch_size_B: int, **kwargs: Any
+    ) -> DQNUpdateMetrics | None:
+        """``learners.update_from_replay`` from the current actor; None when the actor was found
+        dead (it is restored; the caller owes the updates still). Learners that applied some steps
+        before a failed ``push_priorities`` keep them."""
+        return self.run(lambda actor: learners.update_from_replay(actor, num_updates, batch_size_B, **kwargs))
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``actor.<method>(*args, **kwargs)``, once more on the restored actor if it died (waits up to
+        ``timeout_s`` for the answer)."""
+        for attempt in range(2):
+            try:
+                return ray.get(getattr(self.actor, method).remote(*args, **kwargs), timeout=self.timeout_s)
+            except Exception as e:
+                if not is_actor_death(e) or attempt:
+                    raise
+                self.restart(e)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, fn: Callable[[Any], T]) -> T | None:
+        """``fn(actor)``; None if it found the actor dead (which is then restored)."""
+        try:
+            return fn(self.actor)
+        except Exception as e:
+            if not is_actor_death(e):
+                raise
+            self.restart(e)
+            return None
+
+    def restart(self, cause: BaseException | str) -> None:
+        """Replaces the actor by one restored from the checkpoint and counts the acknowledged steps lost."""
+        old = self.actor
+        if self._runners is not None:  # their in-flight requests went to the old actor: sum those acks
+            answers = [m for _, m in self._runners.collect_in_flight(timeout_s=self.timeout_s)]
+            self._count(answers)
+            self._drained += answers
+        ray.kill(old)  # dead already, or unreachable: never two actors writing one checkpoint
+        restart = self.metrics.num_replay_restarts + 1
+        name = None if self.name is None else f"{self.name}-restart-{restart}"
+        self.actor = create_replay_actor(self.config, name=name, **self._options)
+        acknowledged = self.metrics.num_env_steps_acknowledged
+        try:
+            lost = ray.get(self.actor.num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise ReplayUnavailableError(
+                f"the replay actor died ({_describe(cause)}) and its replacement did not start within "
+                f"timeout_s={self.timeout_s}"
+            ) from None
+        self.metrics = dataclasses.replace(
+            self.metrics,
+            num_replay_restarts=restart,
+            num_env_steps_lost=self.metrics.num_env_steps_lost + lost,
+        )
+        source = f"from {self.config.checkpoint_path}" if self.config.checkpoint_path else "empty (no checkpoint_path)"
+        self.recoveries.append(
+            f"replay actor died ({_describe(cause)}); restored {source} (restart "
+            f"{self.metrics.num_replay_restarts}), {lost} acknowledged env steps lost"
+        )
+
+    def take_recoveries(self) -> list[str]:
+        """The recovery lines since the previous call (for a training loop's log)."""
+        lines, self.recoveries = self.recoveries, []
+        return lines
+
+    def stop(self) -> None:
+        """Kills the actor."""
+        ray.kill(self.actor)
+
+    def _count(self, answers: list[RunnerMetrics]) -> None:
+        acked = sum(m.replay.num_env_steps_received for m in answers if m.replay is not None)
+        self.metrics = dataclasses.replace(
+            self.metrics, num_env_steps_acknowledged=self.metrics.num_env_steps_acknowledged + acked
+        )
+
+
+def _describe(cause: BaseException | str) -> str:
+    if isinstance(cause, str):
+        return cause
+    return f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:120]

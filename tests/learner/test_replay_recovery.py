@@ -1,0 +1,153 @@
+"""SupervisedReplay: a killed replay actor comes back from its checkpoint, the acknowledged steps
+lost since are counted exactly, and the runners' held and continuation chunks are accepted."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+from learner.replay_recovery import SupervisedReplay
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from replay.actor import ReplayConfig
+from tests.helpers import stamp_creator
+from tests.replay.test_storage import episode
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+RUNNER = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4, seed=0)
+GROUP = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
+STEPS_PER_CALL = 2 * 2 * 4  # runners x sub-envs x fragment
+
+
+def supervised(path: Path) -> SupervisedReplay:
+    return SupervisedReplay(ReplayConfig(checkpoint_path=str(path)), timeout_s=30, num_cpus=0)
+
+
+def temp_files(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f".{path.name}.*.tmp"))
+
+
+def assert_stamps_continuous(replay: SupervisedReplay) -> None:
+    """Every stored episode piece holds consecutive steps of one sub-env episode."""
+    from replay.buffer import EpisodeReplayBuffer
+
+    buffer = EpisodeReplayBuffer(capacity_env_steps=10)
+    buffer.set_state(replay.call("get_state"))
+    for id_ in buffer.storage.episodes:
+        stamps = buffer.storage.episodes_columnar([id_]).data.observations.tolist()
+        assert [s[3] for s in stamps] == list(range(stamps[0][3], stamps[0][3] + len(stamps)))
+        assert all(s[:3] == stamps[0][:3] for s in stamps)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_replay_killed_at_a_random_point_comes_back_and_counts_the_loss_exactly(tmp_path: Path, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    path = tmp_path / "replay.parquet"
+    replay = supervised(path)
+    try:
+        with EnvRunnerGroup(RUNNER, GROUP) as runners:
+            for _ in range(int(rng.integers(1, 3))):
+                replay.sample_to_replay(runners)
+            replay.call("save")
+            checkpointed = replay.metrics.num_env_steps_acknowledged
+            for _ in range(int(rng.integers(0, 3))):
+                replay.sample_to_replay(runners)
+            acked_after_checkpoint = replay.metrics.num_env_steps_acknowledged - checkpointed
+            ray.kill(replay.actor)
+            answers = replay.sample_to_replay(runners)  # the runners hold what the dead actor did not take
+            assert sum(m.num_env_steps_held_for_replay for m in answers) == STEPS_PER_CALL
+            assert replay.metrics.num_replay_restarts == 1
+            assert replay.metrics.num_env_steps_lost == acked_after_checkpoint
+            (line,) = replay.take_recoveries()
+            assert re.fullmatch(
+                rf"replay actor died \(a runner could not add its chunks\); restored from {re.escape(str(path))} "
+                rf"\(restart 1\), {acked_after_checkpoint} acknowledged env steps lost",
+                line,
+            )
+            answers = replay.sample_to_replay(runners)  # held chunks first, then the continuations
+            assert sum(m.num_env_steps_held_for_replay for m in answers) == 0
+            assert sum(m.replay.num_env_steps_received for m in answers) == 2 * STEPS_PER_CALL
+            assert runners.metrics.num_env_runner_restarts == 0
+        metrics = replay.call("get_metrics")
+        assert metrics.restored_from == str(path)
+        # The checkpoint, the held chunks and the continuations: everything acknowledged but what was lost.
+        assert metrics.num_env_steps_received == checkpointed + 2 * STEPS_PER_CALL
+        assert metrics.num_env_steps == metrics.num_env_steps_received
+        assert_stamps_continuous(replay)
+        assert temp_files(path) == []
+    finally:
+        replay.stop()
+
+
+def test_a_replay_killed_mid_save_comes_back_from_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "replay.parquet"
+    replay = supervised(path)
+    try:
+        replay.add([episode("small", 10)])
+        replay.call("save")
+        big = [episode(f"big-{i}", 20_000) for i in range(20)]
+        replay.add(big)
+        save = replay.actor.save.remote()
+        deadline = time.monotonic() + 30
+        while not temp_files(path) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        ray.kill(replay.actor)
+        assert temp_files(path), "the save ended before the kill: make the data larger"
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(save, timeout=30)
+        metrics = replay.call("get_metrics")  # finds the actor dead and restores it
+        assert replay.metrics.num_replay_restarts == 1
+        assert replay.metrics.num_env_steps_lost == 20 * 20_000
+        assert metrics.num_env_steps == 10
+        assert temp_files(path) == []
+        ack = replay.add([episode("small", 5, start=10)])  # the continuation of a restored episode
+        assert ack.num_env_steps == 5
+    finally:
+        replay.stop()
+
+
+def test_a_second_driver_run_with_the_same_seed_adds_its_steps(tmp_path: Path) -> None:
+    path = tmp_path / "replay.parquet"
+    stored = []
+    for _ in range(2):
+        replay = supervised(path)
+        try:
+            with EnvRunnerGroup(RUNNER, GROUP) as runners:
+                answers = replay.sample_to_replay(runners)
+            assert sum(m.replay.num_env_steps for m in answers) == STEPS_PER_CALL
+            replay.call("save")
+            stored.append(replay.call("get_metrics").num_env_steps)
+        finally:
+            replay.stop()
+    assert stored == [STEPS_PER_CALL, 2 * STEPS_PER_CALL]
+
+
+def test_a_replay_found_dead_by_the_learners_is_restored_and_the_updates_are_owed(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    from learner.dqn import DQNConfig, DQNLearner, QModule
+    from learner.learner_group import LearnerGroup
+
+    path = tmp_path / "replay.parquet"
+    replay = supervised(path)
+    learners = LearnerGroup(
+        lambda: QModule(gym.spaces.Box(-np.inf, np.inf, (1,)), gym.spaces.Discrete(2), seed=0),
+        DQNConfig(),
+        learner_class=DQNLearner,
+    )
+    try:
+        replay.add([episode("a", 50)])
+        replay.call("save")
+        assert replay.update_from_replay(learners, 2, 8) is not None
+        ray.kill(replay.actor)
+        assert replay.update_from_replay(learners, 2, 8) is None
+        assert (replay.metrics.num_replay_restarts, replay.metrics.num_env_steps_lost) == (1, 0)
+        assert replay.update_from_replay(learners, 2, 8) is not None
+    finally:
+        replay.stop()

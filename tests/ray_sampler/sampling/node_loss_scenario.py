@@ -1,0 +1,111 @@
+"""Node-loss scenario, run by test_node_loss.py in its own process (one process joins one Ray).
+
+Starts a ``ray.cluster_utils.Cluster`` (a head and 2 worker nodes, 2 CPUs each; runners take 1
+CPU, so 4 runners put at least 2 on the worker nodes and the survivors of one node's loss hold
+all 4), samples, removes the worker node holding the most runners (its raylet told to shut down,
+or with ``--abrupt`` killed outright, so that only the health checks find it), samples on, and
+prints one JSON line of findings. It stops only the cluster it started.
+
+    python -m tests.ray_sampler.sampling.node_loss_scenario [--no-restart] [--abrupt]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import ray
+from ray.cluster_utils import Cluster
+
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.errors import EnvRunnerFailedError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from tests.helpers import StampEnv, stamp_creator
+from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous
+
+NUM_RUNNERS = 4
+SAMPLE_TIMEOUT_S = 10.0
+NUM_CALLS_AFTER_LOSS = 6
+# Node death is told to the GCS when the raylet shuts down; the fast health checks catch a raylet
+# that dies without a word.
+SYSTEM_CONFIG = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200, "health_check_failure_threshold": 3}
+
+
+def process_stamp_creator(ctx: Any) -> StampEnv:
+    """StampEnv numbering its episodes from a per-process offset: a replacement never repeats the
+    stamps of the runner it replaces."""
+    env = stamp_creator(ctx)
+    env.sleep_s = 0.005
+    env.episode = (os.getpid() % 10_000) * 1_000 - 1
+    return env
+
+
+def node_ids(group: EnvRunnerGroup) -> dict[int, str]:
+    """Worker index -> the id of the node its actor runs on."""
+    refs = {
+        i: group.actor(i).__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
+        for i in group.worker_indices
+    }
+    return dict(zip(refs, ray.get(list(refs.values()), timeout=SAMPLE_TIMEOUT_S), strict=True))
+
+
+def run(*, restart: bool, abrupt: bool) -> dict[str, Any]:
+    findings: dict[str, Any] = {"error": None, "sample_s": [], "runner_failures": []}
+    chunks: list[SingleAgentEpisode] = []
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 2, "include_dashboard": False, "_system_config": SYSTEM_CONFIG},
+    )
+    try:
+        workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        config = EnvRunnerConfig(env=process_stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=10)
+        group_config = EnvRunnerGroupConfig(
+            num_env_runners=NUM_RUNNERS,
+            num_cpus_per_env_runner=1.0,
+            sample_timeout_s=SAMPLE_TIMEOUT_S,
+            delay_between_env_runner_restarts_s=0.0,
+            restart_failed_env_runners=restart,
+        )
+        with EnvRunnerGroup(config, group_config) as group:
+            chunks += group.sample()
+            before = node_ids(group)
+            victim = max(workers, key=lambda n: sum(v == n.node_id for v in before.values()))
+            findings["runners_on_removed_node"] = sorted(i for i, n in before.items() if n == victim.node_id)
+            cluster.remove_node(victim, allow_graceful=not abrupt)
+            try:
+                for _ in range(NUM_CALLS_AFTER_LOSS):
+                    start = time.monotonic()
+                    chunks += group.sample()
+                    findings["sample_s"].append(round(time.monotonic() - start, 3))
+                    findings["runner_failures"] += group.metrics.runner_failures
+            except EnvRunnerFailedError as e:
+                findings["error"] = f"EnvRunnerFailedError: {e}"
+            after = node_ids(group)
+            findings.update(
+                num_env_runner_restarts=group.metrics.num_env_runner_restarts,
+                num_healthy_env_runners=group.metrics.num_healthy_env_runners,
+                worker_indices=group.worker_indices,
+                runners_on_removed_node_after=sorted(i for i, n in after.items() if n == victim.node_id),
+                num_episodes_abandoned=group.metrics.num_episodes_abandoned,
+                num_chunks=len(chunks),
+                num_env_steps=sum(len(c) for c in chunks),
+            )
+        try:
+            assert_steps_once_and_continuous(chunks)
+            findings["continuity_error"] = None
+        except AssertionError as e:
+            findings["continuity_error"] = str(e) or "AssertionError"
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    return findings
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(restart="--no-restart" not in sys.argv[1:], abrupt="--abrupt" in sys.argv[1:])), flush=True)

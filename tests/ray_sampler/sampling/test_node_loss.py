@@ -1,0 +1,64 @@
+"""Node loss: a worker node removed from a 3-node ``ray.cluster_utils.Cluster`` takes its runners
+with it; they are replaced on the surviving nodes and sampling goes on within ``sample_timeout_s``.
+
+Each scenario runs in its own process (``node_loss_scenario.py``): a process joins one Ray, and the
+session's Ray is not stopped for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ray_sampler.sampling.node_loss_scenario import NUM_CALLS_AFTER_LOSS, NUM_RUNNERS, SAMPLE_TIMEOUT_S
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_scenario(*args: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.ray_sampler.sampling.node_loss_scenario", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("removal", ["graceful", "abrupt"])
+def test_sampling_continues_on_the_surviving_nodes(removal: str) -> None:
+    found = run_scenario(*(["--abrupt"] if removal == "abrupt" else []))
+    assert found["error"] is None
+    lost = found["runners_on_removed_node"]
+    assert lost, "no runner ran on the removed node"
+    assert len(found["sample_s"]) == NUM_CALLS_AFTER_LOSS
+    assert max(found["sample_s"]) < SAMPLE_TIMEOUT_S
+    assert found["num_env_runner_restarts"] == len(lost)
+    assert found["num_healthy_env_runners"] == NUM_RUNNERS
+    assert found["worker_indices"] == list(range(1, NUM_RUNNERS + 1))
+    assert found["runners_on_removed_node_after"] == []
+    assert [line.split(" (")[0] for line in found["runner_failures"]] == [f"runner {i} died" for i in lost]
+    assert all("ActorDiedError: The actor died because its node has died" in line for line in found["runner_failures"])
+    assert found["continuity_error"] is None
+
+
+def test_node_loss_without_restarts_raises_naming_the_runner() -> None:
+    found = run_scenario("--no-restart")
+    lost = "|".join(str(i) for i in found["runners_on_removed_node"])
+    assert re.fullmatch(
+        rf"EnvRunnerFailedError: env runner ({lost}) failed: "
+        r"ActorDiedError: The actor died because its node has died\. "
+        r".*; restarts are disabled \(restart_failed_env_runners=False\)",
+        found["error"],
+    )
+    assert found["continuity_error"] is None
