@@ -24,8 +24,9 @@ Accounting (steps): ``made`` (counted by the envs) = ``delivered`` (steps in ret
 printed beside the measured figure (a kill between requests loses nothing; a request killed
 half-way had made only part of what it asked for).
 
-Replay actor: not measured here unless the replay-actor supervision exists (see
-``measure_replay``).
+Replay actor: a third process (``measure_replay``): runners -> ``SupervisedReplay`` ->
+ReplayActor with checkpoints, the actor killed twice; the loss reported is compared with the one
+measured from the final contents' stamps.
 """
 
 from __future__ import annotations
@@ -330,23 +331,187 @@ def measure(args: argparse.Namespace, faults: bool) -> dict[str, Any]:
     }
 
 
+REPLAY_CHECKPOINT_EVERY = 50_000  # env steps between the replay actor's checkpoints (replay part)
+
+
+class ReplayContents:
+    """Duplicates, continuity violations and gaps over the replay's final contents (``get_state``),
+    by the stamps: every stored piece is one run of consecutive steps of one env episode."""
+
+    def __init__(self, col: Any) -> None:
+        self.pieces = 0 if col is None else len(col.ids)
+        self.steps = 0
+        self.violations: dict[str, int] = {}
+        ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (instance, episode) -> [(t first, t last)]
+        owner: dict[str, tuple[int, int]] = {}  # episode id (a piece's "#t" suffix removed) -> (instance, episode)
+        if col is not None:
+            obs = np.asarray(col.data.observations)
+            rewards = np.asarray(col.data.rewards)
+            obs_off, step_off = col.obs_offsets, col.step_offsets
+            for i, id_ in enumerate(col.ids):
+                o = obs[obs_off[i] : obs_off[i + 1]]
+                n = len(o) - 1
+                if n <= 0:
+                    continue
+                self.steps += n
+                t = o[:, 5]
+                key = (int(o[0, 3]), int(o[0, 4]))
+                if (o[:, :5] != o[0, :5]).any():
+                    self._bad("piece mixes env instances or episodes")
+                if (np.diff(t) != 1).any():
+                    self._bad("steps not consecutive inside a piece")
+                if int(col.t_started[i]) != int(t[0]):
+                    self._bad("t_started differs from the stamped t")
+                if not np.array_equal(rewards[step_off[i] : step_off[i + 1]], t[1:].astype(rewards.dtype)):
+                    self._bad("reward does not belong to its step")
+                if owner.setdefault(id_.split("#")[0], key) != key:
+                    self._bad("episode id bound to two env instances or episodes")
+                ranges.setdefault(key, []).append((int(t[1]), int(t[-1])))  # a step is named by the t it reached
+        self.duplicated = self.gaps = self.heads = 0
+        for spans in ranges.values():
+            spans.sort()
+            self.heads += spans[0][0] - 1  # steps 1 .. first stored - 1: the episode's head is missing
+            reach = spans[0][1]
+            for lo, hi in spans[1:]:
+                if lo <= reach:
+                    self.duplicated += min(hi, reach) - lo + 1
+                else:
+                    self.gaps += lo - reach - 1
+                reach = max(reach, hi)
+        self.distinct = self.steps - self.duplicated
+
+    def _bad(self, what: str) -> None:
+        self.violations[what] = self.violations.get(what, 0) + 1
+
+
+def measure_replay_part(args: argparse.Namespace) -> dict[str, Any]:
+    """The replay run in this process (its own Ray session): see ``measure_replay``."""
+    import ray
+
+    from learner.replay_recovery import SupervisedReplay
+    from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
+    from replay.actor import ReplayConfig
+
+    counter_dir = tempfile.mkdtemp(prefix="faults-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    checkpoint_dir = tempfile.mkdtemp(prefix="faults-bench-replay-")
+    ray.init(num_cpus=args.runners + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    config = EnvRunnerConfig(
+        env=bench_creator,
+        env_config={"counter_dir": counter_dir, "fault_rate": 0.0},
+        num_envs_per_env_runner=NUM_ENVS,
+        rollout_fragment_length=ROLLOUT,
+    )
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=args.runners,
+        num_cpus_per_env_runner=1,
+        delay_between_env_runner_restarts_s=0.0,
+        validate_env_locally=False,
+    )
+    replay_config = ReplayConfig(
+        capacity_env_steps=1_000_000_000,  # no eviction: the final contents are everything that survived
+        checkpoint_path=os.path.join(checkpoint_dir, "replay.parquet"),
+        checkpoint_every_env_steps=REPLAY_CHECKPOINT_EVERY,
+    )
+    restarts: list[tuple[float, float]] = []  # (restart began: death found, restored actor answered)
+    lost_each: list[int] = []  # what each restart added to num_env_steps_lost
+
+    class TimedReplay(SupervisedReplay):
+        def restart(self, cause: BaseException | str) -> None:
+            t0, lost = time.monotonic(), self.metrics.num_env_steps_lost
+            super().restart(cause)
+            restarts.append((t0, time.monotonic()))
+            lost_each.append(self.metrics.num_env_steps_lost - lost)
+
+    seconds = args.seconds / 2
+    kills: list[float] = []
+    calls: list[tuple[float, int, bool]] = []  # (end, restarts before the call, acked steps with no restart inside)
+    stop = threading.Event()
+    replay = TimedReplay(replay_config, timeout_s=60, num_cpus=0)
+    held_resent = 0
+    with EnvRunnerGroup(config, group_config) as group:
+        replay.sample_to_replay(group)  # warm-up (every runner up): acknowledged and checked, not timed
+        acked_warmup = replay.metrics.num_env_steps_acknowledged
+        start = time.monotonic()
+
+        def killer() -> None:
+            rng = np.random.default_rng(1)
+            for k in range(2):
+                at = start + seconds * (k + 1 + rng.uniform(-0.1, 0.1)) / 3
+                if stop.wait(max(0.0, at - time.monotonic())):
+                    return
+                kills.append(time.monotonic())
+                ray.kill(replay.actor)
+
+        thread = threading.Thread(target=killer, daemon=True)
+        thread.start()
+        answers: list[Any] = []
+        while time.monotonic() - start < seconds or (answers and any(m.num_env_steps_held_for_replay for m in answers)):
+            before = replay.metrics.num_replay_restarts
+            answers = replay.sample_to_replay(group)
+            clean = replay.metrics.num_replay_restarts == before
+            acked = sum(m.replay.num_env_steps_received for m in answers if m.replay is not None)
+            calls.append((time.monotonic(), before, clean and acked > 0))
+            if clean:
+                held_resent += sum(m.num_env_steps_held_for_replay for m in answers)
+        elapsed = time.monotonic() - start
+        stop.set()
+        thread.join()
+        held_at_end = sum(m.num_env_steps_held_for_replay for m in answers)
+    state = replay.call("get_state")
+    replay_metrics = replay.call("get_metrics")
+    sup = replay.metrics
+    replay.stop()
+    ray.shutdown()
+    made = sum(c["made"] for c in read_counters(counter_dir).values())
+    shutil.rmtree(counter_dir, ignore_errors=True)
+    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    contents = ReplayContents(state.episodes)
+    first_add = []
+    for k, at in enumerate(kills):
+        after = [end for end, before, ok in calls if ok and before > k and end > at]
+        first_add.append(min(after) - at if after else None)
+    return {
+        "seconds": elapsed,
+        "kill_at_s": [at - start for at in kills],
+        "calls": len(calls),
+        "restarts": sup.num_replay_restarts,
+        "acknowledged": sup.num_env_steps_acknowledged,
+        "lost_reported": sup.num_env_steps_lost,
+        "lost_each": lost_each,
+        "made": made,
+        "held_at_end": held_at_end,
+        "stored_steps": contents.steps,
+        "stored_distinct": contents.distinct,
+        "pieces": contents.pieces,
+        "evicted": state.num_evicted_env_steps,
+        "duplicated": contents.duplicated,
+        "violations": contents.violations,
+        "missing_gaps": contents.gaps,
+        "missing_heads": contents.heads,
+        "received_by_last_actor": replay_metrics.num_env_steps_received,
+        "checkpoints_by_last_actor": replay_metrics.num_checkpoints,
+        "restored_from": replay_metrics.restored_from is not None,
+        "detect_s": [t0 - at for at, (t0, _) in zip(kills, restarts)],
+        "restore_s": [t1 - t0 for t0, t1 in restarts],
+        "first_add_s": first_add,
+        "steps_per_s": (sup.num_env_steps_acknowledged - acked_warmup) / elapsed,
+    }
+
+
 def measure_replay(args: argparse.Namespace) -> dict[str, Any] | None:
-    """Replay-actor kills (twice) with ``sample_to_replay``: a place for it, once the driver-side
-    supervision of the replay actor exists in ``learner/`` (README "Replay actor failures").
-    Returns None (not measured) while it does not."""
-    try:
-        import learner  # noqa: F401
-    except ImportError:
-        return None
-    readme = (ROOT / "README.md").read_text()
-    if "Replay actor failures" not in readme:
-        return None
-    return None  # supervision documented but not wired here yet: see RESULTS.md
+    """Replay-actor kills: a third fresh process (``measure_replay_part``). The ``--runners``
+    runners (same env, no runner kills, no env faults) send their chunks straight to a ReplayActor
+    through ``SupervisedReplay.sample_to_replay`` for ``--seconds / 2``; the actor checkpoints every
+    ``REPLAY_CHECKPOINT_EVERY`` env steps (parquet in a temp dir) and is ``ray.kill``ed twice, near
+    1/3 and 2/3 of the run. After the run (and one more call while a runner still holds chunks)
+    the replay's contents (``get_state``) are checked by their stamps. None if the run failed."""
+    flags = ["--seconds", str(args.seconds), "--runners", str(args.runners)]
+    return run_json([sys.executable, __file__, "--part", "replay", *flags])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["faults", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=["faults", "baseline", "replay"], help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=60.0, help="sampling time of each run")
     parser.add_argument("--runners", type=int, default=4)
     parser.add_argument("--kills", type=int, default=20, help="runner kills in the faulty run")
@@ -355,6 +520,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.short:
         args.seconds, args.kills = 8.0, 3
+    if args.part == "replay":
+        print(json.dumps(measure_replay_part(args)))
+        return
     if args.part:
         print(json.dumps(measure(args, args.part == "faults")))
         return
@@ -436,13 +604,55 @@ def report(args: argparse.Namespace, f: dict[str, Any], b: dict[str, Any], repla
             f"per fault"
         )
     if replay is None:
-        print(
-            "replay actor kills: NOT MEASURED: the driver-side replay-actor supervision (learner/, README "
-            '"Replay actor failures") is not in this tree yet; runners -> driver only (see measure_replay)'
-        )
+        print("replay actor kills: NOT MEASURED: the replay run failed (its stderr is above)")
     else:
-        print(f"replay actor kills: {replay}")
+        report_replay(args, replay)
     print("ratio = with faults / baseline (higher is better); both runs share 2 cores with Ray and the driver.")
+
+
+def report_replay(args: argparse.Namespace, r: dict[str, Any]) -> None:
+    kills = ", ".join(f"{at:.1f}" for at in r["kill_at_s"])
+    print(
+        f"replay actor kills: {len(r['kill_at_s'])} (ray.kill at {kills} s of {r['seconds']:.1f} s; "
+        f"{args.runners} runners -> SupervisedReplay.sample_to_replay -> ReplayActor, checkpoint every "
+        f"{REPLAY_CHECKPOINT_EVERY} env steps; "
+        f"no runner kills nor env faults): {r['restarts']} replay restarts, {r['acknowledged']} env steps "
+        f"acknowledged ({r['steps_per_s'] / 1e3:.1f}k/s), {r['lost_reported']} lost as reported (num_env_steps_lost)"
+    )
+    missing_acked = r["acknowledged"] - r["stored_distinct"]
+    missing_made = r["made"] - r["held_at_end"] - r["stored_distinct"]
+    located = r["missing_gaps"] + r["missing_heads"]
+    each = r["lost_each"]
+    agree = missing_acked == r["lost_reported"] == missing_made and r["evicted"] == 0
+    print(
+        f"replay contents after the run: {r['stored_steps']} steps in {r['pieces']} episode pieces, {r['evicted']} "
+        f"evicted; acknowledged - stored = {r['acknowledged']} - {r['stored_distinct']} = {missing_acked} missing, "
+        f"made by the envs - held by runners - stored = {r['made']} - {r['held_at_end']} - {r['stored_distinct']} = "
+        f"{missing_made} ({'agree with' if agree else 'DO NOT AGREE with'} the {r['lost_reported']} reported); "
+        f"located by the stamps: {r['missing_gaps']} in gaps inside episodes + {r['missing_heads']} episode heads, "
+        f"the other {missing_made - located} after an episode's last stored step (tails: not locatable from contents)"
+    )
+    if not agree and each:
+        print(
+            f"why: the reported {r['lost_reported']} is the sum of each restart's figure {each}; a restart's "
+            f"figure is acknowledged-so-far - the restored actor's received counter (= the steps it holds), i.e. "
+            f"every loss so far, so restart k counts the losses of restarts 1..k-1 again: the last figure "
+            f"{each[-1]} is the total ({'= measured' if each[-1] == missing_acked == missing_made else '!= measured'})"
+        )
+    nviol = sum(r["violations"].values())
+    print(
+        f"replay contents: duplicated {r['duplicated']}, continuity violations {nviol} {r['violations'] or ''}"
+        f"(every piece one run of consecutive steps of one env episode, reward = its t, t_started = its stamp)"
+    )
+    first = [s for s in r["first_add_s"] if s is not None]
+    print(
+        "replay kill -> death found / restored actor answering / first successful add after the restore: "
+        + "; ".join(
+            f"{d:.2f} / {d + rs:.2f} / {fa if fa is None else round(fa, 2)} s"
+            for d, rs, fa in zip(r["detect_s"], r["restore_s"], r["first_add_s"])
+        )
+        + f" ({len(first)} of {len(r['kill_at_s'])} kills reached a first add; {r['calls']} sampling calls)"
+    )
 
 
 if __name__ == "__main__":

@@ -164,12 +164,15 @@ class SupervisedReplay:
         self.actor = create_replay_actor(self.config, name=name, **self._options)
         acknowledged = self.metrics.num_env_steps_acknowledged
         try:
-            lost = ray.get(self.actor.num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s)
+            # The restored actor's figure covers every incarnation (acknowledged so far, less what the
+            # checkpoint it restored had received): the loss of all restarts so far, not just this one.
+            lost_so_far = ray.get(self.actor.num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise ReplayUnavailableError(
                 f"the replay actor died ({_describe(cause)}) and its replacement did not start within "
                 f"timeout_s={self.timeout_s}"
             ) from None
+        lost = max(0, lost_so_far - self.metrics.num_env_steps_lost)
         self.metrics = dataclasses.replace(
             self.metrics,
             num_replay_restarts=restart,

@@ -3,6 +3,7 @@ lost since are counted exactly, and the runners' held and continuation chunks ar
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from pathlib import Path
@@ -33,6 +34,21 @@ def temp_files(path: Path) -> list[Path]:
     return sorted(path.parent.glob(f".{path.name}.*.tmp"))
 
 
+def kill(replay: SupervisedReplay) -> None:
+    """Kills the replay actor and waits until it is dead (``ray.kill`` returns before: a call made at
+    once may still be answered)."""
+    actor = replay.actor
+    ray.kill(actor)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.get_metrics.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the replay actor did not die")
+
+
 def assert_stamps_continuous(replay: SupervisedReplay) -> None:
     """Every stored episode piece holds consecutive steps of one sub-env episode."""
     from replay.buffer import EpisodeReplayBuffer
@@ -59,7 +75,7 @@ def test_a_replay_killed_at_a_random_point_comes_back_and_counts_the_loss_exactl
             for _ in range(int(rng.integers(0, 3))):
                 replay.sample_to_replay(runners)
             acked_after_checkpoint = replay.metrics.num_env_steps_acknowledged - checkpointed
-            ray.kill(replay.actor)
+            kill(replay)
             answers = replay.sample_to_replay(runners)  # the runners hold what the dead actor did not take
             assert sum(m.num_env_steps_held_for_replay for m in answers) == STEPS_PER_CALL
             assert replay.metrics.num_replay_restarts == 1
@@ -108,6 +124,33 @@ def test_a_replay_killed_mid_save_comes_back_from_the_previous_checkpoint(tmp_pa
         assert temp_files(path) == []
         ack = replay.add([episode("small", 5, start=10)])  # the continuation of a restored episode
         assert ack.num_env_steps == 5
+        # What the restored actor received since counts as kept, not lost.
+        assert replay.call("num_env_steps_lost", replay.metrics.num_env_steps_acknowledged) == 20 * 20_000
+    finally:
+        replay.stop()
+
+
+def test_the_acks_of_requests_in_flight_when_the_replay_died_count_as_lost(tmp_path: Path) -> None:
+    replay = supervised(tmp_path / "replay.parquet")  # never saved: every acknowledged step is lost
+    group = dataclasses.replace(GROUP, keep_sampling=True)
+    try:
+        with EnvRunnerGroup(RUNNER, group) as runners:
+            first = replay.sample_to_replay(runners)  # each runner gets its next request at once
+            assert sum(m.replay.num_env_steps_received for m in first) == STEPS_PER_CALL
+            deadline = time.monotonic() + 30
+            while replay.call("get_metrics").num_env_steps_received < 2 * STEPS_PER_CALL:
+                assert time.monotonic() < deadline, "the requests in flight did not reach the replay"
+                time.sleep(0.01)
+            time.sleep(1.0)  # their acks reach the runners
+            kill(replay)
+            assert replay.call("get_metrics").num_env_steps == 0  # finds it dead: restores it (empty)
+            assert replay.metrics.num_replay_restarts == 1
+            assert replay.metrics.num_env_steps_acknowledged == 2 * STEPS_PER_CALL
+            assert replay.metrics.num_env_steps_lost == 2 * STEPS_PER_CALL
+            answers = replay.sample_to_replay(runners)  # those collected during the restart come first
+            assert len(answers) == 4
+            assert [m.replay.num_env_steps_received for m in answers] == [STEPS_PER_CALL // 2] * 4
+            assert replay.metrics.num_env_steps_acknowledged == 3 * STEPS_PER_CALL
     finally:
         replay.stop()
 
@@ -145,9 +188,37 @@ def test_a_replay_found_dead_by_the_learners_is_restored_and_the_updates_are_owe
         replay.add([episode("a", 50)])
         replay.call("save")
         assert replay.update_from_replay(learners, 2, 8) is not None
-        ray.kill(replay.actor)
+        kill(replay)
         assert replay.update_from_replay(learners, 2, 8) is None
         assert (replay.metrics.num_replay_restarts, replay.metrics.num_env_steps_lost) == (1, 0)
         assert replay.update_from_replay(learners, 2, 8) is not None
+    finally:
+        replay.stop()
+
+
+def test_each_restart_counts_only_its_own_loss(tmp_path: Path) -> None:
+    path = tmp_path / "replay.parquet"
+    replay = supervised(path)
+    try:
+        with EnvRunnerGroup(RUNNER, GROUP) as runners:
+            expected_losses = []
+            for _ in range(2):  # each round: a checkpoint, one call more, then the actor dies
+                replay.sample_to_replay(runners)
+                replay.call("save")
+                checkpointed = replay.metrics.num_env_steps_acknowledged
+                replay.sample_to_replay(runners)
+                expected_losses.append(replay.metrics.num_env_steps_acknowledged - checkpointed)
+                kill(replay)
+                replay.sample_to_replay(runners)  # finds it dead, restores it
+                replay.sample_to_replay(runners)  # the held chunks and the continuations go in
+            assert expected_losses == [STEPS_PER_CALL, STEPS_PER_CALL]
+            assert replay.metrics.num_replay_restarts == 2
+            assert replay.metrics.num_env_steps_lost == sum(expected_losses)
+            lines = replay.take_recoveries()
+            assert [int(re.search(r"(\d+) acknowledged env steps lost", line).group(1)) for line in lines] == (
+                expected_losses
+            )
+        stored = replay.call("get_metrics").num_env_steps
+        assert stored == replay.metrics.num_env_steps_acknowledged - replay.metrics.num_env_steps_lost
     finally:
         replay.stop()
