@@ -32,6 +32,7 @@ from learner.learner import Learner, PPOConfig
 from learner.metrics import DQNUpdateMetrics, PPOUpdateMetrics
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
+from ray_sampler.resources import Demand, PlacementStrategy, release, reserve
 from ray_sampler.validate import check_bool, check_callable, check_int, check_number, check_optional
 
 __all__ = ["LearnerGroup", "shard_episodes"]
@@ -70,6 +71,7 @@ class LearnerGroup:
         self.timeout_s = timeout_s
         self.local: Any = None
         self.actors: list[Any] = []
+        self._placement_group: Any = None
         first = learner_class(make_module(), config)  # every actor starts from this one's state
         self.config: PPOConfig | Any = first.config
         if num_learners == 0:
@@ -77,10 +79,43 @@ class LearnerGroup:
             return
         import ray
 
-        remote: Any = ray.remote(learner_class).options(num_cpus=num_cpus_per_learner)
+        if num_cpus_per_learner > 0:  # one placement group, packed: the learners (and the replay) close together
+            self._placement_group = reserve(
+                Demand("num_learners x num_cpus_per_learner", num_learners, {"CPU": num_cpus_per_learner}),
+                strategy=PlacementStrategy.PACK,
+                timeout_s=timeout_s,
+            )
+        remote: Any = ray.remote(learner_class)
         state_ref = ray.put(first.get_state())
-        self.actors = [remote.remote(make_module(), self.config) for _ in range(num_learners)]
+        self.actors = [
+            remote.options(num_cpus=num_cpus_per_learner, **self._bundle_options(i)).remote(make_module(), self.config)
+            for i in range(num_learners)
+        ]
         self._get([a.set_state.remote(state_ref) for a in self.actors])
+
+    def _bundle_options(self, index: int) -> dict[str, Any]:
+        if self._placement_group is None:
+            return {}
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return {
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=self._placement_group, placement_group_bundle_index=index
+            )
+        }
+
+    def colocated_options(self) -> dict[str, Any]:
+        """Actor options that put a CPU-free actor (the replay) beside the learners: in the first
+        learner's bundle, or on this (the driver's) node with a local learner; Ray may place it
+        elsewhere when that node is gone."""
+        if self._placement_group is not None:
+            return self._bundle_options(0)
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return {
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        }
 
     def _get(self, refs: list[Any]) -> list[Any]:
         import ray
@@ -193,6 +228,9 @@ class LearnerGroup:
             for a in self.actors:
                 ray.kill(a)
             self.actors = []
+        if self._placement_group is not None:
+            release(self._placement_group)
+            self._placement_group = None
 
 
 def _bump_version(learner: Learner) -> int:

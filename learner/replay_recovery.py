@@ -74,12 +74,17 @@ class SupervisedReplay:
         num_cpus: float = 1.0,
         max_concurrency: int = 16,
         name: str | None = None,
+        scheduling_strategy: Any = None,
     ) -> None:
         check_number("timeout_s", timeout_s, minimum=0, exclusive_minimum=True)
         self.config = config
         self.timeout_s = timeout_s
         """Longest a restored actor may take to start (restore included) before ReplayUnavailableError."""
-        self._options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
+        self._options: dict[str, Any] = {
+            "num_cpus": num_cpus,
+            "max_concurrency": max_concurrency,
+            "scheduling_strategy": scheduling_strategy,
+        }
         self.name = name
         """The actor's name (a restored one's ends in ``-restart-{n}``: a dead actor's name may not be free)."""
         self.actor: Any = create_replay_actor(config, name=name, **self._options)

@@ -19,12 +19,21 @@ import numpy as np
 from learner.learner import PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import PPOTrainResult, TrainResult
+from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.placement import runner_demand
 from ray_sampler.validate import check_int, check_number, check_type
 
-__all__ = ["PPOTrainingConfig", "ReturnTracker", "check_training_components", "env_spaces", "train_ppo"]
+__all__ = [
+    "PPOTrainingConfig",
+    "ReturnTracker",
+    "check_training_components",
+    "check_training_resources",
+    "env_spaces",
+    "train_ppo",
+]
 
 
 def _default_ppo_runner() -> EnvRunnerConfig:
@@ -73,6 +82,17 @@ def check_training_components(env_runner: Any, env_runner_group: Any) -> None:
     check_type("env_runner_group", env_runner_group, EnvRunnerGroupConfig)
     check_type("env_runner.env", env_runner.env, str)  # the loop probes the spaces with gymnasium.make
     check_int("env_runner_group.num_env_runners", env_runner_group.num_env_runners, minimum=1)
+
+
+def check_training_resources(
+    env_runner_group: EnvRunnerGroupConfig, num_learners: int, num_cpus_per_learner: float
+) -> None:
+    """Raises InsufficientResourcesError before any actor starts if the runners and learner actors
+    together can never fit the cluster (``ray_sampler.resources``)."""
+    demands = [runner_demand(env_runner_group, env_runner_group.num_env_runners)]
+    if num_learners:
+        demands.append(Demand("num_learners x num_cpus_per_learner", num_learners, {"CPU": num_cpus_per_learner}))
+    check_demands(demands)
 
 
 def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
@@ -126,6 +146,7 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
     learner actors)."""
     assert isinstance(cfg.env_runner.env, str), "PPOTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
     learners = LearnerGroup(
         lambda: build_module(cfg.env_runner, *spaces),

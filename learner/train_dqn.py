@@ -25,7 +25,7 @@ from learner.dqn import DQNConfig, DQNLearner
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNTrainResult
 from learner.replay_recovery import SupervisedReplay
-from learner.train import ReturnTracker, check_training_components, env_spaces
+from learner.train import ReturnTracker, check_training_components, check_training_resources, env_spaces
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -134,6 +134,7 @@ def train_dqn(
     A progress line goes to ``log`` at most every ``log_every_s`` seconds, and at the end."""
     assert isinstance(cfg.env_runner.env, str), "DQNTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     # The learners first: a space they cannot train on raises before the replay and runners start.
     learners = LearnerGroup(
         lambda: build_module(cfg.env_runner, *spaces),
@@ -152,6 +153,7 @@ def train_dqn(
             timeout_s=cfg.replay_restart_timeout_s,
             num_cpus=0,
             name=f"ray-sampler-replay-{uuid.uuid4().hex[:8]}",
+            **learners.colocated_options(),  # the learners pull every batch from it
         )
         runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})

@@ -9,11 +9,12 @@ through a replay actor; ``ray-sampler sample`` only samples with the runners;
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -22,6 +23,7 @@ import numpy as np
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.validate import check_int
 
@@ -33,9 +35,12 @@ __all__ = [
     "DQNTrainArgs",
     "DemoConfig",
     "PPOTrainArgs",
+    "RayArgs",
     "SampleJobConfig",
     "add_config_arguments",
+    "check_address",
     "main",
+    "ray_cluster",
     "run_demo",
     "run_sample_job",
     "run_training",
@@ -43,13 +48,27 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SampleJobConfig:
+class RayArgs:
+    """Where a job's Ray runs: flags every Ray job takes."""
+
+    address: str = ""
+    """Ray cluster to attach to: ``auto``, ``host:port`` or ``ray://host:10001`` (default: ``RAY_ADDRESS``
+    if set, else ``local``: a Ray started in this process and stopped at the end)."""
+
+    def __post_init__(self) -> None:
+        check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SampleJobConfig(RayArgs):
     """Knobs of ``ray-sampler sample``."""
 
     env: str = "CartPole-v1"
     """Gymnasium id (or a name given to register_env) every runner steps."""
     num_env_runners: int = 2
     """Remote EnvRunner actors."""
+    num_cpus_per_env_runner: float = 0.5
+    """CPUs each runner actor reserves."""
     num_envs_per_env_runner: int = 8
     """Sub-envs per runner."""
     rollout_fragment_length: int = 128
@@ -62,8 +81,63 @@ class SampleJobConfig:
     """Base seed."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("num_env_runners", "iterations"):
             check_int(name, getattr(self, name), minimum=1)
+
+
+def check_address(address: str) -> str:
+    """``address`` if it is empty, ``local``, ``auto``, ``host:port`` or ``ray://host:port``."""
+    import re
+
+    if address in ("", "local", "auto") or re.fullmatch(r"(ray://)?[\w.\-]+:\d{1,5}", address):
+        return address
+    raise ConfigError(
+        f"'address' (--address or RAY_ADDRESS) must be auto, local, host:port or ray://host:port (got {address!r})"
+    )
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Exits with one line if nothing answers at a ``host:port`` address (Ray itself retries for minutes)."""
+    import socket
+
+    if address == "auto":
+        return  # Ray finds the address on this machine, or says at once that there is none
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise SystemExit(
+            f"ray-sampler: cannot attach to the Ray cluster at {address!r}: nothing answers at {host}:{port} ({e})"
+        ) from None
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str, *, num_cpus: int) -> Iterator[str]:
+    """Ray for one job: attached to ``address`` (or ``RAY_ADDRESS``), which is left running, or
+    started in this process with ``num_cpus`` CPUs and stopped at the end. Yields a description."""
+    import ray
+
+    address = address or os.environ.get("RAY_ADDRESS", "") or "local"
+    quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    if address == "local":
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
+        where = "local Ray cluster"
+    else:
+        _check_reachable(address)
+        try:  # never num_cpus here: the cluster's own resources count
+            ray.init(address=address, **quiet)
+        except (ConnectionError, RuntimeError, ray.exceptions.RayError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SystemExit(
+                f"ray-sampler: cannot attach to the Ray cluster at {address!r}: {first} (is it up? with token "
+                "authentication, set RAY_AUTH_MODE=token and the cluster's token: see the README)"
+            ) from None
+        where = f"Ray cluster at {address} ({ray.cluster_resources().get('CPU', 0):g} CPUs)"
+    try:
+        yield where
+    finally:
+        ray.shutdown()  # attached: disconnects this driver only; the cluster stays up
 
 
 def run_sample_job(cfg: SampleJobConfig) -> None:
@@ -75,24 +149,18 @@ def run_sample_job(cfg: SampleJobConfig) -> None:
         batch_mode=cfg.batch_mode,
         seed=cfg.seed,
     )
-    import ray
 
     from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 
-    ray.init(
-        num_cpus=max(os.cpu_count() or 1, cfg.num_env_runners),
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=cfg.num_cpus_per_env_runner
     )
-    try:
+    with ray_cluster(cfg.address, num_cpus=max(os.cpu_count() or 1, 2)) as where:
         print(
             f"ray-sampler sample: {cfg.env}, {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} "
-            f"sub-envs, {cfg.batch_mode}, {cfg.iterations} iterations (local Ray cluster)"
+            f"sub-envs, {cfg.batch_mode}, {cfg.iterations} iterations ({where})"
         )
-        group = EnvRunnerGroup(
-            runner_config, EnvRunnerGroupConfig(num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=0.5)
-        )
+        group = EnvRunnerGroup(runner_config, group_config)
         total_steps, start = 0, time.perf_counter()
         with group:
             for it in range(1, cfg.iterations + 1):
@@ -110,8 +178,6 @@ def run_sample_job(cfg: SampleJobConfig) -> None:
                 )
         elapsed = time.perf_counter() - start
         print(f"total: {total_steps} env steps in {elapsed:.1f} s ({total_steps / elapsed / 1e3:.1f}k steps/s)")
-    finally:
-        ray.shutdown()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -205,13 +271,15 @@ def run_demo(cfg: DemoConfig) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PPOTrainArgs:
+class PPOTrainArgs(RayArgs):
     """Flags of ``ray-sampler train``; ``to_config()`` composes them into a PPOTrainingConfig."""
 
     env: str = "CartPole-v1"
     """Gymnasium id to train on."""
     num_env_runners: int = 2
     """Remote env runners."""
+    num_cpus_per_env_runner: float = 0.5
+    """CPUs each runner actor reserves."""
     num_envs_per_env_runner: int = 8
     """Sub-envs per runner."""
     rollout_fragment_length: int = 128
@@ -241,7 +309,11 @@ class PPOTrainArgs:
                 rollout_fragment_length=self.rollout_fragment_length,
                 seed=self.seed,
             ),
-            env_runner_group=dataclasses.replace(base.env_runner_group, num_env_runners=self.num_env_runners),
+            env_runner_group=dataclasses.replace(
+                base.env_runner_group,
+                num_env_runners=self.num_env_runners,
+                num_cpus_per_env_runner=self.num_cpus_per_env_runner,
+            ),
             ppo=dataclasses.replace(base.ppo, lr=self.lr, seed=self.seed),
             num_learners=self.num_learners,
             max_iterations=self.max_iterations,
@@ -250,7 +322,7 @@ class PPOTrainArgs:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DQNTrainArgs:
+class DQNTrainArgs(RayArgs):
     """Flags of ``ray-sampler train-dqn`` (defaults that train CartPole-v1); ``to_config()`` composes
     them into a DQNTrainingConfig."""
 
@@ -258,6 +330,8 @@ class DQNTrainArgs:
     """Gymnasium id to train on."""
     num_env_runners: int = 2
     """Remote env runners."""
+    num_cpus_per_env_runner: float = 0.5
+    """CPUs each runner actor reserves."""
     num_envs_per_env_runner: int = 4
     """Sub-envs per runner."""
     rollout_fragment_length: int = 32
@@ -297,6 +371,7 @@ class DQNTrainArgs:
     """Seed of the envs, the network, exploration and the replay's sampling."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         # The two flags that are not one config field each: checked here, where their names are known.
         check_int("hidden_size", self.hidden_size, minimum=1)
         check_int("replay_capacity", self.replay_capacity, minimum=1)
@@ -319,7 +394,10 @@ class DQNTrainArgs:
                 module_config=module_config,
             ),
             env_runner_group=dataclasses.replace(
-                base.env_runner_group, num_env_runners=self.num_env_runners, keep_sampling=self.keep_sampling
+                base.env_runner_group,
+                num_env_runners=self.num_env_runners,
+                num_cpus_per_env_runner=self.num_cpus_per_env_runner,
+                keep_sampling=self.keep_sampling,
             ),
             dqn=dataclasses.replace(base.dqn, lr=self.lr, target_update_every=self.target_update_every),
             replay=dataclasses.replace(
@@ -340,29 +418,22 @@ class DQNTrainArgs:
         )
 
 
-def run_training(cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
-    """``ray-sampler train`` / ``train-dqn``: PPO or DQN on an in-process Ray cluster (see
-    learner.train and learner.train_dqn)."""
-    import ray
-
+def run_training(cfg: PPOTrainingConfig | DQNTrainingConfig, *, address: str = "") -> None:
+    """``ray-sampler train`` / ``train-dqn``: PPO or DQN on an in-process Ray cluster, or the one at
+    ``address`` (see learner.train and learner.train_dqn)."""
     from learner.train import PPOTrainingConfig, train_ppo
     from learner.train_dqn import train_dqn
 
-    ray.init(
-        num_cpus=max(os.cpu_count() or 1, 2), include_dashboard=False, log_to_driver=False, configure_logging=False
-    )
-    try:
+    with ray_cluster(address, num_cpus=max(os.cpu_count() or 1, 2)) as where:
         print(
             f"ray-sampler train: {'PPO' if isinstance(cfg, PPOTrainingConfig) else 'DQN'} on {cfg.env_runner.env}, "
             f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
-            "sub-envs (local Ray cluster)"
+            f"sub-envs ({where})"
         )
         if isinstance(cfg, PPOTrainingConfig):
             train_ppo(cfg)
         else:
             train_dqn(cfg)
-    finally:
-        ray.shutdown()
 
 
 def _parse_bool(text: str) -> bool:
@@ -397,11 +468,15 @@ def main(argv: list[str] | None = None) -> None:
         add_config_arguments(sub.add_parser(name, help=help_text), config_class)
     args = parser.parse_args(argv)
     config_class, run, _ = jobs[args.command]
-    run(config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)}))
+    try:
+        run(config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)}))
+    except (ConfigError, InsufficientResourcesError) as e:  # the user's input: one line, no traceback
+        print(f"ray-sampler {args.command}: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _run_train(args: PPOTrainArgs | DQNTrainArgs) -> None:
-    run_training(args.to_config())
+    run_training(args.to_config(), address=args.address)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ __all__ = [
     "EnvError",
     "EnvRunnerFailedError",
     "EpisodeError",
+    "InsufficientResourcesError",
     "RaySamplerError",
     "ReplayError",
     "SpaceError",
@@ -30,6 +31,11 @@ class EnvCreatorError(RaySamplerError, ValueError):
 class EnvRunnerFailedError(RaySamplerError):
     """Env runners failed and the group may not replace them (restarts disabled or used up, or none
     healthy by the deadline); names each failed runner's worker index and its last cause."""
+
+
+class InsufficientResourcesError(RaySamplerError):
+    """The cluster cannot hold the actors a config asks for (never, or not by the deadline); names
+    the config fields that size them and what the cluster has."""
 
 
 class SpaceError(RaySamplerError, ValueError):

@@ -340,12 +340,20 @@ class ReplayActor:
 
 
 def create_replay_actor(
-    config: ReplayConfig, *, num_cpus: float = 1.0, name: str | None = None, max_concurrency: int = 16
+    config: ReplayConfig,
+    *,
+    num_cpus: float = 1.0,
+    name: str | None = None,
+    max_concurrency: int = 16,
+    scheduling_strategy: Any = None,
 ) -> Any:
-    """Starts a ReplayActor as a threaded Ray actor (Ray must be running)."""
+    """Starts a ReplayActor as a threaded Ray actor (Ray must be running); ``scheduling_strategy``
+    is Ray's (e.g. a placement group bundle beside the learners)."""
     import ray
 
     options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
     if name is not None:
         options["name"] = name
+    if scheduling_strategy is not None:
+        options["scheduling_strategy"] = scheduling_strategy
     return ray.remote(ReplayActor).options(**options).remote(config)

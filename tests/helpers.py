@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -175,3 +176,16 @@ def _assert_struct_equal(x: Any, y: Any, where: str) -> None:
     for lx, ly in zip(tree.flatten(x), tree.flatten(y), strict=True):
         assert lx.dtype == ly.dtype, f"{where}: {lx.dtype} != {ly.dtype}"
         np.testing.assert_array_equal(lx, ly, err_msg=where)
+
+
+def cpus_back_to(expected: float, *, timeout_s: float = 10.0) -> bool:
+    """Whether Ray's available CPUs come back to ``expected`` within ``timeout_s`` (placement
+    groups and actors give theirs back asynchronously)."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ray.available_resources().get("CPU", 0.0) == expected:
+            return True
+        time.sleep(0.05)
+    return False

@@ -16,6 +16,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from ray_sampler.errors import ConfigError
+from ray_sampler.resources import PlacementStrategy
 from ray_sampler.validate import (
     check_bool,
     check_callable,
@@ -33,6 +35,7 @@ __all__ = [
     "CountStepsBy",
     "EnvRunnerConfig",
     "EnvRunnerGroupConfig",
+    "PlacementStrategy",
     "VectorizationMode",
 ]
 
@@ -136,6 +139,11 @@ class EnvRunnerGroupConfig:
     """Remote runner actors to start."""
     num_cpus_per_env_runner: float = 1.0
     """CPUs each runner actor reserves."""
+    custom_resources_per_env_runner: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Custom Ray resources each runner reserves beside its CPUs (e.g. ``{"env_node": 1}``)."""
+    placement_strategy: PlacementStrategy = PlacementStrategy.SPREAD
+    """How the runners' bundles (one placement group per ``scale()`` that adds runners) go over the
+    nodes: ``SPREAD`` over as many as possible, ``PACK`` onto few, or Ray's ``STRICT_`` forms."""
     sample_timeout_s: float = 60.0
     """Deadline of one ``EnvRunnerGroup.sample()`` (and of weight syncs)."""
     actor_start_timeout_s: float = 120.0
@@ -161,6 +169,17 @@ class EnvRunnerGroupConfig:
         check_int("num_env_runners", self.num_env_runners, minimum=0)
         for name in ("num_cpus_per_env_runner", "sample_timeout_s", "actor_start_timeout_s"):
             check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
+        check_dict("custom_resources_per_env_runner", self.custom_resources_per_env_runner)
+        for key, amount in self.custom_resources_per_env_runner.items():
+            if not isinstance(key, str) or not key or key in ("CPU", "GPU"):
+                raise ConfigError(
+                    "'custom_resources_per_env_runner' keys must be custom resource names, not 'CPU' or 'GPU' "
+                    f"(got {key!r})"
+                )
+            check_number(f"custom_resources_per_env_runner[{key!r}]", amount, minimum=0)
+        replace_field(
+            self, "placement_strategy", check_enum("placement_strategy", PlacementStrategy, self.placement_strategy)
+        )
         check_bool("validate_env_locally", self.validate_env_locally)
         check_bool("keep_sampling", self.keep_sampling)
         check_bool("restart_failed_env_runners", self.restart_failed_env_runners)

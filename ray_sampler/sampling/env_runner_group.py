@@ -49,6 +49,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
+from ray_sampler.sampling.placement import RunnerPlacement
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_failures import RunnerFailures
 from ray_sampler.validate import check_int
@@ -88,6 +89,7 @@ class EnvRunnerGroup:
         self._actors: dict[int, Any] = {}
         self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with
         self._failures = RunnerFailures(self.group_config)
+        self._placement = RunnerPlacement(self.group_config, self._name_prefix)
         self._inflight: dict[int, ray.ObjectRef] = {}
         self._ready: list[tuple[int | None, Answer]] = []
         self._drained: list[SingleAgentEpisode] = []
@@ -316,6 +318,8 @@ class EnvRunnerGroup:
             if self._connector_ref is not None:
                 actor.set_state.remote(self._connector_ref)
             self._actors[index] = actor
+        else:
+            self._placement.free(index)
 
     def _start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
         """A new runner actor for ``index``; a replacement (``restart`` > 0) gets a fresh seed."""
@@ -329,7 +333,7 @@ class EnvRunnerGroup:
             config = dataclasses.replace(config, seed=seed, module_config=module_config)
         self._num_workers[index] = num_workers
         name = f"{self._name_prefix}-env-runner-{index}" + (f"-restart-{restart}" if restart else "")
-        return self._remote.options(name=name, num_cpus=self.group_config.num_cpus_per_env_runner).remote(
+        return self._remote.options(name=name, **self._placement.options(index)).remote(
             config, worker_index=index, num_workers=num_workers
         )
 
@@ -409,11 +413,10 @@ class EnvRunnerGroup:
         check_int("num_env_runners", num_env_runners, minimum=0)
         if len(self._actors) > num_env_runners:
             self._stop_runners(sorted(self._actors)[num_env_runners:])
-        new: dict[int, Any] = {}
-        while len(self._actors) + len(new) < num_env_runners:
-            index = self._next_index
-            self._next_index += 1
-            new[index] = self._start_runner(index, num_env_runners)
+        indices = list(range(self._next_index, self._next_index + num_env_runners - len(self._actors)))
+        self._placement.reserve(indices)  # the cluster could never hold them: raises before any starts
+        self._next_index += len(indices)
+        new = {index: self._start_runner(index, num_env_runners) for index in indices}
         if new:
             calls = {
                 a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
@@ -424,8 +427,9 @@ class EnvRunnerGroup:
             try:  # a runner that cannot start is a setup error, not a failure to recover from
                 self._wait_all(calls, self.group_config.actor_start_timeout_s, "start", on_failure="raise")
             except RaySamplerError:
-                for a in new.values():
+                for i, a in new.items():
                     ray.kill(a)
+                    self._placement.free(i)
                 raise
             self._actors.update(new)
 
@@ -464,6 +468,7 @@ class EnvRunnerGroup:
             if i in self._actors:
                 self._failures.forget(i)
                 ray.kill(self._actors.pop(i))
+                self._placement.free(i)
 
     def collect_in_flight(self, *, timeout_s: float | None = None) -> list[Answer]:
         """Waits for the requests still in flight (``keep_sampling`` keeps one per runner) without
@@ -485,6 +490,7 @@ class EnvRunnerGroup:
             ray.kill(actor)
         self._actors.clear()
         self._inflight.clear()
+        self._placement.release_all()
 
     def __enter__(self) -> EnvRunnerGroup:
         return self

@@ -13,13 +13,14 @@ from ray_sampler.errors import (
     EnvError,
     EnvRunnerFailedError,
     EpisodeError,
+    InsufficientResourcesError,
     RaySamplerError,
     ReplayError,
     SpaceError,
 )
 
 ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, ReplayError, SpaceError]
-RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError]
+RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, InsufficientResourcesError]
 
 
 def test_all_lists_the_base_and_every_error() -> None:

@@ -44,13 +44,20 @@ def process_stamp_creator(ctx: Any) -> StampEnv:
     return env
 
 
-def node_ids(group: EnvRunnerGroup) -> dict[int, str]:
-    """Worker index -> the id of the node its actor runs on."""
+def node_ids(group: EnvRunnerGroup) -> dict[int, str | None]:
+    """Worker index -> the id of the node its actor runs on (None: the actor is dead, as a runner on
+    the removed node is when restarts are off and the group raised before getting to it)."""
     refs = {
         i: group.actor(i).__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
         for i in group.worker_indices
     }
-    return dict(zip(refs, ray.get(list(refs.values()), timeout=SAMPLE_TIMEOUT_S), strict=True))
+    found: dict[int, str | None] = {}
+    for i, ref in refs.items():
+        try:
+            found[i] = ray.get(ref, timeout=SAMPLE_TIMEOUT_S)
+        except ray.exceptions.RayActorError:
+            found[i] = None
+    return found
 
 
 def run(*, restart: bool, abrupt: bool) -> dict[str, Any]:

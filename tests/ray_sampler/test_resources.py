@@ -1,0 +1,96 @@
+"""The cluster-resource check and the placement groups behind every actor the library starts."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+
+from ray_sampler.errors import ConfigError, InsufficientResourcesError
+from ray_sampler.resources import (
+    AUTOSCALING_ENV_VAR,
+    Demand,
+    PlacementStrategy,
+    check_demands,
+    cluster_autoscales,
+    never_fits,
+    release,
+    reserve,
+)
+from tests.helpers import cpus_back_to
+
+RUNNERS = Demand("num_env_runners x num_cpus_per_env_runner", 8, {"CPU": 1.0})
+LEARNERS = Demand("num_learners x num_cpus_per_learner", 2, {"CPU": 1.5})
+
+
+class TestNeverFits:
+    def test_more_than_the_cluster_has_in_all_names_every_field_and_the_total(self) -> None:
+        assert never_fits([RUNNERS, LEARNERS], {"CPU": 10.0}, [{"CPU": 10.0}]) == (
+            "num_env_runners x num_cpus_per_env_runner = 8 x 1 CPU = 8.0 CPU + "
+            "num_learners x num_cpus_per_learner = 2 x 1.5 CPU = 3.0 CPU = 11.0 CPU, "
+            "but the cluster has 10.0 CPU in all"
+        )
+
+    def test_an_actor_larger_than_every_node_never_fits(self) -> None:
+        big = Demand("num_learners x num_cpus_per_learner", 1, {"CPU": 3.0})
+        assert never_fits([big], {"CPU": 4.0}, [{"CPU": 2.0}, {"CPU": 2.0}]) == (
+            "num_learners x num_cpus_per_learner: one actor needs 3 CPU, but no node has that much (the largest has 2)"
+        )
+
+    def test_a_custom_resource_the_cluster_lacks_never_fits(self) -> None:
+        demand = Demand("custom_resources_per_env_runner", 2, {"CPU": 1.0, "env_node": 1.0})
+        assert never_fits([demand], {"CPU": 8.0}, [{"CPU": 8.0}]) == (
+            "custom_resources_per_env_runner = 2 x 1 env_node = 2.0 env_node, but the cluster has 0.0 env_node in all"
+        )
+
+    @pytest.mark.parametrize(
+        ("totals", "nodes"),
+        [({"CPU": 11.0}, [{"CPU": 11.0}]), ({"CPU": 12.0}, [{"CPU": 4.0}, {"CPU": 4.0}, {"CPU": 4.0}])],
+        ids=["one-node", "spread-over-nodes"],
+    )
+    def test_what_the_cluster_holds_fits(self, totals: dict[str, float], nodes: list[dict[str, float]]) -> None:
+        assert never_fits([RUNNERS, LEARNERS], totals, nodes) is None
+
+    def test_zero_actors_and_zero_amounts_ask_for_nothing(self) -> None:
+        nothing = [Demand("num_learners x num_cpus_per_learner", 0, {"CPU": 64.0}), Demand("replay", 1, {"CPU": 0.0})]
+        assert never_fits(nothing, {"CPU": 1.0}, [{"CPU": 1.0}]) is None
+
+
+@pytest.mark.usefixtures("ray_session")
+class TestOnTheCluster:
+    """The session's Ray has 4 CPUs on one node."""
+
+    def test_a_request_that_can_never_fit_raises_at_once(self) -> None:
+        with pytest.raises(InsufficientResourcesError, match=r"= 8\.0 CPU, but the cluster has 4\.0 CPU in all"):
+            check_demands([RUNNERS])
+
+    def test_an_autoscaling_cluster_lets_it_wait(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv(AUTOSCALING_ENV_VAR, "1")
+        assert cluster_autoscales()
+        check_demands([RUNNERS])  # no error: new nodes may come
+
+    def test_a_cluster_started_by_hand_does_not_autoscale(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.delenv(AUTOSCALING_ENV_VAR, raising=False)
+        assert not cluster_autoscales()
+
+    def test_reserve_gives_a_ready_group_and_release_returns_its_cpus(self) -> None:
+        before = ray.available_resources().get("CPU", 0.0)
+        group = reserve(Demand("n x c", 2, {"CPU": 1.0}), strategy="SPREAD", timeout_s=30)
+        assert ray.available_resources().get("CPU", 0.0) == before - 2
+        release(group)
+        assert cpus_back_to(before)
+
+    def test_a_demand_that_fits_only_later_times_out_and_keeps_nothing(self) -> None:
+        before = ray.available_resources().get("CPU", 0.0)
+        holder = placement_group([{"CPU": before - 1}])
+        ray.get(holder.ready(), timeout=30)
+        try:
+            with pytest.raises(InsufficientResourcesError, match=r"n x c: 1 bundles of 2 CPU \(PACK\) were not placed"):
+                reserve(Demand("n x c", 1, {"CPU": 2.0}), strategy=PlacementStrategy.PACK, timeout_s=0.5)
+        finally:
+            remove_placement_group(holder)
+        assert cpus_back_to(before)
+
+    def test_an_unknown_strategy_names_the_field(self) -> None:
+        with pytest.raises(ConfigError, match=r"'placement_strategy' must be one of 'PACK', 'SPREAD'"):
+            reserve(Demand("n x c", 1, {"CPU": 1.0}), strategy="RANDOM", timeout_s=1)
