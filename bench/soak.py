@@ -74,17 +74,17 @@ def gcs_pid(temp_dir: Path | None) -> int | None:
     return int(found[0]) if found else None
 
 
-def object_store_mib() -> float | None:
+def object_store_mib(address: str) -> float | None:
     from ray._private.internal_api import memory_summary  # noqa: PLC2701 -- `ray memory`'s own summary
 
-    match = re.search(r"Plasma memory usage (\d+) MiB", memory_summary(stats_only=True))
+    match = re.search(r"Plasma memory usage (\d+) MiB", memory_summary(address=address, stats_only=True))
     return float(match.group(1)) if match else None
 
 
-def sample(job: subprocess.Popen, temp_dir: Path | None) -> dict[str, Any]:
+def sample(job: subprocess.Popen, temp_dir: Path | None, address: str) -> dict[str, Any]:
     from ray.util.state import list_actors
 
-    actors = list_actors(filters=[("state", "=", "ALIVE")], limit=1000, raise_on_missing_output=False)
+    actors = list_actors(address=address, filters=[("state", "=", "ALIVE")], limit=1000, raise_on_missing_output=False)
     runners = sorted((a.name or "", a.pid) for a in actors if a.class_name == "EnvRunner")
     replay = [a.pid for a in actors if a.class_name == "ReplayActor"]
     gcs = gcs_pid(temp_dir)
@@ -93,7 +93,7 @@ def sample(job: subprocess.Popen, temp_dir: Path | None) -> dict[str, Any]:
         "runners": [rss_mib(pid) for _, pid in runners],
         "replay": rss_mib(replay[0]) if replay else None,
         "gcs": rss_mib(gcs) if gcs else None,
-        "object_store": object_store_mib(),
+        "object_store": object_store_mib(address),
     }
 
 
@@ -114,8 +114,6 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count() or 2, help="CPUs of the started head")
     args = parser.parse_args()
 
-    import ray
-
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     head, temp_dir = None, None
     if not args.address:
@@ -127,16 +125,21 @@ def main() -> None:
     else:
         address = args.address
     os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH") if k in env})
+    import ray  # after the token settings: Ray reads them when it loads
+
     log_path = Path(tempfile.mkdtemp(prefix="rs-soak-job-")) / "train-dqn.log"
     job = None
     rows: list[tuple[float, dict[str, Any]]] = []
     try:
-        for _ in range(60):  # the head takes a few seconds to come up
+        host, port = address.rsplit(":", 1)
+        for _ in range(120):  # the head takes a few seconds to come up
             try:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+                socket.create_connection((host, int(port)), timeout=1).close()
                 break
-            except (ConnectionError, RuntimeError):
-                time.sleep(1)
+            except OSError:
+                time.sleep(0.5)
+        time.sleep(3)
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
         cmd = [sys.executable, "-m", "ray_sampler", "train-dqn", "--address", address]
         cmd += ["--target-return", "1e9", "--max-env-steps", str(10**12)]
         with open(log_path, "wb") as log:
@@ -149,7 +152,7 @@ def main() -> None:
             if job.poll() is not None:
                 raise SystemExit(f"the job exited early (rc {job.returncode}): {log_path.read_text()[-2000:]}")
             time.sleep(max(0.0, min(next_at, end) - time.monotonic()))
-            row = sample(job, temp_dir)
+            row = sample(job, temp_dir, address)
             t = time.monotonic() - start
             rows.append((t, row))
             progress = log_path.read_text().strip().splitlines()[-1:] or [""]

@@ -2,7 +2,9 @@
 
 The driver side of replay fault tolerance. Sampling (``sample_to_replay``), learning
 (``update_from_replay``) and any other call (``call``) go through it; when one finds the actor
-dead (Ray's ``RayActorError``: killed, its process or node lost), it
+dead (a call raised Ray's ``RayActorError``: killed, its process or node lost, and the replay actor
+does not answer a ping either: a dead learner's or runner's error is re-raised, the healthy replay
+kept), it
 
 1. waits for the runners' requests still in flight (with ``keep_sampling`` they were made with the
    dead handle), so every ack the dead actor gave is summed; a runner whose chunks the dead actor
@@ -10,7 +12,8 @@ dead (Ray's ``RayActorError``: killed, its process or node lost), it
    order, to the restored actor with its next request: they are delayed, not lost;
 2. starts a new actor with the same ReplayConfig, which restores the last checkpoint
    (``checkpoint_path``; none: it starts empty) after removing a killed save's temporary files,
-   and waits up to ``timeout_s`` for it;
+   and waits up to ``timeout_s`` for it (a checkpoint it cannot restore, e.g. a corrupt file:
+   ``ReplayUnavailableError`` naming the file and why; a later call tries again);
 3. asks it for the acknowledged steps that died with the old actor (``num_env_steps_lost``), adds
    them to the metrics and keeps one line for the caller's log.
 
@@ -22,6 +25,7 @@ runners and the replay, which must not import each other.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -39,9 +43,12 @@ __all__ = ["ReplayRecoveryMetrics", "ReplayUnavailableError", "SupervisedReplay"
 
 T = TypeVar("T")
 
+_log = logging.getLogger("learner.replay_recovery")
+
 
 class ReplayUnavailableError(ReplayError):
-    """The replay actor died and no restored one answered within ``timeout_s``."""
+    """The replay actor died and no restored one answered within ``timeout_s``, or its replacement
+    failed to start (its checkpoint could not be restored)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -57,7 +64,8 @@ class ReplayRecoveryMetrics:
 
 
 def is_actor_death(error: BaseException) -> bool:
-    """Whether ``error`` says an actor died (also when it reached us as a learner's or runner's task error)."""
+    """Whether ``error`` says an actor died (also when it reached us as a learner's or runner's task error);
+    which one it was, the error does not tell: SupervisedReplay pings the replay actor to know."""
     return isinstance(error, ray.exceptions.RayActorError) or isinstance(
         getattr(error, "cause", None), ray.exceptions.RayActorError
     )
@@ -93,6 +101,7 @@ class SupervisedReplay:
         self.recoveries: list[str] = []
         """One line per restart not yet taken by ``take_recoveries``."""
         self._runners: EnvRunnerGroup | None = None
+        self._num_actors_started = 1  # names every new actor apart, failed starts included
         self._drained: list[RunnerMetrics] = []  # answers collected during a restart, for the next call
 
     def sample_to_replay(
@@ -104,13 +113,13 @@ class SupervisedReplay:
         try:
             out = runners.sample_to_replay(self.actor, num_timesteps, timeout_s=timeout_s)
         except Exception as e:
-            if not is_actor_death(e):
+            if not self._replay_died(e):
                 raise
-            out = []  # only the driver's own add of leftover chunks raises here; the runners' answers wait
+            out = []  # only the group's add of chunks it held from an earlier call raises here: nothing sampled
             self.restart(e)
         else:
             self._count(out)
-            if any(m.num_env_steps_held_for_replay for m in out):
+            if any(m.num_env_steps_held_for_replay for m in out) and self._replay_is_dead():
                 self.restart("a runner could not add its chunks")
         out, self._drained = self._drained + out, []
         return out
@@ -141,17 +150,18 @@ class SupervisedReplay:
             try:
                 return ray.get(getattr(self.actor, method).remote(*args, **kwargs), timeout=self.timeout_s)
             except Exception as e:
-                if not is_actor_death(e) or attempt:
+                if attempt or not self._replay_died(e):
                     raise
                 self.restart(e)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def run(self, fn: Callable[[Any], T]) -> T | None:
-        """``fn(actor)``; None if it found the actor dead (which is then restored)."""
+        """``fn(actor)``; None if it found the actor dead (which is then restored). Any other error,
+        another actor's death included, is re-raised."""
         try:
             return fn(self.actor)
         except Exception as e:
-            if not is_actor_death(e):
+            if not self._replay_died(e):
                 raise
             self.restart(e)
             return None
@@ -165,7 +175,8 @@ class SupervisedReplay:
             self._drained += answers
         ray.kill(old)  # dead already, or unreachable: never two actors writing one checkpoint
         restart = self.metrics.num_replay_restarts + 1
-        name = None if self.name is None else f"{self.name}-restart-{restart}"
+        name = None if self.name is None else f"{self.name}-restart-{self._num_actors_started}"
+        self._num_actors_started += 1
         self.actor = create_replay_actor(self.config, name=name, **self._options)
         acknowledged = self.metrics.num_env_steps_acknowledged
         try:
@@ -177,6 +188,14 @@ class SupervisedReplay:
                 f"the replay actor died ({_describe(cause)}) and its replacement did not start within "
                 f"timeout_s={self.timeout_s}"
             ) from None
+        except ray.exceptions.RayActorError as e:  # its __init__ raised: the checkpoint cannot be restored
+            # self.actor stays this dead replacement: a later call finds it dead and tries again.
+            message = (
+                f"the replay actor died ({_describe(cause)}) and its replacement failed to start from "
+                f"checkpoint_path={self.config.checkpoint_path!r}: {_last_line(e)}"
+            )
+            _log.error(message)
+            raise ReplayUnavailableError(message) from e
         lost = max(0, lost_so_far - self.metrics.num_env_steps_lost)
         self.metrics = dataclasses.replace(
             self.metrics,
@@ -188,6 +207,21 @@ class SupervisedReplay:
             f"replay actor died ({_describe(cause)}); restored {source} (restart "
             f"{self.metrics.num_replay_restarts}), {lost} acknowledged env steps lost"
         )
+
+    def _replay_died(self, error: BaseException) -> bool:
+        """Whether ``error`` is the replay actor's death: an actor died and the replay does not answer."""
+        return is_actor_death(error) and self._replay_is_dead()
+
+    def _replay_is_dead(self) -> bool:
+        """Pings the replay actor; dead only if Ray says so (a ping it does not answer in ``timeout_s``:
+        alive but busy, the caller's error goes up)."""
+        try:
+            ray.get(self.actor.__ray_ready__.remote(), timeout=self.timeout_s)
+        except ray.exceptions.RayActorError:
+            return True
+        except ray.exceptions.GetTimeoutError:
+            return False
+        return False
 
     def take_recoveries(self) -> list[str]:
         """The recovery lines since the previous call (for a training loop's log)."""
@@ -203,6 +237,13 @@ class SupervisedReplay:
         self.metrics = dataclasses.replace(
             self.metrics, num_env_steps_acknowledged=self.metrics.num_env_steps_acknowledged + acked
         )
+
+
+def _last_line(error: BaseException) -> str:
+    """The last non-blank line of ``error``'s text: for an actor whose ``__init__`` raised, that
+    exception as ``module.Type: message``."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
 
 
 def _describe(cause: BaseException | str) -> str:

@@ -163,7 +163,7 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
             episodes = runners.sample()
             t1 = time.perf_counter()
             steps += sum(len(ep) for ep in episodes)
-            for line in runners.metrics.runner_failures:  # a failed runner was replaced: sampling went on
+            for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
                 log(line)
             tracker.add(runners.metrics.episode_returns)
             metrics = learners.update_from_episodes(episodes)

@@ -67,7 +67,9 @@ class DQNTrainingConfig:
 
     The learners' Q-network is built as the runners build theirs (``env_runner.module_class`` with
     ``module_config``), so both start equal. Learning starts once the replay can serve a sample:
-    when ``replay.min_size_to_sample`` env steps have been sent to it."""
+    when ``replay.min_size_to_sample`` env steps have been sent to it and it holds that many; a
+    replay restored (after its actor died) with fewer is refilled by the sampling first, and the
+    updates owed meanwhile are taken once it holds enough again."""
 
     env_runner: EnvRunnerConfig = dataclasses.field(default_factory=_default_dqn_runner)
     """What each runner steps (a gymnasium id) and how: 4 CartPole-v1 sub-envs, 32 steps each per
@@ -146,6 +148,7 @@ def train_dqn(
     replay, runners = None, None
     tracker = ReturnTracker(cfg.target_return)
     steps, owed, num_updates, last_log = 0, 0.0, 0, float("-inf")
+    can_learn, num_restarts_seen = False, 0  # can_learn: the replay held min_size_to_sample (since its last restore)
     loss = math.nan
     try:
         replay = SupervisedReplay(
@@ -159,14 +162,18 @@ def train_dqn(
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
         while steps < cfg.max_env_steps and not tracker.reached:
             answers = replay.sample_to_replay(runners)
-            for line in runners.metrics.runner_failures:  # a failed runner was replaced: sampling went on
+            for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
                 log(line)
             new_steps = sum(m.num_env_steps for m in answers)
             steps += new_steps
             tracker.add([r for m in answers for r in m.episode_returns])
+            if replay.metrics.num_replay_restarts != num_restarts_seen:  # restored: it may hold fewer now
+                can_learn, num_restarts_seen = False, replay.metrics.num_replay_restarts
             if steps >= cfg.replay.min_size_to_sample:
                 owed += new_steps * cfg.updates_per_env_step
-                if owed >= 1:
+                if not can_learn:
+                    can_learn = replay.call("get_metrics").num_env_steps >= cfg.replay.min_size_to_sample
+                if owed >= 1 and can_learn:
                     update = replay.update_from_replay(
                         learners, int(owed), cfg.batch_size, n_step=cfg.n_step, prioritized=cfg.replay.prioritized
                     )

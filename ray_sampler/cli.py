@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 
+TASK_EVENTS_IN_GCS = 10_000
+"""Task events the embedded cluster's GCS keeps (``RAY_task_events_max_num_task_in_gcs`` on a head)."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RayArgs:
     """Where a job's Ray runs: flags every Ray job takes."""
@@ -121,7 +125,9 @@ def ray_cluster(address: str, *, num_cpus: int) -> Iterator[str]:
     address = address or os.environ.get("RAY_ADDRESS", "") or "local"
     quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address == "local":
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
+        # A long job's GCS keeps the events of at most this many tasks (Ray's default: 100,000).
+        system_config = {"task_events_max_num_task_in_gcs": TASK_EVENTS_IN_GCS}
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _system_config=system_config, **quiet)
         where = "local Ray cluster"
     else:
         _check_reachable(address)

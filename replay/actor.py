@@ -189,7 +189,12 @@ class ReplayActor:
                 self._cond.wait(remaining)
             waited = time.monotonic() - t0
             before = len(self.buffer)
+            skipped_before = self.buffer.storage.num_duplicate_steps_skipped
             kept = self.buffer.add(data)  # steps still stored after eviction: only those count as delivered
+            # A re-sent chunk this replay stored already (its ack was lost) is no new step: acked as 0.
+            skipped = self.buffer.storage.num_duplicate_steps_skipped - skipped_before
+            n -= skipped
+            self._counts.num_env_steps_duplicate_skipped += skipped
             self.limiter.inserted(kept, stored_before=before)
             self._counts.num_adds += 1
             self._counts.num_env_steps_received += n
@@ -351,7 +356,8 @@ def create_replay_actor(
     is Ray's (e.g. a placement group bundle beside the learners)."""
     import ray
 
-    options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency}
+    # No task events: the replay gets calls every few ms for hours, and the GCS keeps their events.
+    options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency, "enable_task_events": False}
     if name is not None:
         options["name"] = name
     if scheduling_strategy is not None:

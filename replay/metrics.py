@@ -49,6 +49,8 @@ class ReplayCounters:
     """Env steps received by adds."""
     num_env_steps_added: int = 0
     """Env steps of adds still stored right after their add."""
+    num_env_steps_duplicate_skipped: int = 0
+    """Env steps of re-sent chunks skipped: stored already (their ack was lost), not received again."""
     num_samples: int = 0
     """Batches sampled."""
     num_transitions_sampled: int = 0
@@ -77,6 +79,8 @@ class ReplayMetrics(BufferMetrics):
     """Env steps received by adds."""
     num_env_steps_added: int
     """Env steps of adds still stored right after their add."""
+    num_env_steps_duplicate_skipped: int
+    """Env steps of re-sent chunks skipped: stored already (their ack was lost), not received again."""
     num_samples: int
     """Batches sampled."""
     num_transitions_sampled: int

@@ -21,8 +21,14 @@ A storage restored from a checkpoint (``mark_restored``) lets the episodes it he
 done go on after a gap: a replay actor restored from its last checkpoint lacks the chunks
 acknowledged since, so the runners' next chunks start later than the stored episodes end. Such a
 chunk starts a new stored episode under its id; the restored part stays, renamed
-``<id>#<its end t>`` (two separate pieces, no transition across the gap). Duplicates (a chunk
-starting before the stored end) are still refused, as is any gap in a storage not restored.
+``<id>#<its end t>`` (two separate pieces, no transition across the gap). Any gap in a storage
+not restored is refused.
+
+A chunk whose steps the episode stores already is a re-send (the replay actor stored it, then died
+before its ack reached the runner, and was restored from a checkpoint holding it): when its range
+lies within the stored one and its first and last observations equal the stored ones there, it is
+skipped (``num_duplicate_steps_skipped``) and adds nothing. Any other overlap (a chunk starting
+before the stored end) is refused as a duplicate.
 
 Everything else reads the storage through its read API (counts, episode records, an episode's
 rows, a read-only segment view, column gathers, sizes). A :class:`StepRowListener` (the
@@ -124,6 +130,7 @@ class EpisodeStorage:
         self._num_evicted_episodes = 0
         self._num_evicted_steps = 0
         self._num_compactions = 0
+        self._num_duplicate_steps_skipped = 0
         self._version = 0
         self._view: SegmentView | None = None
         self._view_version = -1
@@ -160,6 +167,11 @@ class EpisodeStorage:
         return self._num_compactions
 
     @property
+    def num_duplicate_steps_skipped(self) -> int:
+        """Env steps of re-sent chunks skipped because they were stored already (see the module docstring)."""
+        return self._num_duplicate_steps_skipped
+
+    @property
     def num_obs_rows(self) -> int:
         """Observation rows in use, dead ones (not yet compacted) included."""
         return self._columns.num_obs_rows
@@ -184,8 +196,9 @@ class EpisodeStorage:
         """Stores the chunks of ``col`` (all or none); returns how many of their env steps are still
         stored after eviction (the newest episode always stays, see the module docstring)."""
         col.validate()
-        plan, renames = self._plan(col)
+        plan, renames, num_duplicate_steps = self._plan(col)
         if not plan:
+            self._num_duplicate_steps_skipped += num_duplicate_steps
             return 0
         mark = self._columns.mark()
         try:
@@ -196,6 +209,7 @@ class EpisodeStorage:
         if self._listener is not None:
             self._listener.rows_added(base_step, self._columns.num_step_rows)
         self._restored_open.difference_update(col.ids[i] for i, _ in plan)
+        self._num_duplicate_steps_skipped += num_duplicate_steps
         self._evict()
         self._version += 1
         return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self._episodes)
@@ -204,20 +218,25 @@ class EpisodeStorage:
         """The stored episodes that are not done may go on after a gap (see the module docstring)."""
         self._restored_open = {id_ for id_, ep in self._episodes.items() if not ep.is_done}
 
-    def _plan(self, col: ColumnarEpisodes) -> tuple[list[tuple[int, bool]], dict[str, str]]:
-        """(chunk, continues a stored episode) for every chunk with steps, and the restored episodes
-        to rename (old id -> new id) because a chunk goes on after a gap; raises before any change."""
+    def _plan(self, col: ColumnarEpisodes) -> tuple[list[tuple[int, bool]], dict[str, str], int]:
+        """(chunk, continues a stored episode) for every chunk with steps, the restored episodes to
+        rename (old id -> new id) because a chunk goes on after a gap, and the steps of the re-sent
+        chunks skipped; raises before any change."""
         self._columns.check_keys(col)
         obs_off = col.obs_offsets
         pending: dict[str, tuple[int, bool, Any]] = {}  # id -> (t, is_done, last obs) after earlier chunks
         plan = []
         renames: dict[str, str] = {}
+        num_duplicate_steps = 0
         table = self._segments
         for i, id_ in enumerate(col.ids):
             if not col.lens[i]:
                 continue
             stored = self._episodes.get(id_)
             t: int | None
+            if id_ not in pending and stored is not None and self._is_resent(col, i, stored):
+                num_duplicate_steps += int(col.lens[i])
+                continue
             if id_ in pending:
                 t, done, last_obs = pending[id_]
             elif stored is not None and id_ in self._restored_open and int(col.t_started[i]) > stored.t:
@@ -250,7 +269,23 @@ class EpisodeStorage:
         if plan:
             with_lookback = any(not cont and col.lookback_lens[i] for i, cont in plan)
             self._columns.check_rows(col, with_lookback=with_lookback)
-        return plan, renames
+        return plan, renames, num_duplicate_steps
+
+    def _is_resent(self, col: ColumnarEpisodes, i: int, stored: StoredEpisode) -> bool:
+        """Whether chunk ``i`` is a re-send of steps ``stored`` holds already (its ack was lost): its
+        range lies within the stored one, its first and last observations equal the stored ones at
+        those timesteps, and if it ends its episode, the stored episode ends there the same way."""
+        t0, t1 = int(col.t_started[i]), int(col.t_started[i]) + int(col.lens[i])
+        if not stored.t_started <= t0 < t1 <= stored.t:
+            return False
+        if (bool(col.terminated[i]), bool(col.truncated[i])) != (
+            (stored.terminated, stored.truncated) if t1 == stored.t else (False, False)
+        ):
+            return False
+        rows = self.episode_rows(stored.id_).observations[[t0 - stored.t_started, t1 - stored.t_started]]
+        first_last = np.array([col.obs_offsets[i], col.obs_offsets[i + 1] - 1])
+        sent = tree.map_structure(lambda a: a[first_last], col.data.observations)
+        return equal_rows(self._columns.gather_observations(rows), sent)
 
     def _piece_id(self, id_: str, t: int) -> str:
         new, k = f"{id_}#{t}", 1

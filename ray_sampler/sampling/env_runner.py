@@ -139,8 +139,8 @@ class EnvRunner:
         """Steps the last recovery dropped (reported by the call that recovered)."""
         self.weights_version = 0
         self.metrics = RunnerMetrics(worker_index=worker_index)
-        self._held_for_replay: list[ColumnarEpisodes] = []  # chunks a dead replay actor did not take
         """Metrics of the last ``sample()`` call."""
+        self._held_for_replay: list[ColumnarEpisodes] = []  # chunks a dead replay actor did not take
 
     @property
     def env(self) -> Any:
@@ -302,7 +302,7 @@ class EnvRunner:
             )
         duration_s = time.perf_counter() - t0
         self._record_metrics(
-            result, duration_s, dropped, abandoned | set(ended_ids), (num_episodes, num_steps_dropped), restarts
+            result, duration_s, dropped, abandoned, (num_episodes, num_steps_dropped, ended_ids), restarts
         )
         return result
 
@@ -341,12 +341,13 @@ class EnvRunner:
         duration_s: float,
         dropped: int,
         abandoned: set[str],
-        env_dropped: tuple[int, int],
+        env_dropped: tuple[int, int, list[str]],
         restarts: int,
     ) -> None:
+        """``env_dropped``: (episodes, steps, ids) a sub-env failure dropped."""
         returns, lengths, steps = self._totals.add(chunk_totals(result))
-        # Episodes a reset ended never continue: their sums go once this call's chunks are in.
-        self._totals.forget(abandoned)
+        # Episodes a reset or a sub-env failure ended never continue: their sums go once this call's chunks are in.
+        self._totals.forget(abandoned | set(env_dropped[2]))
         self.metrics = RunnerMetrics(
             worker_index=self.worker_index,
             num_env_steps=steps,
@@ -358,6 +359,7 @@ class EnvRunner:
             num_episodes_dropped_env_error=env_dropped[0],
             num_env_steps_dropped=env_dropped[1],
             num_sub_env_restarts=restarts,
+            ended_episode_ids=list(env_dropped[2]),
             duration_s=duration_s,
             num_env_steps_per_s=steps / duration_s if duration_s > 0 else 0.0,
             weights_version=self.weights_version,
@@ -391,13 +393,16 @@ class EnvRunner:
     def drain(self) -> tuple[list[SingleAgentEpisode], int]:
         """What no ``sample()`` returned yet, for scale-down: (chunks to ship, episodes dropped).
 
-        Truncate mode ships every step made (running episodes as unfinished chunks). Complete
-        mode ships only whole finished episodes; running ones are dropped and counted, as that
-        mode never returns part of an episode. The runner starts fresh afterwards.
+        First the chunks held for a dead replay actor (see ``sample_to``), in order, then what the
+        runner keeps: truncate mode ships every step made (running episodes as unfinished chunks);
+        complete mode ships only whole finished episodes, running ones are dropped and counted, as
+        that mode never returns part of an episode. The runner starts fresh afterwards.
         """
+        held = [ep for col in self._held_for_replay for ep in columnar_to_episodes(col)]
+        self._held_for_replay = []
         out, dropped = self.ongoing.drain(ship_running=self._is_truncating)
         self._totals.clear()
-        return out, dropped
+        return held + out, dropped
 
     def ping(self) -> int:
         """Cheap liveness check; returns the worker index."""

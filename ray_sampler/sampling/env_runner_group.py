@@ -11,8 +11,9 @@
 - With ``keep_sampling``, a runner gets its next request as soon as its result is collected, so
   it samples while the driver works (results may lag one weights version; see the metrics).
 - ``scale(n)`` adds runners (they get the current weights) or stops the highest-indexed ones
-  after collecting their in-flight results and draining what they hold, which comes with the
-  next ``sample()``: in truncate mode no env step is lost or duplicated; in complete mode
+  after collecting their in-flight results and draining what they hold (chunks held for a dead
+  replay actor first), which comes with the next ``sample()`` (or ``sample_to_replay()``, added
+  from the driver): in truncate mode no env step is lost or duplicated; in complete mode
   (whole episodes only) running episodes are dropped and counted in the metrics.
 - A runner whose actor dies (``RayActorError``: SIGKILL, ``ray.kill``, a lost node) or whose call
   raises is replaced by a new actor under the same ``worker_index`` (so the same ``vector_index``
@@ -23,8 +24,9 @@
   replacement gets the call's request at once. The group makes the replacement itself rather
   than through Ray's ``max_restarts``: a Ray restart re-runs ``__init__`` with the first
   arguments (the same seed, so the same ids) and without the weights, and retried calls would
-  hide what was lost; here each restart is counted, with the steps of the request that died
-  and the episodes left running (``GroupMetrics``), and logged (``runner_failures``). The
+  hide what was lost; here each restart is counted, with the steps of the request that died,
+  the steps the runner held for a dead replay actor and the episodes left running
+  (``GroupMetrics``), and logged (``runner_failures``). The
   ``EnvRunnerGroupConfig`` fault-tolerance fields bound it; past them ``EnvRunnerFailedError``.
 
 The group never calls ``ray.init``; start Ray first.
@@ -93,6 +95,7 @@ class EnvRunnerGroup:
         self._inflight: dict[int, ray.ObjectRef] = {}
         self._ready: list[tuple[int | None, Answer]] = []
         self._drained: list[SingleAgentEpisode] = []
+        self._held_for_replay: tuple[ColumnarEpisodes, ...] = ()  # chunks a dead replay did not take, oldest first
         self._next_index = 1
         self._weights_ref: ray.ObjectRef | None = None
         self._last_request: tuple[SampleRequest, Any] | None = None  # (request, replay) of the last call
@@ -223,7 +226,11 @@ class EnvRunnerGroup:
         (no copy through the driver); returns the runners' metrics, each with the replay's ack.
 
         Results of requests made earlier without a replay (and a stopped runner's chunks) are
-        added from the driver, so nothing is lost when switching.
+        added from the driver, so nothing is lost when switching. If the replay actor is dead
+        (``RayActorError``), the chunks it did not take are held by the group, in order, and counted
+        in their answer's ``num_env_steps_held_for_replay`` (its ``replay`` ack is None); the next
+        call adds them first, before sampling, and raises the ``RayActorError`` if the replay it was
+        given is dead too (nothing was sampled then).
         """
         request = SampleRequest(
             num_timesteps=num_timesteps,
@@ -232,12 +239,32 @@ class EnvRunnerGroup:
             random_actions=random_actions,
             force_reset=force_reset,
         )
+        self._add_held_for_replay(replay)
         out = []
         for col, metrics in self._sample(request, replay, timeout_s):
             if col is not None:
-                metrics = dataclasses.replace(metrics, replay=call(replay.add, col))
+                metrics = self._add_from_driver(replay, col, metrics)
             out.append(metrics)
         return out
+
+    def _add_held_for_replay(self, replay: Any) -> None:
+        """Adds the chunks held from an earlier ``sample_to_replay`` to ``replay``, in order; those it
+        does not take stay held (its ``RayActorError`` goes up)."""
+        while self._held_for_replay:
+            call(replay.add, self._held_for_replay[0])
+            self._held_for_replay = self._held_for_replay[1:]
+
+    def _add_from_driver(self, replay: Any, col: ColumnarEpisodes, metrics: RunnerMetrics) -> RunnerMetrics:
+        """``metrics`` with the ack of adding ``col`` to ``replay``; a dead replay (now or for an earlier
+        chunk of this call: the order is kept) leaves ``col`` held, counted as held for the replay."""
+        if not self._held_for_replay:
+            try:
+                return dataclasses.replace(metrics, replay=call(replay.add, col))
+            except ray.exceptions.RayActorError:
+                pass  # held below: the restored replay gets it first
+        self._held_for_replay += (col,)
+        held = metrics.num_env_steps_held_for_replay + col.num_env_steps
+        return dataclasses.replace(metrics, replay=None, num_env_steps_held_for_replay=held)
 
     def _collect(self, deadline: float) -> None:
         """Moves finished in-flight results into ``_ready`` until all are in or the deadline passes;
@@ -279,8 +306,11 @@ class EnvRunnerGroup:
         """(chunks, metrics with the request) of a finished request of either kind (``collect_to``
         ships to the replay: no chunks)."""
         col, metrics = (None, result) if isinstance(result, RunnerMetrics) else result
-        self._failures.track(index, col, request)
-        return col, dataclasses.replace(metrics, request=request)
+        metrics = dataclasses.replace(metrics, request=request)
+        # Only a collect_to answer reports the steps held for a dead replay (a collect leaves them held).
+        held = metrics.num_env_steps_held_for_replay if isinstance(result, RunnerMetrics) else None
+        self._failures.track(index, col, metrics, num_env_steps_held=held)
+        return col, metrics
 
     # ---------------------------------------------------------------- failures
     def _fail(

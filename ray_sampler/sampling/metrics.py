@@ -43,6 +43,9 @@ class RunnerMetrics:
     num_sub_env_restarts: int = 0
     """Sub-envs rebuilt through the creator in this call (a whole vector env rebuilt, native or after an
     ``EnvError``, counts as one)."""
+    ended_episode_ids: list[str] = dataclasses.field(default_factory=list)
+    """Ids of the running episodes a sub-env failure ended in this call: earlier calls may have
+    shipped chunks of them, but they never get another (the group does not count them abandoned)."""
     duration_s: float = 0.0
     """Wall time of the call."""
     num_env_steps_per_s: float = 0.0
@@ -91,11 +94,13 @@ class GroupMetrics:
     num_healthy_env_runners: int = 0
     """Runners in the group at the end of the call (failed ones are replaced or the call raised)."""
     num_env_steps_lost: int = 0
-    """Env steps of requests that died with their runner, since the start: a request that never
-    answered cannot be measured, so each counts the steps it asked for (``rollout_fragment_length
-    x num_envs`` by default; its ``num_timesteps`` rounded up to a multiple of ``num_envs``; 0 for
-    a ``num_episodes`` request). Exact in truncate mode for a request the runner had started;
-    a lower bound in complete mode, where the dead runner's running episodes are lost too."""
+    """Env steps that died with their runner, since the start: the steps of its request that never
+    answered, and the steps it held for a dead replay actor (``num_env_steps_held_for_replay`` of
+    its last answer). A request that never answered cannot be measured, so each counts the steps
+    it asked for (``rollout_fragment_length x num_envs`` by default; its ``num_timesteps`` rounded
+    up to a multiple of ``num_envs``; 0 for a ``num_episodes`` request): an upper bound of what a
+    truncate-mode runner had made and not shipped, and no bound in complete mode, where the dead
+    runner's running episodes are lost too."""
     num_episodes_abandoned: int = 0
     """Episodes that were running on a failed runner when it died, since the start: the group
     received chunks of them that were not done, and they never get another (0 in complete mode
@@ -103,6 +108,15 @@ class GroupMetrics:
     runner_failures: list[str] = dataclasses.field(default_factory=list)
     """One line per runner failure handled since the previous sampling call (e.g. ``runner 2
     died (ActorDiedError: ...); restarted (restart 3 of 1000)``), for a training loop's log."""
+    num_sub_env_restarts: int = 0
+    """Sub-envs the answering runners rebuilt in their calls (``RunnerMetrics.num_sub_env_restarts``)."""
+    num_env_steps_dropped: int = 0
+    """Env steps the answering runners dropped because a sub-env failed."""
+    num_episodes_dropped_env_error: int = 0
+    """Running episodes a sub-env failure ended in the answering runners' calls."""
+    sub_env_failures: list[str] = dataclasses.field(default_factory=list)
+    """One line per answering runner that rebuilt sub-envs in its call (e.g. ``runner 2: 3 sub-env
+    restarts; 87 env steps and 3 episodes dropped``), for a training loop's log."""
 
     @classmethod
     def of(
@@ -125,7 +139,23 @@ class GroupMetrics:
                 m.worker_index: m.num_env_steps_per_s for m in by_runner if m.worker_index is not None
             },
             num_episodes_dropped_by_scale=num_dropped_by_scale,
+            num_sub_env_restarts=sum(m.num_sub_env_restarts for m in answers),
+            num_env_steps_dropped=sum(m.num_env_steps_dropped for m in answers),
+            num_episodes_dropped_env_error=sum(m.num_episodes_dropped_env_error for m in answers),
+            sub_env_failures=[_sub_env_line(m) for m in by_runner if m.num_sub_env_restarts],
         )
+
+
+def _sub_env_line(m: RunnerMetrics) -> str:
+    """The log line of one runner's sub-env restarts in a call."""
+
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+    return (
+        f"runner {m.worker_index}: {count(m.num_sub_env_restarts, 'sub-env restart')}; "
+        f"{count(m.num_env_steps_dropped, 'env step')} and {count(m.num_episodes_dropped_env_error, 'episode')} dropped"
+    )
 
 
 class EpisodeTotals:

@@ -1,8 +1,9 @@
 """RunnerFailures: an EnvRunnerGroup's account of failed runners: causes, restarts, and what died with them.
 
-The group asks it before each replacement (``record``): it counts the failure, the steps of the
-request that died and the episodes left running, and either allows a restart (adding one log
-line) or raises ``EnvRunnerFailedError`` naming every failed runner and its last cause.
+The group tells it what each answer leaves on its runner (``track``) and asks it before each
+replacement (``record``): it counts the failure, the steps of the request that died and those the
+runner held for a dead replay, and the episodes left running, and either allows a restart (adding
+one log line) or raises ``EnvRunnerFailedError`` naming every failed runner and its last cause.
 
 >>> from ray_sampler.sampling.config import EnvRunnerGroupConfig
 >>> failures = RunnerFailures(EnvRunnerGroupConfig(max_num_env_runner_restarts=1))
@@ -25,7 +26,7 @@ import numpy as np
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.errors import EnvRunnerFailedError
 from ray_sampler.sampling.config import EnvRunnerGroupConfig
-from ray_sampler.sampling.request import SampleRequest
+from ray_sampler.sampling.metrics import RunnerMetrics
 
 __all__ = ["RunnerFailures", "describe_failure"]
 
@@ -62,33 +63,50 @@ class RunnerFailures:
         """Worker index -> the cause of its last failure."""
         self._lines: list[str] = []
         self._running: dict[int, set[str]] = {}  # worker index -> ids of its shipped, unfinished episodes
+        self._held: dict[int, int] = {}  # worker index -> steps it holds for a dead replay actor
 
-    def track(self, worker_index: int, col: ColumnarEpisodes | None, request: SampleRequest | None) -> None:
-        """Notes which episodes of a runner's answer are still running (they are abandoned if it dies)."""
+    def track(
+        self,
+        worker_index: int,
+        col: ColumnarEpisodes | None,
+        metrics: RunnerMetrics,
+        *,
+        num_env_steps_held: int | None = None,
+    ) -> None:
+        """Notes what a runner's answer (``col`` and its ``metrics``, with the request) leaves on the
+        runner: the episodes still running and, where the answer reports it (``num_env_steps_held``,
+        None: unchanged), the steps held for a dead replay. Both are lost if the runner dies."""
+        if num_env_steps_held is not None:
+            self._held[worker_index] = num_env_steps_held
+        before = self._running.get(worker_index, set())
+        ended = set(metrics.ended_episode_ids)  # a sub-env failure ended them: they never continue
         if col is None:
+            self._running[worker_index] = before - ended
             return
         done = (np.asarray(col.terminated) | np.asarray(col.truncated)).tolist()
-        before = self._running.get(worker_index, set())
+        request = metrics.request
         if request is not None and request.force_reset:
             # The reset shipped the old episodes' last chunks: they never continue anyway.
             running = {id_ for id_, d in zip(col.ids, done, strict=True) if not d} - before
         else:
             running = before | {id_ for id_, d in zip(col.ids, done, strict=True) if not d}
             running -= {id_ for id_, d in zip(col.ids, done, strict=True) if d}
-        self._running[worker_index] = running
+        self._running[worker_index] = running - ended
 
     def forget(self, worker_index: int) -> None:
-        """A runner stopped on purpose (``scale``): its episodes are not abandoned by a failure."""
+        """A runner stopped on purpose (``scale``, which ships what it held): nothing of it is lost."""
         self._running.pop(worker_index, None)
+        self._held.pop(worker_index, None)
 
     def record(
         self, worker_index: int, error: BaseException, *, num_env_steps_lost: int, may_restart: bool = True
     ) -> None:
-        """Counts a failure; returns if a replacement may start (with ``may_restart``), else raises."""
+        """Counts a failure (``num_env_steps_lost``: its dead request's; the steps it held are added);
+        returns if a replacement may start (with ``may_restart``), else raises."""
         verb, cause = describe_failure(error)
         self.num_failures += 1
         self.last_causes[worker_index] = cause
-        self.num_env_steps_lost += num_env_steps_lost
+        self.num_env_steps_lost += num_env_steps_lost + self._held.pop(worker_index, 0)
         self.num_episodes_abandoned += len(self._running.pop(worker_index, ()))
         if not may_restart:
             return

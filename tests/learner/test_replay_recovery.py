@@ -222,3 +222,80 @@ def test_each_restart_counts_only_its_own_loss(tmp_path: Path) -> None:
         assert stored == replay.metrics.num_env_steps_acknowledged - replay.metrics.num_env_steps_lost
     finally:
         replay.stop()
+
+
+def test_a_dead_learner_raises_its_error_and_the_healthy_replay_is_kept(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    from learner.dqn import DQNConfig, DQNLearner, QModule
+    from learner.learner_group import LearnerGroup
+
+    replay = supervised(tmp_path / "replay.parquet")
+    learners = LearnerGroup(
+        lambda: QModule(gym.spaces.Box(-np.inf, np.inf, (1,)), gym.spaces.Discrete(2), seed=0),
+        DQNConfig(),
+        learner_class=DQNLearner,
+        num_learners=1,
+        num_cpus_per_learner=0.5,
+    )
+    try:
+        replay.add([episode("a", 50)])
+        ray.kill(learners.actors[0])
+        with pytest.raises(ray.exceptions.RayActorError):
+            replay.update_from_replay(learners, 1, 8)
+        assert replay.metrics.num_replay_restarts == 0
+        assert replay.take_recoveries() == []
+        assert replay.call("get_metrics").num_env_steps == 50
+    finally:
+        learners.stop()
+        replay.stop()
+
+
+def test_chunks_the_driver_could_not_add_to_a_dead_replay_are_returned_held_and_added_after_the_restore(
+    tmp_path: Path,
+) -> None:
+    replay = supervised(tmp_path / "replay.parquet")  # never saved: restored empty
+    group = dataclasses.replace(GROUP, keep_sampling=True)
+    try:
+        with EnvRunnerGroup(RUNNER, group) as runners:
+            runners.sample_columnar()  # each runner's next request (no replay) is in flight at once
+            kill(replay)
+            answers = replay.sample_to_replay(runners)  # the driver adds those: the replay is dead
+            assert replay.metrics.num_replay_restarts == 1
+            assert sum(m.num_env_steps for m in answers) == 2 * STEPS_PER_CALL
+            assert sum(m.num_env_steps_held_for_replay for m in answers) == 2 * STEPS_PER_CALL
+            answers = replay.sample_to_replay(runners)  # the group's held chunks first, then the runners'
+            assert sum(m.num_env_steps_held_for_replay for m in answers) == 0
+            assert replay.metrics.num_env_steps_lost == 0
+            runners.collect_in_flight()  # the requests made ahead store their chunks too
+        metrics = replay.call("get_metrics")
+        assert (metrics.num_env_steps_received, metrics.num_env_steps) == (4 * STEPS_PER_CALL, 4 * STEPS_PER_CALL)
+        assert_stamps_continuous(replay)
+    finally:
+        replay.stop()
+
+
+def test_a_corrupt_checkpoint_found_by_a_restart_raises_replay_unavailable_naming_the_file(tmp_path: Path) -> None:
+    from learner.replay_recovery import ReplayUnavailableError
+
+    path = tmp_path / "replay.parquet"
+    replay = supervised(path)
+    try:
+        replay.add([episode("a", 50)])
+        replay.call("save")
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+        kill(replay)
+        with pytest.raises(ReplayUnavailableError) as info:
+            replay.call("get_metrics")
+        assert re.fullmatch(
+            r"the replay actor died \(ActorDiedError: .*\) and its replacement failed to start from "
+            rf"checkpoint_path='{re.escape(str(path))}': ray_sampler\.errors\.DataFormatError: "
+            rf"{re.escape(str(path))}: .*corrupted.*",
+            str(info.value),
+        )
+        assert isinstance(info.value.__cause__, ray.exceptions.RayActorError)
+        assert replay.metrics.num_replay_restarts == 0
+    finally:
+        replay.stop()

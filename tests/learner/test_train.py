@@ -4,7 +4,12 @@ checks; the ReturnTracker's stop rule."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +113,61 @@ def test_ppo_keeps_training_through_a_killed_runner_and_logs_the_recovery() -> N
     (failure,) = [i for i, line in enumerate(lines) if line.startswith("runner ")]
     assert re.fullmatch(r"runner 1 died \(ActorDiedError: .*\); restarted \(restart 1 of 1000\)", lines[failure])
     assert lines[failure - 1].startswith("iter 1:") and lines[failure + 1].startswith("iter 2:")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_ppo_keeps_training_through_a_sub_env_failure_and_logs_the_recovery() -> None:
+    from tests.ray_sampler.sampling.faults import FAULTY_STAMP_ID, FaultPlan
+
+    # The sub-env's 2nd step raises: its first episode (1 step made, none shipped) is dropped. The
+    # runner registers the id when it unpickles the plan (importing the faults module).
+    cfg = PPOTrainingConfig(
+        env_runner=EnvRunnerConfig(
+            env=FAULTY_STAMP_ID,
+            env_config={"plan": FaultPlan(steps={(0, 2)})},
+            num_envs_per_env_runner=1,
+            rollout_fragment_length=16,
+            seed=0,
+            restart_failed_sub_environments=True,
+        ),
+        env_runner_group=EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5),
+        max_iterations=2,
+        target_return=10_000.0,
+    )
+    lines: list[str] = []
+    result = train_ppo(cfg, log=lines.append)
+    assert result.iterations == 2
+    assert [line for line in lines if line.startswith("runner ")] == [
+        "runner 1: 1 sub-env restart; 1 env step and 1 episode dropped"
+    ]
+    assert lines[1].startswith("iter 1:")
+
+
+def run_multinode_scenario(strategy: str) -> dict[str, Any]:
+    """tests/learner/multinode_scenario.py in its own process (it joins its own 3-node Cluster)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.learner.multinode_scenario", strategy],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_spread_runners_train_on_every_node_of_a_three_node_cluster() -> None:
+    found = run_multinode_scenario("SPREAD")
+    assert sorted(found["runner_nodes"].values()) == found["node_ids"]  # one runner on each node
+    assert found["num_updates"] == 3 and found["env_steps"] == 3 * 3 * 4 * 64
+    assert found["lines"][-1].startswith("did not reach mean return 450: ")
+    assert found["cpus_back_after_stop"]
+
+
+def test_packed_runners_share_nodes() -> None:
+    found = run_multinode_scenario("PACK")
+    assert len(set(found["runner_nodes"].values())) == 2  # 2 CPUs a node: two runners on one
+    assert found["num_updates"] == 3

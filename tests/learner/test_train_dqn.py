@@ -165,3 +165,29 @@ def test_dqn_keeps_training_through_a_killed_replay_actor_and_logs_the_recovery(
         recovery,
     )
     assert result.replay_num_env_steps_received == result.runner_env_steps_sent - result.num_env_steps_lost
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_dqn_refills_a_replay_restored_below_min_size_before_it_learns_again() -> None:
+    # No checkpoint_path: the restored replay starts empty; an update from it would wait out sample_timeout_s.
+    # 256 env steps per iteration: refilling 800 takes more than the requests in flight at a restore.
+    replay = dataclasses.replace(DEFAULT.replay, min_size_to_sample=800, sample_timeout_s=2.0)
+    cfg = dataclasses.replace(DEFAULT, replay=replay, max_env_steps=2500, target_return=10_000.0)
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if len(lines) == 4:  # learning has begun
+            (name,) = [n for n in ray.util.list_named_actors() if n.startswith("ray-sampler-replay-")]
+            ray.kill(ray.get_actor(name))
+
+    result = train_dqn(cfg, log=log, log_every_s=0.0)
+    assert result.env_steps >= 2500 and result.num_replay_restarts == 1
+    (recovery,) = [line for line in lines if line.startswith("replay actor died")]
+    assert re.fullmatch(
+        rf"replay actor died \(.*\); restored empty \(no checkpoint_path\) \(restart 1\), "
+        rf"{result.num_env_steps_lost} acknowledged env steps lost",
+        recovery,
+    )
+    updates = [int(re.search(r"(\d+) updates", line).group(1)) for line in lines if "updates" in line]
+    assert updates[-1] == result.num_updates > updates[3] > 0

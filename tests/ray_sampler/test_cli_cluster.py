@@ -126,3 +126,19 @@ def test_addresses_of_every_form_are_accepted(address: str) -> None:
 def test_malformed_addresses_name_the_flag(address: str) -> None:
     with pytest.raises(ConfigError, match=r"^'address' \(--address or RAY_ADDRESS\) must be auto, local, host:port"):
         check_address(address)
+
+
+WHERE_WORKERS_IMPORT = (
+    "import ray; ray.init(address='auto', log_to_driver=False); "
+    "where = ray.remote(lambda: __import__('ray_sampler').__file__); "
+    "print('WORKER IMPORTS', ray.get(where.remote()))"
+)
+
+
+def test_a_job_submitted_with_its_working_dir_runs_the_shipped_code_on_the_workers(cluster: RayStartCluster) -> None:
+    submit = [RAY, "job", "submit", "--address", cluster.dashboard_url, "--submission-id", "rs-working-dir"]
+    done = cluster.run([*submit, "--working-dir", ".", "--", sys.executable, "-c", WHERE_WORKERS_IMPORT], timeout_s=180)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("WORKER IMPORTS "))
+    # The uploaded copy, not this clone (which the test environment also has installed).
+    assert "/runtime_resources/working_dir_files/_ray_pkg_" in line and line.endswith("/ray_sampler/__init__.py")

@@ -113,7 +113,7 @@ def test_bad_chunks_are_refused_and_the_actor_keeps_going() -> None:
     actor = ReplayActor(ReplayConfig())
     actor.add([episode("a", 3)])
     with pytest.raises(ReplayError, match="starts at t=0 but the stored episode is at t=3"):
-        actor.add([episode("a", 3)])
+        actor.add([episode("a", 4)])
     assert actor.add([episode("b", 1)]).num_env_steps_stored == 4
 
 
@@ -383,3 +383,14 @@ class TestRestoredActor:
         assert list(again.buffer.storage.episodes) == ["a#3", "a"]
         with pytest.raises(ReplayError, match="'num_env_steps_acknowledged' must be an int >= 0"):
             again.num_env_steps_lost(-1)
+
+    def test_a_chunk_resent_after_a_lost_ack_is_acked_as_no_new_steps(self, tmp_path: Path) -> None:
+        path = str(tmp_path / "c.parquet")
+        first = ReplayActor(ReplayConfig(checkpoint_path=path))
+        first.add([episode("a", 3)])
+        first.save()  # the actor dies before the ack reaches the runner, which sends the chunk again
+        again = ReplayActor(ReplayConfig(checkpoint_path=path))
+        ack = again.add([episode("a", 3)])
+        assert (ack.num_env_steps, ack.num_env_steps_received, ack.num_env_steps_stored) == (0, 0, 3)
+        metrics = again.get_metrics()
+        assert (metrics.num_env_steps_duplicate_skipped, metrics.num_env_steps_received) == (3, 3)

@@ -118,6 +118,7 @@ class TestReplayMetrics:
             "num_adds": 0,
             "num_env_steps_received": 0,
             "num_env_steps_added": 0,
+            "num_env_steps_duplicate_skipped": 0,
             "num_samples": 0,
             "num_transitions_sampled": 0,
             "backpressure_s": 0.0,

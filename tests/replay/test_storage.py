@@ -81,7 +81,7 @@ def test_chunks_of_one_episode_in_one_add_join_in_order() -> None:
     ("chunk", "match"),
     [
         (lambda: episode("a", 2, start=4, lookback=1), r"starts at t=4 but the stored episode is at t=3"),
-        (lambda: episode("a", 3), r"starts at t=0 but the stored episode is at t=3"),
+        (lambda: episode("a", 4), r"starts at t=0 but the stored episode is at t=3"),
         (
             lambda: SingleAgentEpisode(
                 "a",
@@ -409,10 +409,50 @@ class TestRestoredEpisodes:
     def test_duplicates_and_gaps_outside_a_restore_are_still_refused(self) -> None:
         storage = self.restored()
         with pytest.raises(ReplayError, match="starts at t=1 but the stored episode is at t=3"):
-            storage.add(episodes_to_columnar([episode("a", 2, start=1)]))
+            storage.add(episodes_to_columnar([episode("a", 3, start=1)]))
         with pytest.raises(ReplayError, match="already done"):
             storage.add(episodes_to_columnar([episode("d", 2, start=4)]))
         fresh = EpisodeStorage(capacity_env_steps=100)
         fresh.add(episodes_to_columnar([episode("a", 3)]))
         with pytest.raises(ReplayError, match="starts at t=5 but the stored episode is at t=3"):
             fresh.add(episodes_to_columnar([episode("a", 2, start=5)]))
+
+
+class TestResentChunks:
+    """A chunk the storage holds already (stored, then its ack was lost) is skipped; any other overlap is refused."""
+
+    @staticmethod
+    def stored() -> EpisodeStorage:
+        storage = EpisodeStorage(capacity_env_steps=100)
+        storage.add(episodes_to_columnar([episode("a", 3), episode("a", 2, start=3, lookback=1, terminated=True)]))
+        storage.add(episodes_to_columnar([episode("b", 4)]))
+        return storage
+
+    def test_a_resent_chunk_is_skipped_and_counted(self) -> None:
+        storage = self.stored()
+        resent = [episode("a", 2, start=3, lookback=1, terminated=True), episode("b", 2, start=2)]
+        assert storage.add(episodes_to_columnar([*resent, episode("b", 1, start=4)])) == 1
+        assert storage.num_duplicate_steps_skipped == 4
+        assert stored_obs(storage, "a") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        assert stored_obs(storage, "b") == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        assert storage.num_steps == 10
+
+    def test_a_chunk_overlapping_the_stored_end_is_refused(self) -> None:
+        storage = self.stored()
+        with pytest.raises(ReplayError, match="starts at t=2 but the stored episode is at t=4"):
+            storage.add(episodes_to_columnar([episode("b", 3, start=2)]))
+        assert storage.num_duplicate_steps_skipped == 0
+
+    def test_a_chunk_within_the_stored_range_with_other_observations_is_refused(self) -> None:
+        storage = self.stored()
+        other = SingleAgentEpisode(
+            "b",
+            observations=[np.array([1.0], np.float32), np.array([7.0], np.float32)],
+            actions=[1],
+            rewards=[2.0],
+            extra_model_outputs={"logp": [np.float32(-1)]},
+            t_started=1,
+        )
+        with pytest.raises(ReplayError, match="starts at t=1 but the stored episode is at t=4"):
+            storage.add(episodes_to_columnar([other]))
+        assert storage.num_duplicate_steps_skipped == 0

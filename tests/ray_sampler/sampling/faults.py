@@ -1,4 +1,4 @@
-"""Fault injection for the sampling tests: a StampEnv that raises on chosen calls, and its creators."""
+"""Fault injection for the sampling tests: a StampEnv raising on chosen calls, its creators, a dead replay."""
 
 from __future__ import annotations
 
@@ -56,9 +56,9 @@ class FaultyStampEnv(StampEnv):
     """StampEnv raising as its plan says; instance k of a sub-env numbers its episodes from 100 k,
     so steps stay distinct across rebuilds."""
 
-    def __init__(self, plan: FaultPlan, worker: int = 0, vector: int = 0) -> None:
+    def __init__(self, plan: FaultPlan | None = None, worker: int = 0, vector: int = 0) -> None:
         super().__init__(worker, vector)
-        self.plan = plan
+        self.plan = plan = plan or FaultPlan()  # none: never raises
         self.episode = 100 * plan.new_instance(vector) - 1
         plan.live[vector] = self
         self.num_resets = 0
@@ -95,6 +95,24 @@ def faulty_vector_env(num_envs: int = 1, plan: FaultPlan | None = None, autorese
         [lambda v=v: FaultyStampEnv(plan or FaultPlan(), 0, v) for v in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode(autoreset_mode),
     )
+
+
+def dead_replay() -> Any:
+    """A replay actor handle whose actor has died: every ``add`` raises ``RayActorError`` (needs Ray)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Replay:
+        def add(self, data: Any) -> None:
+            return None
+
+    actor = Replay.remote()
+    ray.kill(actor)
+    try:  # ray.kill returns before the actor is dead: wait until a call says so
+        ray.get(actor.add.remote(None), timeout=60)
+    except ray.exceptions.RayActorError:
+        return actor
+    raise AssertionError("the replay actor did not die")
 
 
 if FAULTY_STAMP_ID not in gym.registry:

@@ -519,3 +519,26 @@ def test_two_processes_with_the_same_seed_give_equal_data_under_disjoint_ids() -
     assert not set(runs[0]["ids"]) & set(runs[1]["ids"])
     assert runs[0]["obs"] == runs[1]["obs"] and runs[0]["actions"] == runs[1]["actions"]
     assert len(runs[0]["ids"]) > 2
+
+
+class DeadReplay:
+    """A replay whose actor has died: every ``add`` raises Ray's ``RayActorError``."""
+
+    def add(self, data: Any) -> Any:
+        import ray
+
+        raise ray.exceptions.RayActorError()
+
+
+def test_drain_returns_chunks_held_for_a_dead_replay_before_the_running_steps() -> None:
+    runner = EnvRunner(stamp_config(num_envs_per_env_runner=2, rollout_fragment_length=2))
+    assert runner.sample_to(DeadReplay()).num_env_steps_held_for_replay == 4
+    runner.sample(num_episodes=1)  # sub-env 0's whole second episode; sub-env 1's steps stay with the runner
+    drained, dropped = runner.drain()
+    assert dropped == 0
+    assert [stamps(ep) for ep in drained] == [
+        [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2)],  # held for the replay: first, in order
+        [(0, 1, 0, 0), (0, 1, 0, 1), (0, 1, 0, 2)],
+        [(0, 1, 0, 2), (0, 1, 0, 3)],  # then what the runner kept: the pending end of an episode
+        [(0, 1, 1, 0), (0, 1, 1, 1), (0, 1, 1, 2), (0, 1, 1, 3), (0, 1, 1, 4)],  # and the running one
+    ]

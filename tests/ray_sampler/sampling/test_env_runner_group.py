@@ -17,6 +17,7 @@ from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup, SampleTimeoutError
 from tests.helpers import assert_episodes_equal, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, stamps
+from tests.ray_sampler.sampling.faults import dead_replay
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -230,3 +231,18 @@ def test_scale_refuses_a_bad_runner_count_and_keeps_the_runners(bad: object) -> 
         with pytest.raises(ConfigError, match=re.escape(f"'num_env_runners' must be an int >= 0 (got {bad!r})")):
             group.scale(bad)  # type: ignore[arg-type]
         assert group.num_env_runners == 2
+
+
+def test_scale_down_ships_the_chunks_a_runner_held_for_a_dead_replay_with_the_next_sample() -> None:
+    with stamp_group(2) as group:
+        answers = group.sample_to_replay(dead_replay())
+        assert {m.worker_index: m.num_env_steps_held_for_replay for m in answers} == {1: 8, 2: 8}
+        group.scale(1)
+        chunks = group.sample()
+        assert sorted(stamps(c) for c in chunks if stamps(c)[0][0] == 2) == [
+            [(2, 0, 0, 0), (2, 0, 0, 1), (2, 0, 0, 2)],
+            [(2, 0, 1, 0), (2, 0, 1, 1), (2, 0, 1, 2)],
+            [(2, 1, 0, 0), (2, 1, 0, 1), (2, 1, 0, 2), (2, 1, 0, 3)],
+            [(2, 1, 1, 0), (2, 1, 1, 1)],
+        ]
+        assert group.metrics.num_env_steps_lost == 0

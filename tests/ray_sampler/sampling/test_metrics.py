@@ -49,3 +49,23 @@ def test_metrics_default_to_an_empty_call() -> None:
     assert GroupMetrics().episode_return_mean is None and GroupMetrics().max_policy_lag == 0
     m = RunnerMetrics()
     assert (m.num_env_steps, m.episode_returns, m.request, m.replay) == (0, [], None, None)
+
+
+SUB_ENV_ANSWERS = [
+    RunnerMetrics(worker_index=1, num_env_steps=8),
+    RunnerMetrics(worker_index=2, num_sub_env_restarts=3, num_env_steps_dropped=87, num_episodes_dropped_env_error=3),
+    RunnerMetrics(worker_index=3, num_sub_env_restarts=1, num_env_steps_dropped=1, num_episodes_dropped_env_error=1),
+]
+
+
+def test_group_metrics_sum_the_answers_sub_env_failures() -> None:
+    m = GroupMetrics.of(SUB_ENV_ANSWERS, weights_version=0, late_runners=[], num_dropped_by_scale=0)
+    assert (m.num_sub_env_restarts, m.num_env_steps_dropped, m.num_episodes_dropped_env_error) == (4, 88, 4)
+
+
+def test_group_metrics_give_one_line_per_runner_with_sub_env_restarts() -> None:
+    m = GroupMetrics.of(SUB_ENV_ANSWERS, weights_version=0, late_runners=[], num_dropped_by_scale=0)
+    assert m.sub_env_failures == [
+        "runner 2: 3 sub-env restarts; 87 env steps and 3 episodes dropped",
+        "runner 3: 1 sub-env restart; 1 env step and 1 episode dropped",
+    ]

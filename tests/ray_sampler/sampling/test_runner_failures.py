@@ -22,6 +22,7 @@ from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.runner_failures import describe_failure
 from tests.helpers import StampEnv, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, join, stamps
+from tests.ray_sampler.sampling.faults import FaultPlan, dead_replay, faulty_creator
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -265,3 +266,40 @@ def test_replacement_gets_a_fresh_seed_and_does_not_replay_its_predecessor() -> 
         before = {tuple(np.asarray(c.get_observations(0)).tolist()) for c in first if c.t_started == 0}
         after = {tuple(np.asarray(c.get_observations(0)).tolist()) for c in replayed if c.t_started == 0}
         assert len(before) == 2 and len(after) == 2 and not before & after
+
+
+def test_steps_a_dead_runner_held_for_a_dead_replay_count_as_lost() -> None:
+    config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=1, num_cpus_per_env_runner=0.25, delay_between_env_runner_restarts_s=0.0
+    )
+    with EnvRunnerGroup(config, group_config) as group:
+        (answer,) = group.sample_to_replay(dead_replay())
+        assert answer.num_env_steps_held_for_replay == 8
+        ray.kill(group.actor(1))
+        group.sample()
+        assert group.metrics.num_env_runner_restarts == 1
+        assert group.metrics.num_env_steps_lost == 8 + 8  # the request that died and the held chunks
+
+
+def test_episodes_a_sub_env_failure_ended_are_not_abandoned_again_when_the_runner_dies() -> None:
+    # Sub-env 0's first episode (2 steps) ships its first step, then its second step raises: the
+    # episode ends there (dropped); the rebuilt sub-env's episode (8 steps) is the one running.
+    config = EnvRunnerConfig(
+        env=faulty_creator,
+        env_config={"plan": FaultPlan(steps={(0, 2)})},
+        num_envs_per_env_runner=1,
+        rollout_fragment_length=1,
+        restart_failed_sub_environments=True,
+    )
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=1, num_cpus_per_env_runner=0.25, delay_between_env_runner_restarts_s=0.0
+    )
+    with EnvRunnerGroup(config, group_config) as group:
+        group.sample()
+        ((_, metrics),) = group.sample_columnar()
+        assert metrics.num_episodes_dropped_env_error == 1
+        ray.kill(group.actor(1))
+        group.sample()
+        assert group.metrics.num_env_runner_restarts == 1
+        assert group.metrics.num_episodes_abandoned == 1
