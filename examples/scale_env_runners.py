@@ -1,11 +1,13 @@
 """Scale the number of env runners up and down while sampling, without losing an env step.
 
     python examples/scale_env_runners.py --schedule 1,3,2,4
+    python examples/scale_env_runners.py --address auto --schedule 4,16,8    # on a running cluster
 
 Each iteration first scales the group to the next size in ``--schedule``, then samples once.
 In ``truncate_episodes`` mode every runner returns exactly ``rollout_fragment_length x
 num_envs_per_env_runner`` steps per call, so an iteration yields that many steps per runner;
-runners that are stopped hand their unfinished episodes to the next ``sample()``.
+runners that are stopped hand their unfinished episodes to the next ``sample()``. Each line also
+says how many nodes the runners are on: ``SPREAD`` (the default) puts them on as many as it can.
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import time
 import ray
 
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
-from ray_sampler.cli import add_config_arguments
+from ray_sampler.cli import RayArgs, add_config_arguments, ray_cluster
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Args:
-    """Knobs of this example."""
+class Args(RayArgs):
+    """Knobs of this example (``--address``: see the README's "Run on a cluster")."""
 
     env: str = "CartPole-v1"
     """Gymnasium id to step."""
@@ -32,11 +34,21 @@ class Args:
     """Sub-envs per runner."""
     rollout_fragment_length: int = 64
     """Steps per sub-env per iteration."""
+    placement_strategy: str = "SPREAD"
+    """How the runners' placement group bundles go over the nodes: SPREAD, PACK, STRICT_SPREAD, STRICT_PACK."""
+
+
+def num_nodes(group: EnvRunnerGroup) -> int:
+    """How many nodes the group's runners run on (asked of each runner)."""
+    refs = [
+        group.actor(i).__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+        for i in group.worker_indices
+    ]
+    return len(set(ray.get(refs, timeout=60)))
 
 
 def main(args: Args) -> None:
     sizes = [int(s) for s in args.schedule.split(",")]
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     config = EnvRunnerConfig(
         env=args.env,
         num_envs_per_env_runner=args.num_envs_per_env_runner,
@@ -44,9 +56,12 @@ def main(args: Args) -> None:
         seed=0,
     )
     per_runner = args.rollout_fragment_length * args.num_envs_per_env_runner
-    group = EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=sizes[0], num_cpus_per_env_runner=0.25))
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=sizes[0], num_cpus_per_env_runner=0.25, placement_strategy=args.placement_strategy
+    )
     total = 0
-    with group:
+    with ray_cluster(args.address, num_cpus=max(sizes)) as where, EnvRunnerGroup(config, group_config) as group:
+        print(f"scaling env runners {args.schedule} on a {where}")
         for it, size in enumerate(sizes, start=1):
             t0 = time.perf_counter()
             group.scale(size)
@@ -56,11 +71,10 @@ def main(args: Args) -> None:
             total += steps
             status = "ok" if steps == size * per_runner else f"expected {size * per_runner}"
             print(
-                f"iter {it}: {size} runners {group.worker_indices}, scale took {scaled_s:.2f} s, "
-                f"{steps} env steps ({status}), {group.metrics.num_episodes} episodes done"
+                f"iter {it}: {size} runners {group.worker_indices} on {num_nodes(group)} node(s), "
+                f"scale took {scaled_s:.2f} s, {steps} env steps ({status}), {group.metrics.num_episodes} episodes done"
             )
     print(f"total: {total} env steps over {len(sizes)} iterations; expected {sum(sizes) * per_runner}")
-    ray.shutdown()
 
 
 if __name__ == "__main__":

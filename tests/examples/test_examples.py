@@ -47,8 +47,10 @@ def test_scale_env_runners_example() -> None:
         "--rollout-fragment-length",
         "10",
     )
-    pattern = r"iter (\d): (\d) runners (\[[\d, ]+\]), scale took [\d.]+ s, (\d+) env steps \(ok\), \d+ episodes done"
-    parsed = [re.fullmatch(pattern, line).groups() for line in lines[:3]]  # type: ignore[union-attr]
+    assert lines[0] == "scaling env runners 1,2,1 on a local Ray cluster"
+    pattern = r"iter (\d): (\d) runners (\[[\d, ]+\]) on 1 node\(s\), scale took [\d.]+ s, (\d+) env steps \(ok\), "
+    pattern += r"\d+ episodes done"
+    parsed = [re.fullmatch(pattern, line).groups() for line in lines[1:4]]  # type: ignore[union-attr]
     assert parsed == [("1", "1", "[1]", "20"), ("2", "2", "[1, 2]", "40"), ("3", "1", "[1]", "20")]
     assert lines[-1] == "total: 80 env steps over 3 iterations; expected 80"
 

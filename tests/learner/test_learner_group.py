@@ -13,10 +13,11 @@ import ray
 from learner.dqn import DQNConfig, DQNLearner
 from learner.learner import Learner, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
-from ray_sampler.errors import ConfigError
+from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import EnvRunner
+from tests.helpers import cpus_back_to
 from tests.learner.test_dqn_replay import make_module, random_batches
 from tests.replay.test_storage import episode
 
@@ -163,3 +164,33 @@ def test_learner_actors_pulling_from_a_replay_actor_equal_one_local_learner(prio
             assert pushed == {}
     finally:
         group.stop()
+
+
+@pytest.mark.usefixtures("ray_session")
+class TestPlacement:
+    """Learner actors share one PACK placement group; the session's Ray has 4 CPUs."""
+
+    def test_learners_the_cluster_can_never_hold_are_refused_before_any_starts(self) -> None:
+        with pytest.raises(
+            InsufficientResourcesError,
+            match=r"num_learners x num_cpus_per_learner = 8 x 1 CPU = 8\.0 CPU, but the cluster has 4\.0 CPU in all",
+        ):
+            LearnerGroup(make_module, DQNConfig(), learner_class=DQNLearner, num_learners=8, num_cpus_per_learner=1.0)
+
+    def test_learners_reserve_their_cpus_an_actor_fits_beside_them_and_stop_gives_the_cpus_back(self) -> None:
+        before = ray.available_resources().get("CPU", 0.0)
+        group = LearnerGroup(
+            make_module, DQNConfig(), learner_class=DQNLearner, num_learners=2, num_cpus_per_learner=0.5
+        )
+        try:
+            assert ray.available_resources().get("CPU", 0.0) == before - 1.0
+            beside = ray.remote(lambda: ray.get_runtime_context().get_node_id())
+            node = ray.get(beside.options(num_cpus=0, **group.colocated_options()).remote(), timeout=30)
+            learner_nodes = ray.get(
+                [a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()) for a in group.actors],
+                timeout=30,
+            )
+            assert set(learner_nodes) == {node}
+        finally:
+            group.stop()
+        assert cpus_back_to(before)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
@@ -90,6 +92,20 @@ class TestOnTheCluster:
         finally:
             remove_placement_group(holder)
         assert cpus_back_to(before)
+
+    def test_a_waiting_demand_logs_what_is_pending(self, caplog: pytest.LogCaptureFixture) -> None:
+        before = ray.available_resources().get("CPU", 0.0)
+        holder = placement_group([{"CPU": before - 1}])
+        ray.get(holder.ready(), timeout=30)
+        caplog.set_level(logging.INFO, logger="ray_sampler.resources")
+        try:
+            with pytest.raises(InsufficientResourcesError):
+                reserve(Demand("n x c", 1, {"CPU": 2.0}), strategy="PACK", timeout_s=1.0, log_every_s=0.2)
+        finally:
+            remove_placement_group(holder)
+        lines = [r.getMessage() for r in caplog.records if r.name == "ray_sampler.resources"]
+        assert len(lines) >= 3
+        assert set(lines) == {"waiting for n x c: 1 bundles of 2 CPU (PACK) pending; 1.0 CPU free"}
 
     def test_an_unknown_strategy_names_the_field(self) -> None:
         with pytest.raises(ConfigError, match=r"'placement_strategy' must be one of 'PACK', 'SPREAD'"):
