@@ -132,6 +132,8 @@ class EnvRunner:
         self._per_step = PerStepEngine(self.recorder, self.ongoing, truncate=self._is_truncating)
         self._vectorized = VectorizedEngine(self.recorder, self.ongoing)
         self._totals = EpisodeTotals()
+        self._shipped_running: set[str] = set()
+        """Ids of the episodes shipped unfinished that still run (``running_episode_ids``)."""
         self._is_seeded = False
         self._lost_in_failed_call: int | None = None
         """Steps an ``EnvError`` call held or made (None: no failure to recover from)."""
@@ -241,7 +243,12 @@ class EnvRunner:
             self._held_for_replay.append(col)
         ack = self._send_held(replay)
         held = sum(c.num_env_steps for c in self._held_for_replay)
-        return dataclasses.replace(metrics, replay=ack, num_env_steps_held_for_replay=held)
+        return dataclasses.replace(
+            metrics,
+            replay=ack,
+            num_env_steps_held_for_replay=held,
+            running_episode_ids=sorted(self._shipped_running),
+        )
 
     def _send_held(self, replay: Any) -> Any:
         """Adds the held chunks to ``replay`` in order; one ack summing those it took (None: none).
@@ -318,6 +325,7 @@ class EnvRunner:
         self.ongoing.drain(ship_running=False)
         self.ongoing.take_drops()
         self._totals.clear()
+        self._shipped_running.clear()
         self._recovered_steps = self._lost_in_failed_call or 0
         self._lost_in_failed_call = None
         return self._new_seeds()
@@ -345,9 +353,13 @@ class EnvRunner:
         restarts: int,
     ) -> None:
         """``env_dropped``: (episodes, steps, ids) a sub-env failure dropped."""
-        returns, lengths, steps = self._totals.add(chunk_totals(result))
+        chunks = list(chunk_totals(result))
+        returns, lengths, steps = self._totals.add(chunks)
         # Episodes a reset or a sub-env failure ended never continue: their sums go once this call's chunks are in.
-        self._totals.forget(abandoned | set(env_dropped[2]))
+        ended = abandoned | set(env_dropped[2])
+        self._totals.forget(ended)
+        self._shipped_running |= {id_ for id_, _, _, is_done in chunks if not is_done}
+        self._shipped_running -= {id_ for id_, _, _, is_done in chunks if is_done} | ended
         self.metrics = RunnerMetrics(
             worker_index=self.worker_index,
             num_env_steps=steps,
@@ -402,6 +414,7 @@ class EnvRunner:
         self._held_for_replay = []
         out, dropped = self.ongoing.drain(ship_running=self._is_truncating)
         self._totals.clear()
+        self._shipped_running.clear()
         return held + out, dropped
 
     def ping(self) -> int:

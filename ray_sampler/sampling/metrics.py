@@ -46,6 +46,10 @@ class RunnerMetrics:
     ended_episode_ids: list[str] = dataclasses.field(default_factory=list)
     """Ids of the running episodes a sub-env failure ended in this call: earlier calls may have
     shipped chunks of them, but they never get another (the group does not count them abandoned)."""
+    running_episode_ids: list[str] | None = None
+    """With ``sample_to``/``collect_to``: ids of every episode the runner shipped unfinished chunks
+    of (to a replay, or held for a dead one) and that still runs after the call, so the group can
+    count them abandoned if the runner dies. None for ``collect``, whose chunks the group sees."""
     duration_s: float = 0.0
     """Wall time of the call."""
     num_env_steps_per_s: float = 0.0
@@ -103,8 +107,9 @@ class GroupMetrics:
     runner's running episodes are lost too."""
     num_episodes_abandoned: int = 0
     """Episodes that were running on a failed runner when it died, since the start: the group
-    received chunks of them that were not done, and they never get another (0 in complete mode
-    and for ``sample_to_replay``, where no unfinished chunk passes through the group)."""
+    received chunks of them that were not done (with ``sample_to_replay``, the replay did: the runner
+    reports them in ``RunnerMetrics.running_episode_ids``), and they never get another (0 in
+    complete mode, which ships no unfinished chunk)."""
     runner_failures: list[str] = dataclasses.field(default_factory=list)
     """One line per runner failure handled since the previous sampling call (e.g. ``runner 2
     died (ActorDiedError: ...); restarted (restart 3 of 1000)``), for a training loop's log."""

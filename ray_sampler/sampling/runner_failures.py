@@ -75,13 +75,16 @@ class RunnerFailures:
     ) -> None:
         """Notes what a runner's answer (``col`` and its ``metrics``, with the request) leaves on the
         runner: the episodes still running and, where the answer reports it (``num_env_steps_held``,
-        None: unchanged), the steps held for a dead replay. Both are lost if the runner dies."""
+        None: unchanged), the steps held for a dead replay. Both are lost if the runner dies.
+        Without ``col`` (a ``collect_to`` answer), the running episodes are the ones the runner
+        reports (``metrics.running_episode_ids``; None: unchanged)."""
         if num_env_steps_held is not None:
             self._held[worker_index] = num_env_steps_held
         before = self._running.get(worker_index, set())
         ended = set(metrics.ended_episode_ids)  # a sub-env failure ended them: they never continue
         if col is None:
-            self._running[worker_index] = before - ended
+            reported = metrics.running_episode_ids
+            self._running[worker_index] = (before if reported is None else set(reported)) - ended
             return
         done = (np.asarray(col.terminated) | np.asarray(col.truncated)).tolist()
         request = metrics.request

@@ -4,6 +4,7 @@ atomic writes, corrupt files rejected, files any Arrow tool reads."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +129,30 @@ def test_a_crash_mid_write_leaves_the_old_file(
         save_buffer(buffer, path, row_group_env_steps=16)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("owner", "name"),
+    [(pq.ParquetWriter, "write_table"), (os, "fsync"), (os, "replace")],
+    ids=["write_table", "fsync", "replace"],
+)
+def test_a_save_failing_on_disk_raises_its_error_removes_its_temp_file_and_keeps_the_old_checkpoint(
+    buffer: EpisodeReplayBuffer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: object, name: str
+) -> None:
+    path = tmp_path / "r.parquet"
+    save_buffer(buffer, path, row_group_env_steps=16)
+    other = EpisodeReplayBuffer(capacity_env_steps=60, seed=5)
+    fill_from_runner(other, 3)
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(owner, name, fail)
+    with pytest.raises(OSError, match=r"^\[Errno 28\] No space left on device$"):
+        save_buffer(other, path, row_group_env_steps=16)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary file left
+    assert_buffers_equal(buffer, restore_buffer(path))
 
 
 def test_truncated_file_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:

@@ -8,12 +8,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from ray_sampler.data.columnar import columnar_to_episodes
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, EnvError
 from ray_sampler.modules import RandomModule
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import EnvRunner
+from replay.actor import ReplayActor, ReplayConfig
 from tests.helpers import assert_episodes_equal, stamp_length
 from tests.ray_sampler.sampling.checks import MODES, assert_steps_once_and_continuous, stamp_config, stamps
 from tests.ray_sampler.sampling.faults import FAULTY_STAMP_ID, EnvBoom, FaultPlan, faulty_creator
@@ -542,3 +544,30 @@ def test_drain_returns_chunks_held_for_a_dead_replay_before_the_running_steps() 
         [(0, 1, 0, 2), (0, 1, 0, 3)],  # then what the runner kept: the pending end of an episode
         [(0, 1, 1, 0), (0, 1, 1, 1), (0, 1, 1, 2), (0, 1, 1, 3), (0, 1, 1, 4)],  # and the running one
     ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sample_to_reports_the_episodes_it_shipped_unfinished_that_still_run(mode: str) -> None:
+    runner = EnvRunner(stamp_config(mode, num_envs_per_env_runner=2, rollout_fragment_length=4))
+    replay = ReplayActor(ReplayConfig(capacity_env_steps=1_000))
+    for _ in range(3):  # episodes of 2..8 steps: some end on the way
+        reported = runner.sample_to(replay).running_episode_ids
+        stored = columnar_to_episodes(replay.get_state().episodes)
+        assert reported == sorted(ep.id_ for ep in stored if not ep.is_done)
+
+
+def test_sample_to_does_not_report_the_episodes_a_force_reset_ended() -> None:
+    runner = EnvRunner(stamp_config(num_envs_per_env_runner=2, rollout_fragment_length=4))
+    replay = ReplayActor(ReplayConfig(capacity_env_steps=1_000))
+    before = runner.sample_to(replay).running_episode_ids
+    assert before is not None and len(before) == 2
+    after = runner.sample_to(replay, force_reset=True).running_episode_ids
+    stored = columnar_to_episodes(replay.get_state().episodes)  # the reset-away episodes' last chunks too
+    assert after == sorted(ep.id_ for ep in stored if not ep.is_done and ep.id_ not in before)
+    assert len(after) == 2
+
+
+def test_sample_columnar_reports_no_running_episode_ids() -> None:
+    runner = EnvRunner(stamp_config(num_envs_per_env_runner=2, rollout_fragment_length=4))
+    _, metrics = runner.sample_columnar()
+    assert metrics.running_episode_ids is None

@@ -14,12 +14,14 @@ import ray
 from ray.core.generated.common_pb2 import ActorDiedErrorContext
 
 from connectors.common import MeanStdFilter
+from ray_sampler.data.columnar import columnar_to_episodes
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import EnvRunnerFailedError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.runner_failures import describe_failure
+from replay.actor import ReplayConfig, create_replay_actor
 from tests.helpers import StampEnv, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, join, stamps
 from tests.ray_sampler.sampling.faults import FaultPlan, dead_replay, faulty_creator
@@ -303,3 +305,24 @@ def test_episodes_a_sub_env_failure_ended_are_not_abandoned_again_when_the_runne
         group.sample()
         assert group.metrics.num_env_runner_restarts == 1
         assert group.metrics.num_episodes_abandoned == 1
+
+
+def test_episodes_running_on_a_runner_that_dies_while_sampling_to_a_replay_count_as_abandoned() -> None:
+    config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=NUM_ENVS, rollout_fragment_length=4)
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=2, num_cpus_per_env_runner=0.25, delay_between_env_runner_restarts_s=0.0
+    )
+    replay = create_replay_actor(ReplayConfig(capacity_env_steps=10_000), num_cpus=0)
+    try:
+        with EnvRunnerGroup(config, group_config) as group:
+            for _ in range(3):  # episodes of 2..8 steps: some end on the way, each sub-env has one running
+                group.sample_to_replay(replay)
+            stored = columnar_to_episodes(ray.get(replay.get_state.remote(), timeout=60).episodes)
+            running = [ep.id_ for ep in stored if ep.get_observations(0)[0] == 2 and not ep.is_done]
+            assert len(running) == NUM_ENVS
+            ray.kill(group.actor(2))
+            group.sample_to_replay(replay)
+            assert group.metrics.num_env_runner_restarts == 1
+            assert group.metrics.num_episodes_abandoned == NUM_ENVS
+    finally:
+        ray.kill(replay)
