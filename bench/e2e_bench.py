@@ -5,7 +5,7 @@
 Figures, each beside a baseline measured in the same run:
 
 1. PPO (``learner.train.train_ppo``, 2 env runners x 8 sub-envs, one local learner) per seed:
-   env steps and seconds until the mean return of the last 20 episodes reaches 450, as the
+   env steps and seconds until the mean return of the last 100 episodes reaches 450, as the
    training loop (``seconds``) and as the whole process from ``ray.init`` (``whole_s``).
    Baselines: RLlib 2.60's default PPO with 2 env runners (bench/rllib_e2e.py in its own venv,
    same seeds, its stop rule: ``episode_return_mean`` >= 450) as a ratio of wall clocks; and raw
@@ -47,17 +47,18 @@ def child(algo: str, seed: int) -> dict[str, Any]:
 
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        # The configs of `ray-sampler train --seed N` / `train-dqn --seed N [--prioritized false]`.
+        # The configs of `ray-sampler train --seed N --target-return 450` / `train-dqn ...`: RLlib's run
+        # (rllib_e2e.py) stops at episode_return_mean >= 450, a mean over the last 100 episodes, as ours.
         from ray_sampler.cli import DQNTrainArgs, PPOTrainArgs
 
         if algo == "ppo":
             from learner.train import train_ppo
 
-            result = train_ppo(PPOTrainArgs(seed=seed).to_config(), log=_log)
+            result = train_ppo(PPOTrainArgs(seed=seed, target_return="450").to_config(), log=_log)
         else:
             from learner.train_dqn import train_dqn
 
-            dqn_config = DQNTrainArgs(seed=seed, prioritized=algo == "dqn-prioritized").to_config()
+            dqn_config = DQNTrainArgs(seed=seed, target_return="450", prioritized=algo == "dqn-prioritized").to_config()
             result = train_dqn(dqn_config, log=_log, log_every_s=5.0)
     finally:
         ray.shutdown()

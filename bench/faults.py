@@ -22,11 +22,14 @@ Accounting (steps): ``made`` (counted by the envs) = ``delivered`` (steps in ret
 (made by a killed process, never delivered nor dropped: measured per process). ``lost``
 (``GroupMetrics.num_env_steps_lost``) counts the steps each killed request asked for; it is
 printed beside the measured figure (a kill between requests loses nothing; a request killed
-half-way had made only part of what it asked for).
+half-way had made only part of what it asked for). ``GroupMetrics.num_sub_env_restarts`` and
+``num_env_steps_dropped`` (per call), summed over the timed calls, are checked against the runners'
+own ``RunnerMetrics``.
 
 Replay actor: a third process (``measure_replay``): runners -> ``SupervisedReplay`` ->
 ReplayActor with checkpoints, the actor killed twice; the loss reported is compared with the one
-measured from the final contents' stamps.
+measured from the final contents' stamps; the last actor's ``num_env_steps_duplicate_skipped`` (re-sent
+chunks skipped as stored already) is printed.
 """
 
 from __future__ import annotations
@@ -207,6 +210,7 @@ def measure(args: argparse.Namespace, faults: bool) -> dict[str, Any]:
     checker = Checker()
     dropped_by_pid: dict[int, int] = {}
     delivered = dropped = sub_env_restarts = episodes_dropped = calls = warmup = 0
+    timed_dropped = group_restarts = group_dropped = 0  # the timed calls: answers' sums vs GroupMetrics
     last_pid: dict[int, int] = {}  # worker index -> pid of its last delivery
     kills: list[dict[str, Any]] = []  # index, old pid, time; recovered: seconds to its first answer
     healthy_gaps: list[float] = []  # calls that ended with fewer than all runners healthy
@@ -251,8 +255,11 @@ def measure(args: argparse.Namespace, faults: bool) -> dict[str, Any]:
             answers = group.sample_columnar()
             now = time.monotonic()
             calls += 1
+            group_restarts += group.metrics.num_sub_env_restarts
+            group_dropped += group.metrics.num_env_steps_dropped
             for col, metrics in answers:
                 dropped += metrics.num_env_steps_dropped
+                timed_dropped += metrics.num_env_steps_dropped
                 sub_env_restarts += metrics.num_sub_env_restarts
                 episodes_dropped += metrics.num_episodes_dropped_env_error
                 if col is None or col.num_env_steps == 0:
@@ -324,6 +331,9 @@ def measure(args: argparse.Namespace, faults: bool) -> dict[str, Any]:
         "calls_with_unhealthy_group": len(healthy_gaps),
         "env_faults": env_faults,
         "sub_env_restarts": sub_env_restarts,
+        "timed_dropped": timed_dropped,
+        "group_sub_env_restarts": group_restarts,
+        "group_dropped": group_dropped,
         "episodes_dropped_env_error": episodes_dropped,
         "sub_env_out_of_service_s_mean": out_sum / env_faults if env_faults else None,
         "sub_env_out_of_service_s_max": max((c["out_s_max"] for c in counters.values()), default=0.0),
@@ -489,6 +499,7 @@ def measure_replay_part(args: argparse.Namespace) -> dict[str, Any]:
         "missing_gaps": contents.gaps,
         "missing_heads": contents.heads,
         "received_by_last_actor": replay_metrics.num_env_steps_received,
+        "duplicate_skipped_by_last_actor": replay_metrics.num_env_steps_duplicate_skipped,
         "checkpoints_by_last_actor": replay_metrics.num_checkpoints,
         "restored_from": replay_metrics.restored_from is not None,
         "detect_s": [t0 - at for at, (t0, _) in zip(kills, restarts)],
@@ -603,6 +614,12 @@ def report(args: argparse.Namespace, f: dict[str, Any], b: dict[str, Any], repla
             f"{f['episodes_dropped_env_error']} episodes dropped, {f['dropped'] / f['env_faults']:.0f} steps dropped "
             f"per fault"
         )
+        same = (f["group_sub_env_restarts"], f["group_dropped"]) == (f["sub_env_restarts"], f["timed_dropped"])
+        print(
+            f"GroupMetrics summed over the timed calls: num_sub_env_restarts {f['group_sub_env_restarts']}, "
+            f"num_env_steps_dropped {f['group_dropped']} (the runners' answers: {f['sub_env_restarts']}, "
+            f"{f['timed_dropped']}: {'agree' if same else 'DO NOT AGREE'})"
+        )
     if replay is None:
         print("replay actor kills: NOT MEASURED: the replay run failed (its stderr is above)")
     else:
@@ -642,7 +659,9 @@ def report_replay(args: argparse.Namespace, r: dict[str, Any]) -> None:
     nviol = sum(r["violations"].values())
     print(
         f"replay contents: duplicated {r['duplicated']}, continuity violations {nviol} {r['violations'] or ''}"
-        f"(every piece one run of consecutive steps of one env episode, reward = its t, t_started = its stamp)"
+        f"(every piece one run of consecutive steps of one env episode, reward = its t, t_started = its stamp); "
+        f"re-sent steps skipped as stored already (num_env_steps_duplicate_skipped, last actor): "
+        f"{r['duplicate_skipped_by_last_actor']}"
     )
     first = [s for s in r["first_add_s"] if s is not None]
     print(

@@ -7,8 +7,9 @@ three steps per iteration: the EnvRunnerGroup samples (truncate mode: every runn
 exactly ``rollout_fragment_length x num_envs_per_env_runner`` steps); the LearnerGroup runs the
 learner pipeline (GAE across chunk cuts) and PPO's minibatch epochs, on one local learner or
 ``--num-learners`` actors in lockstep; the new weights go to every runner with one
-``ray.put``. It stops once the mean return of the last 20 finished episodes reaches
-``--target-return``. This script starts the local Ray cluster and reads the knobs (the flags of
+``ray.put``. It stops once the mean return of the last ``--stop-window`` (100) finished
+episodes reaches ``--target-return`` (default: the env's ``reward_threshold``, 475 for
+CartPole-v1). This script starts the local Ray cluster and reads the knobs (the flags of
 ``ray-sampler train``), which compose one PPOTrainingConfig: the runner's config
 (``env_runner``), the fleet's (``env_runner_group``), PPO's (``ppo``) and the loop's own budget.
 """

@@ -11,8 +11,9 @@ their gradients) and takes ``--updates-per-env-step`` steps per new env step, co
 network every ``--target-update-every`` steps; with prioritized replay (the default;
 ``--prioritized false`` for uniform) they send |TD errors| back as priorities. The weights go to
 the runners with the exploration rate of the schedule (epsilon 1 down to ``--epsilon-final``
-over ``--epsilon-steps`` env steps). It stops once the mean return of the last 20 finished
-episodes reaches ``--target-return``. At the end it prints how many env steps the replay
+over ``--epsilon-steps`` env steps). It stops once the mean return of the last ``--stop-window``
+(100) finished episodes reaches ``--target-return`` (default: the env's ``reward_threshold``).
+At the end it prints how many env steps the replay
 received, which equals what the runners reported (nothing lost). The flags (those of
 ``ray-sampler train-dqn``) compose one DQNTrainingConfig: ``env_runner``, ``env_runner_group``,
 ``dqn``, ``replay`` and the loop's own batch size, update ratio, exploration schedule and budget.

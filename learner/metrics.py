@@ -119,9 +119,11 @@ class TrainResult(_FieldMapping):
     """What a training loop reached."""
 
     reached: bool
-    """Whether the mean return of the last finished episodes reached the target."""
+    """Whether the mean return of the last finished episodes reached the target (False without one)."""
+    target_return: float | None = None
+    """The target the run had (None: none, it used its budget)."""
     mean_return: float
-    """Mean return of the last 20 finished episodes (NaN if none finished)."""
+    """Mean return of the last ``stop_window`` finished episodes (NaN if none finished)."""
     env_steps: int
     """Env steps the loop trained on."""
     seconds: float

@@ -19,6 +19,7 @@ import numpy as np
 from learner.learner import PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import PPOTrainResult, TrainResult
+from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
@@ -29,9 +30,11 @@ from ray_sampler.validate import check_int, check_number, check_type
 __all__ = [
     "PPOTrainingConfig",
     "ReturnTracker",
+    "check_stop_rule",
     "check_training_components",
     "check_training_resources",
     "env_spaces",
+    "resolve_target",
     "train_ppo",
 ]
 
@@ -64,8 +67,12 @@ class PPOTrainingConfig:
     """CPUs each learner actor reserves."""
     max_iterations: int = 60
     """Stop after this many iterations."""
-    target_return: float = 450.0
-    """Stop once the mean return of the last 20 finished episodes reaches this."""
+    target_return: float | str | None = "auto"
+    """Stop once the mean return of the last ``stop_window`` finished episodes reaches this; ``"auto"``:
+    the env spec's ``reward_threshold`` (475 for CartPole-v1); None, or ``"auto"`` for an env without
+    one: no target, the run uses its budget."""
+    stop_window: int = 100
+    """Finished episodes in the stop rule's mean (RLlib's ``episode_return_mean`` is over 100)."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
@@ -73,7 +80,28 @@ class PPOTrainingConfig:
         check_int("num_learners", self.num_learners, minimum=0)
         check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
         check_int("max_iterations", self.max_iterations, minimum=1)
-        check_number("target_return", self.target_return)
+        check_stop_rule(self.target_return, self.stop_window)
+
+
+def check_stop_rule(target_return: float | str | None, stop_window: int) -> None:
+    """The stop rule's fields: a finite target, ``"auto"`` or None, and a window of at least one episode."""
+    if target_return != "auto" and target_return is not None:
+        try:
+            check_number("target_return", target_return)
+        except ConfigError:
+            raise ConfigError(
+                f"'target_return' must be a finite number, 'auto' or None (got {target_return!r})"
+            ) from None
+    check_int("stop_window", stop_window, minimum=1)
+
+
+def resolve_target(env: str, target_return: float | str | None) -> float | None:
+    """The target of a run on gymnasium id ``env``: ``target_return`` if a number, None if None, and
+    for ``"auto"`` the env spec's ``reward_threshold`` (None: it has none, so there is no target)."""
+    if target_return != "auto":
+        return None if target_return is None else float(target_return)
+    threshold = gym.spec(env).reward_threshold
+    return None if threshold is None else float(threshold)
 
 
 def check_training_components(env_runner: Any, env_runner_group: Any) -> None:
@@ -104,10 +132,19 @@ def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
 
 
 class ReturnTracker:
-    """The mean return of the last 20 finished episodes, and the stop rule on it."""
+    """The mean return of the last ``window`` finished episodes, and the stop rule on it (no target:
+    never reached; the loop uses its budget).
 
-    def __init__(self, target_return: float, window: int = 20) -> None:
+    >>> tracker = ReturnTracker(10.0, window=2)
+    >>> tracker.add([4.0, 12.0]); tracker.reached
+    False
+    >>> tracker.add([9.0]); tracker.reached, tracker.mean
+    (True, 10.5)
+    """
+
+    def __init__(self, target_return: float | None, window: int = 100) -> None:
         self.target_return = target_return
+        self.window = window
         self.returns: deque[float] = deque(maxlen=window)
         self.start = time.perf_counter()
 
@@ -124,20 +161,33 @@ class ReturnTracker:
 
     @property
     def reached(self) -> bool:
-        return self.count == self.returns.maxlen and self.mean >= self.target_return
+        return self.target_return is not None and self.count == self.window and self.mean >= self.target_return
 
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
+    def describe(self) -> str:
+        """The stop rule in words, for the run's first lines."""
+        rule = f"mean return of the last {self.window} finished episodes"
+        if self.target_return is None:
+            return f"no target return: the run uses its budget; the {rule} is reported"
+        return f"stop once the {rule} reaches {self.target_return:g}"
+
     def finish(self, env_steps: int, log: Callable[[str], None]) -> TrainResult:
         """Logs the verdict; what was reached."""
-        verdict = "reached" if self.reached else "did not reach"
-        log(
-            f"{verdict} mean return {self.target_return:g}: {self.mean:.1f} after {env_steps} env steps "
-            f"in {self.elapsed:.1f} s"
+        tail = f"{self.mean:.1f} (last {self.count} episodes) after {env_steps} env steps in {self.elapsed:.1f} s"
+        if self.target_return is None:
+            log(f"budget used (no target): mean return {tail}")
+        else:
+            log(f"{'reached' if self.reached else 'did not reach'} mean return {self.target_return:g}: {tail}")
+        return TrainResult(
+            reached=self.reached,
+            target_return=self.target_return,
+            mean_return=self.mean,
+            env_steps=env_steps,
+            seconds=self.elapsed,
         )
-        return TrainResult(reached=self.reached, mean_return=self.mean, env_steps=env_steps, seconds=self.elapsed)
 
 
 def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> PPOTrainResult:
@@ -154,7 +204,7 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
         num_learners=cfg.num_learners,
         num_cpus_per_learner=cfg.num_cpus_per_learner,
     )
-    tracker = ReturnTracker(cfg.target_return)
+    tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
     try:
         runners.sync_weights(learners.get_weights())

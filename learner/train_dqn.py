@@ -25,7 +25,14 @@ from learner.dqn import DQNConfig, DQNLearner
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNTrainResult
 from learner.replay_recovery import SupervisedReplay
-from learner.train import ReturnTracker, check_training_components, check_training_resources, env_spaces
+from learner.train import (
+    ReturnTracker,
+    check_stop_rule,
+    check_training_components,
+    check_training_resources,
+    env_spaces,
+    resolve_target,
+)
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -98,8 +105,12 @@ class DQNTrainingConfig:
     """Env steps over which epsilon falls linearly from 1 to ``epsilon_final``."""
     max_env_steps: int = 150_000
     """Stop after this many env steps."""
-    target_return: float = 450.0
-    """Stop once the mean return of the last 20 finished episodes reaches this."""
+    target_return: float | str | None = "auto"
+    """Stop once the mean return of the last ``stop_window`` finished episodes reaches this; ``"auto"``:
+    the env spec's ``reward_threshold`` (475 for CartPole-v1); None, or ``"auto"`` for an env without
+    one: no target, the run uses its budget."""
+    stop_window: int = 100
+    """Finished episodes in the stop rule's mean (RLlib's ``episode_return_mean`` is over 100)."""
     replay_restart_timeout_s: float = 60.0
     """Longest a dead replay actor's replacement may take to restore its checkpoint and start."""
 
@@ -114,7 +125,7 @@ class DQNTrainingConfig:
         check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
         check_probability("epsilon_final", self.epsilon_final)
         check_number("updates_per_env_step", self.updates_per_env_step, minimum=0, exclusive_minimum=True)
-        check_number("target_return", self.target_return)
+        check_stop_rule(self.target_return, self.stop_window)
         check_number("replay_restart_timeout_s", self.replay_restart_timeout_s, minimum=0, exclusive_minimum=True)
         if self.batch_size < self.num_learners:
             raise ConfigError(
@@ -146,7 +157,7 @@ def train_dqn(
         num_cpus_per_learner=cfg.num_cpus_per_learner,
     )
     replay, runners = None, None
-    tracker = ReturnTracker(cfg.target_return)
+    tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
     steps, owed, num_updates, last_log = 0, 0.0, 0, float("-inf")
     can_learn, num_restarts_seen = False, 0  # can_learn: the replay held min_size_to_sample (since its last restore)
     loss = math.nan

@@ -28,6 +28,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.validate import check_int
 
 if TYPE_CHECKING:  # the learner package (and Ray) load only when a training command runs
+    from learner.metrics import TrainResult
     from learner.train import PPOTrainingConfig
     from learner.train_dqn import DQNTrainingConfig
 
@@ -46,6 +47,13 @@ __all__ = [
     "run_training",
 ]
 
+
+EXIT_TARGET_MISSED = 1
+"""Exit status of a training run that had a target return and did not reach it."""
+EXIT_USAGE = 2
+"""Exit status of a usage error (a bad flag or value, a request the cluster can never hold)."""
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), once the actors are stopped."""
 
 TASK_EVENTS_IN_GCS = 10_000
 """Task events the embedded cluster's GCS keeps (``RAY_task_events_max_num_task_in_gcs`` on a head)."""
@@ -296,8 +304,12 @@ class PPOTrainArgs(RayArgs):
     """Adam learning rate."""
     max_iterations: int = 60
     """Stop after this many iterations."""
-    target_return: float = 450.0
-    """Stop once the mean return of the last 20 finished episodes reaches this."""
+    target_return: str = "auto"
+    """Stop once the mean return of the last ``stop_window`` episodes reaches this number; ``auto``: the
+    env's ``reward_threshold`` (475 for CartPole-v1); ``none`` (or ``auto`` for an env without one):
+    no target, the run uses its whole budget."""
+    stop_window: int = 100
+    """Finished episodes in the stop rule's mean (as RLlib's ``episode_return_mean``)."""
     seed: int = 0
     """Seed of the envs, the policy and the minibatch shuffling."""
 
@@ -323,7 +335,8 @@ class PPOTrainArgs(RayArgs):
             ppo=dataclasses.replace(base.ppo, lr=self.lr, seed=self.seed),
             num_learners=self.num_learners,
             max_iterations=self.max_iterations,
-            target_return=self.target_return,
+            target_return=_target(self.target_return),
+            stop_window=self.stop_window,
         )
 
 
@@ -371,8 +384,12 @@ class DQNTrainArgs(RayArgs):
     these defaults prioritized replay reached 450 in every measured run, uniform in most)."""
     max_env_steps: int = 150_000
     """Stop after this many env steps."""
-    target_return: float = 450.0
-    """Stop once the mean return of the last 20 finished episodes reaches this."""
+    target_return: str = "auto"
+    """Stop once the mean return of the last ``stop_window`` episodes reaches this number; ``auto``: the
+    env's ``reward_threshold`` (475 for CartPole-v1); ``none`` (or ``auto`` for an env without one):
+    no target, the run uses its whole budget."""
+    stop_window: int = 100
+    """Finished episodes in the stop rule's mean (as RLlib's ``episode_return_mean``)."""
     seed: int = 0
     """Seed of the envs, the network, exploration and the replay's sampling."""
 
@@ -420,26 +437,27 @@ class DQNTrainArgs(RayArgs):
             epsilon_final=self.epsilon_final,
             epsilon_steps=self.epsilon_steps,
             max_env_steps=self.max_env_steps,
-            target_return=self.target_return,
+            target_return=_target(self.target_return),
+            stop_window=self.stop_window,
         )
 
 
-def run_training(cfg: PPOTrainingConfig | DQNTrainingConfig, *, address: str = "") -> None:
+def run_training(cfg: PPOTrainingConfig | DQNTrainingConfig, *, address: str = "") -> TrainResult:
     """``ray-sampler train`` / ``train-dqn``: PPO or DQN on an in-process Ray cluster, or the one at
     ``address`` (see learner.train and learner.train_dqn)."""
-    from learner.train import PPOTrainingConfig, train_ppo
+    from learner.train import PPOTrainingConfig, ReturnTracker, resolve_target, train_ppo
     from learner.train_dqn import train_dqn
 
+    assert isinstance(cfg.env_runner.env, str), "the training configs check that env is a gymnasium id"
+    stop_rule = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window).describe()
     with ray_cluster(address, num_cpus=max(os.cpu_count() or 1, 2)) as where:
         print(
             f"ray-sampler train: {'PPO' if isinstance(cfg, PPOTrainingConfig) else 'DQN'} on {cfg.env_runner.env}, "
             f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
             f"sub-envs ({where})"
         )
-        if isinstance(cfg, PPOTrainingConfig):
-            train_ppo(cfg)
-        else:
-            train_dqn(cfg)
+        print(stop_rule)
+        return train_ppo(cfg) if isinstance(cfg, PPOTrainingConfig) else train_dqn(cfg)
 
 
 def _parse_bool(text: str) -> bool:
@@ -449,6 +467,19 @@ def _parse_bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false (got {text!r})")
+
+
+def _target(text: str | float) -> float | str | None:
+    """``--target-return``'s value for the config: a number, ``"auto"`` or None."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    lowered = str(text).strip().lower()
+    if lowered in ("auto", "none"):
+        return None if lowered == "none" else "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"'target_return' must be a number, auto or none (got {text!r})") from None
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, config_class: type) -> None:
@@ -464,7 +495,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ray-sampler`` command."""
     parser = argparse.ArgumentParser(prog="ray-sampler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    jobs: dict[str, tuple[type, Callable[..., None], str]] = {
+    jobs: dict[str, tuple[type, Callable[..., Any], str]] = {
         "train": (PPOTrainArgs, _run_train, "train PPO with env runners on a local Ray cluster"),
         "train-dqn": (DQNTrainArgs, _run_train, "train DQN: env runners -> replay actor -> learners"),
         "sample": (SampleJobConfig, run_sample_job, "sample with a group of env runners on a local Ray cluster"),
@@ -475,14 +506,19 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     config_class, run, _ = jobs[args.command]
     try:
-        run(config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)}))
+        result = run(config_class(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config_class)}))
     except (ConfigError, InsufficientResourcesError) as e:  # the user's input: one line, no traceback
         print(f"ray-sampler {args.command}: error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(EXIT_USAGE) from None
+    except KeyboardInterrupt:  # the actors and Ray were stopped on the way out (finally blocks)
+        print(f"ray-sampler {args.command}: interrupted; actors stopped", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    if getattr(result, "target_return", None) is not None and not result.reached:
+        raise SystemExit(EXIT_TARGET_MISSED)
 
 
-def _run_train(args: PPOTrainArgs | DQNTrainArgs) -> None:
-    run_training(args.to_config(), address=args.address)
+def _run_train(args: PPOTrainArgs | DQNTrainArgs) -> TrainResult:
+    return run_training(args.to_config(), address=args.address)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,10 @@ from replay.prioritized import PrioritizedEpisodeReplayBuffer
 from replay.rate_limiter import RateLimiter
 from replay.state import ReplayState
 
-__all__ = ["ReplayActor", "ReplayConfig", "create_replay_actor"]
+__all__ = ["MALLOC_ARENA_MAX", "ReplayActor", "ReplayConfig", "create_replay_actor"]
+
+MALLOC_ARENA_MAX = "2"
+"""glibc malloc arenas of the replay actor's process (see ``create_replay_actor``)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -357,7 +360,16 @@ def create_replay_actor(
     import ray
 
     # No task events: the replay gets calls every few ms for hours, and the GCS keeps their events.
-    options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": max_concurrency, "enable_task_events": False}
+    # Few malloc arenas: Ray runs the calls on up to max_concurrency threads, glibc gives each its own
+    # arena, and each arena keeps the free memory of its largest call (sum tree, priorities, a batch
+    # of transitions): RSS grew ~1 MiB/min for 30 min (no Python object leaked). The calls take the
+    # actor's lock anyway, so fewer arenas cost no contention. Ray merges these env_vars with the job's.
+    options: dict[str, Any] = {
+        "num_cpus": num_cpus,
+        "max_concurrency": max_concurrency,
+        "enable_task_events": False,
+        "runtime_env": {"env_vars": {"MALLOC_ARENA_MAX": MALLOC_ARENA_MAX}},
+    }
     if name is not None:
         options["name"] = name
     if scheduling_strategy is not None:

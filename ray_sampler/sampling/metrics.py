@@ -102,9 +102,11 @@ class GroupMetrics:
     answered, and the steps it held for a dead replay actor (``num_env_steps_held_for_replay`` of
     its last answer). A request that never answered cannot be measured, so each counts the steps
     it asked for (``rollout_fragment_length x num_envs`` by default; its ``num_timesteps`` rounded
-    up to a multiple of ``num_envs``; 0 for a ``num_episodes`` request): an upper bound of what a
-    truncate-mode runner had made and not shipped, and no bound in complete mode, where the dead
-    runner's running episodes are lost too."""
+    up to a multiple of ``num_envs``; 0 for a ``num_episodes`` request). In truncate mode that is an
+    upper bound of what the runner had made and not shipped while its sub-envs never failed; a
+    request whose sub-envs failed makes up for the steps it dropped, so it may have made more
+    (bench/faults.py: at most 881 against 512 counted). In complete mode it is no bound, as the
+    dead runner's running episodes are lost too."""
     num_episodes_abandoned: int = 0
     """Episodes that were running on a failed runner when it died, since the start: the group
     received chunks of them that were not done (with ``sample_to_replay``, the replay did: the runner

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from learner.learner import PPOConfig
-from learner.train import PPOTrainingConfig, ReturnTracker, train_ppo
+from learner.train import PPOTrainingConfig, ReturnTracker, resolve_target, train_ppo
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 
@@ -28,7 +28,8 @@ def test_default_config_is_the_default_run() -> None:
     )
     assert cfg.env_runner_group == EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
     assert cfg.ppo == PPOConfig(lr=1e-3, seed=0)
-    assert (cfg.num_learners, cfg.num_cpus_per_learner, cfg.max_iterations, cfg.target_return) == (0, 0.5, 60, 450.0)
+    assert (cfg.num_learners, cfg.num_cpus_per_learner, cfg.max_iterations) == (0, 0.5, 60)
+    assert (cfg.target_return, cfg.stop_window) == ("auto", 100)  # the env's reward_threshold, over 100 episodes
 
 
 def test_component_configs_are_replaced_whole() -> None:
@@ -43,7 +44,7 @@ def test_component_configs_are_replaced_whole() -> None:
         ({"max_iterations": True}, r"'max_iterations' must be an int >= 1 \(got True\)"),
         ({"num_learners": True}, r"'num_learners' must be an int >= 0 \(got True\)"),
         ({"num_learners": "2"}, r"'num_learners' must be an int >= 0 \(got '2'\)"),
-        ({"target_return": float("nan")}, r"'target_return' must be a finite number \(got nan\)"),
+        ({"target_return": float("nan")}, r"'target_return' must be a finite number, 'auto' or None \(got nan\)"),
         ({"num_cpus_per_learner": float("inf")}, r"'num_cpus_per_learner' must be a finite number >= 0 \(got inf\)"),
         (
             {"env_runner_group": EnvRunnerGroupConfig(num_env_runners=0)},
@@ -80,7 +81,35 @@ def test_return_tracker_is_reached_only_with_a_full_window_at_the_target() -> No
     lines: list[str] = []
     result = tracker.finish(42, lines.append)
     assert (result.reached, result.mean_return, result.env_steps) == (True, 15.0, 42)
-    assert lines[0].startswith("reached mean return 10: 15.0 after 42 env steps in ")
+    assert lines[0].startswith("reached mean return 10: 15.0 (last 3 episodes) after 42 env steps in ")
+    assert result.target_return == 10.0
+
+
+def test_without_a_target_the_tracker_is_never_reached_and_says_the_budget_was_used() -> None:
+    tracker = ReturnTracker(None, window=2)
+    tracker.add([1e9, 1e9])
+    lines: list[str] = []
+    result = tracker.finish(7, lines.append)
+    assert (result.reached, result.target_return, result.mean_return) == (False, None, 1e9)
+    assert lines[0].startswith("budget used (no target): mean return 1000000000.0 (last 2 episodes) after 7 env steps")
+    assert tracker.describe().startswith("no target return: the run uses its budget; ")
+
+
+@pytest.mark.parametrize(
+    ("env", "target", "expected"),
+    [
+        ("CartPole-v1", "auto", 475.0),
+        ("CartPole-v1", 450.0, 450.0),
+        ("CartPole-v1", None, None),
+        ("Pendulum-v1", "auto", None),
+        ("Pendulum-v1", -300.0, -300.0),
+    ],
+    ids=["spec", "set", "none", "none-in-spec", "set-without-spec"],
+)
+def test_the_target_defaults_to_the_env_specs_reward_threshold(
+    env: str, target: float | str | None, expected: float | None
+) -> None:
+    assert resolve_target(env, target) == expected
 
 
 def kill_runner(worker_index: int) -> None:
@@ -163,7 +192,7 @@ def test_spread_runners_train_on_every_node_of_a_three_node_cluster() -> None:
     found = run_multinode_scenario("SPREAD")
     assert sorted(found["runner_nodes"].values()) == found["node_ids"]  # one runner on each node
     assert found["num_updates"] == 3 and found["env_steps"] == 3 * 3 * 4 * 64
-    assert found["lines"][-1].startswith("did not reach mean return 450: ")
+    assert found["lines"][-1].startswith("did not reach mean return 475: ")
     assert found["cpus_back_after_stop"]
 
 

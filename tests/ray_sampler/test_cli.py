@@ -4,6 +4,8 @@ composed into the nested training configs."""
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -87,12 +89,13 @@ def test_train_job_prints_progress_and_learns() -> None:
         text=True,
         timeout=240,
     )
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 1, out.stderr[-2000:]  # the target (CartPole-v1's reward_threshold) was missed
     lines = out.stdout.splitlines()
     assert lines[0] == "ray-sampler train: PPO on CartPole-v1, 2 env runners x 8 sub-envs (local Ray cluster)"
+    assert lines[1] == "stop once the mean return of the last 100 finished episodes reaches 475"
     iters = [line for line in lines if line.startswith("iter ")]
     assert len(iters) == 6 and iters[0].startswith("iter 1: 2048 env steps, mean return ")
-    assert lines[-1].startswith("did not reach mean return 450: ") and "after 12288 env steps" in lines[-1]
+    assert lines[-1].startswith("did not reach mean return 475: ") and "after 12288 env steps" in lines[-1]
     final = float(lines[-1].split(": ")[1].split(" ")[0])
     assert final > 60  # random play averages about 22
 
@@ -184,3 +187,52 @@ class TestTrainingFlags:
             PPOTrainArgs(rollout_fragment_length=0).to_config()
         with pytest.raises(ConfigError, match=r"'lr' must be a finite number > 0 \(got nan\)"):
             DQNTrainArgs(lr=float("nan")).to_config()
+
+
+def run_cli(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run(
+        [sys.executable, "-m", "ray_sampler", *args], capture_output=True, text=True, timeout=timeout_s, env=env
+    )
+
+
+class TestExitCodes:
+    """0: target reached or budget used without a target; 1: target missed; 2: usage; 130: Ctrl-C."""
+
+    def test_a_run_without_a_target_that_uses_its_budget_exits_0(self) -> None:
+        out = run_cli("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1")
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines = out.stdout.splitlines()
+        assert lines[1].startswith("no target return: the run uses its budget; ")
+        assert lines[-1].startswith("budget used (no target): mean return ")
+
+    def test_a_run_that_reaches_its_target_exits_0(self) -> None:
+        out = run_cli("train", "--max-iterations", "3", "--target-return", "5", "--stop-window", "5")
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.splitlines()[-1].startswith("reached mean return 5: ")
+
+    def test_a_usage_error_exits_2_with_one_line(self) -> None:
+        out = run_cli("train", "--stop-window", "0")
+        assert out.returncode == 2
+        assert out.stderr.strip().splitlines() == [
+            "ray-sampler train: error: 'stop_window' must be an int >= 1 (got 0)"
+        ]
+
+    def test_ctrl_c_stops_the_actors_and_exits_130_without_a_traceback(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ray_sampler", "train", "--max-iterations", "500", "--target-return", "none"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stdout is not None
+        for line in proc.stdout:  # training has begun: runners and a learner are up
+            if line.startswith("iter 2:"):
+                break
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-2000:]
+        assert "Traceback" not in err + rest
+        assert err.strip().splitlines()[-1] == "ray-sampler train: interrupted; actors stopped"

@@ -3,6 +3,7 @@ and runners shipping straight to it through Ray."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import ray
 from ray_sampler.errors import ConfigError, ReplayError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
-from replay.actor import ReplayActor, ReplayConfig, create_replay_actor
+from replay.actor import MALLOC_ARENA_MAX, ReplayActor, ReplayConfig, create_replay_actor
 from replay.buffer import EpisodeReplayBuffer
 from replay.metrics import AddAck
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
@@ -155,6 +156,17 @@ def test_runners_ship_straight_to_the_replay_actor_and_every_step_is_stored_once
             seen.add((w, v, e))
         batch = ray.get(replay.sample.remote(16, n_step=2), timeout=60)
         assert np.all(batch["next_obs"][:, 3] == batch["obs"][:, 3] + batch["n_step"])
+    finally:
+        ray.kill(replay)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_replay_actor_process_runs_with_few_malloc_arenas() -> None:
+    """Its threads' arenas grew its RSS for the whole of a 30-minute DQN soak (see create_replay_actor)."""
+    replay = create_replay_actor(ReplayConfig(capacity_env_steps=10), num_cpus=0)
+    try:
+        seen = ray.get(replay.__ray_call__.remote(lambda _: os.environ.get("MALLOC_ARENA_MAX")), timeout=60)
+        assert seen == MALLOC_ARENA_MAX == "2"
     finally:
         ray.kill(replay)
 

@@ -456,3 +456,21 @@ class TestResentChunks:
         with pytest.raises(ReplayError, match="starts at t=1 but the stored episode is at t=4"):
             storage.add(episodes_to_columnar([other]))
         assert storage.num_duplicate_steps_skipped == 0
+
+
+def test_row_and_segment_counts_stay_bounded_over_many_adds_with_eviction() -> None:
+    storage = EpisodeStorage(capacity_env_steps=200)
+
+    def sizes() -> tuple[int, int, int, int]:
+        return storage.num_obs_rows, storage.num_step_rows, len(storage.segment_view().num_steps), storage.nbytes()
+
+    peaks: list[tuple[int, ...]] = []
+    for half in range(2):
+        peak = (0, 0, 0, 0)
+        for k in range(800 * half, 800 * (half + 1)):  # 10-step episodes sent as two 5-step chunks
+            storage.add(episodes_to_columnar([episode(f"e{k}", 5)]))
+            storage.add(episodes_to_columnar([episode(f"e{k}", 5, start=5, terminated=True)]))
+            peak = tuple(max(p, s) for p, s in zip(peak, sizes()))
+        peaks.append(peak)
+    assert storage.num_evicted_episodes == 1600 - storage.num_episodes and storage.num_episodes == 20
+    assert all(late <= early for late, early in zip(peaks[1], peaks[0]))  # no growth once the capacity is reached
