@@ -189,3 +189,13 @@ def cpus_back_to(expected: float, *, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def idle_cpus(*, timeout_s: float = 10.0) -> float:
+    """The cluster's CPUs once none is held (an earlier test's actors and placement groups give
+    theirs back asynchronously); the starting point of a test that counts CPUs."""
+    import ray
+
+    total = ray.cluster_resources().get("CPU", 0.0)
+    assert cpus_back_to(total, timeout_s=timeout_s), f"CPUs still held after {timeout_s} s"
+    return total

@@ -17,7 +17,7 @@ from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import EnvRunner
-from tests.helpers import cpus_back_to
+from tests.helpers import cpus_back_to, idle_cpus
 from tests.learner.test_dqn_replay import make_module, random_batches
 from tests.replay.test_storage import episode
 
@@ -178,7 +178,7 @@ class TestPlacement:
             LearnerGroup(make_module, DQNConfig(), learner_class=DQNLearner, num_learners=8, num_cpus_per_learner=1.0)
 
     def test_learners_reserve_their_cpus_an_actor_fits_beside_them_and_stop_gives_the_cpus_back(self) -> None:
-        before = ray.available_resources().get("CPU", 0.0)
+        before = idle_cpus()
         group = LearnerGroup(
             make_module, DQNConfig(), learner_class=DQNLearner, num_learners=2, num_cpus_per_learner=0.5
         )

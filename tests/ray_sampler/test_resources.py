@@ -19,7 +19,7 @@ from ray_sampler.resources import (
     release,
     reserve,
 )
-from tests.helpers import cpus_back_to
+from tests.helpers import cpus_back_to, idle_cpus
 
 RUNNERS = Demand("num_env_runners x num_cpus_per_env_runner", 8, {"CPU": 1.0})
 LEARNERS = Demand("num_learners x num_cpus_per_learner", 2, {"CPU": 1.5})
@@ -76,14 +76,14 @@ class TestOnTheCluster:
         assert not cluster_autoscales()
 
     def test_reserve_gives_a_ready_group_and_release_returns_its_cpus(self) -> None:
-        before = ray.available_resources().get("CPU", 0.0)
+        before = idle_cpus()
         group = reserve(Demand("n x c", 2, {"CPU": 1.0}), strategy="SPREAD", timeout_s=30)
         assert ray.available_resources().get("CPU", 0.0) == before - 2
         release(group)
         assert cpus_back_to(before)
 
     def test_a_demand_that_fits_only_later_times_out_and_keeps_nothing(self) -> None:
-        before = ray.available_resources().get("CPU", 0.0)
+        before = idle_cpus()
         holder = placement_group([{"CPU": before - 1}])
         ray.get(holder.ready(), timeout=30)
         try:
@@ -94,7 +94,7 @@ class TestOnTheCluster:
         assert cpus_back_to(before)
 
     def test_a_waiting_demand_logs_what_is_pending(self, caplog: pytest.LogCaptureFixture) -> None:
-        before = ray.available_resources().get("CPU", 0.0)
+        before = idle_cpus()
         holder = placement_group([{"CPU": before - 1}])
         ray.get(holder.ready(), timeout=30)
         caplog.set_level(logging.INFO, logger="ray_sampler.resources")

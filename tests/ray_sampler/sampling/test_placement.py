@@ -11,7 +11,7 @@ from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig, PlacementStrategy
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.placement import runner_demand
-from tests.helpers import cpus_back_to
+from tests.helpers import cpus_back_to, idle_cpus
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -55,7 +55,7 @@ def test_a_custom_resource_no_node_has_is_refused_naming_it() -> None:
 
 
 def test_each_scale_up_reserves_one_group_and_stopping_returns_every_cpu() -> None:
-    before = ray.available_resources().get("CPU", 0.0)
+    before = idle_cpus()
     group = EnvRunnerGroup(CONFIG, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5))
     try:
         first = runner_placement_group(group, 1)
