@@ -87,14 +87,18 @@ class LearnerGroup:
             )
         remote: Any = ray.remote(learner_class)
         state_ref = ray.put(first.get_state())
-        self.actors = [
-            # No task events: a learner gets several calls per gradient step (see ray_sampler.sampling.placement).
-            remote.options(num_cpus=num_cpus_per_learner, enable_task_events=False, **self._bundle_options(i)).remote(
-                make_module(), self.config
-            )
-            for i in range(num_learners)
-        ]
-        self._get([a.set_state.remote(state_ref) for a in self.actors])
+        try:
+            self.actors = [
+                # No task events: a learner gets several calls per gradient step (see ray_sampler.sampling.placement).
+                remote.options(
+                    num_cpus=num_cpus_per_learner, enable_task_events=False, **self._bundle_options(i)
+                ).remote(make_module(), self.config)
+                for i in range(num_learners)
+            ]
+            self._get([a.set_state.remote(state_ref) for a in self.actors])
+        except BaseException:
+            self.stop()  # the learners that started and the placement group: nothing stays reserved
+            raise
 
     def _bundle_options(self, index: int) -> dict[str, Any]:
         if self._placement_group is None:

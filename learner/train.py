@@ -198,12 +198,16 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
     spaces = env_spaces(cfg.env_runner.env)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
-    learners = LearnerGroup(
-        lambda: build_module(cfg.env_runner, *spaces),
-        cfg.ppo,
-        num_learners=cfg.num_learners,
-        num_cpus_per_learner=cfg.num_cpus_per_learner,
-    )
+    try:
+        learners = LearnerGroup(
+            lambda: build_module(cfg.env_runner, *spaces),
+            cfg.ppo,
+            num_learners=cfg.num_learners,
+            num_cpus_per_learner=cfg.num_cpus_per_learner,
+        )
+    except BaseException:
+        runners.stop()  # the runners started first: they stop with the error
+        raise
     tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
     try:

@@ -194,3 +194,20 @@ class TestPlacement:
         finally:
             group.stop()
         assert cpus_back_to(before)
+
+    def test_learners_that_fail_to_start_give_their_cpus_back(self) -> None:
+        before = idle_cpus()
+        with pytest.raises(ray.exceptions.RayActorError, match="no learner here"):
+            LearnerGroup(
+                make_module, DQNConfig(), learner_class=_FailingLearner, num_learners=2, num_cpus_per_learner=0.5
+            )
+        assert cpus_back_to(before)
+
+
+class _FailingLearner(DQNLearner):
+    """A learner whose actors fail to start (the local one, built first, starts)."""
+
+    def __init__(self, module: Any, config: Any = None) -> None:
+        super().__init__(module, config)
+        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+            raise RuntimeError("no learner here")
