@@ -199,3 +199,19 @@ def idle_cpus(*, timeout_s: float = 10.0) -> float:
     total = ray.cluster_resources().get("CPU", 0.0)
     assert cpus_back_to(total, timeout_s=timeout_s), f"CPUs still held after {timeout_s} s"
     return total
+
+
+def kill_and_wait(actor: Any, *, timeout_s: float = 30.0) -> None:
+    """Kills ``actor`` and returns once it is dead: ``ray.kill`` returns before, and a call made at
+    once may still be answered by the old process (a test that expects a restart would then see none)."""
+    import ray
+
+    ray.kill(actor)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the actor did not die within {timeout_s} s")

@@ -16,7 +16,7 @@ from learner.replay_recovery import SupervisedReplay
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from replay.actor import ReplayConfig
-from tests.helpers import stamp_creator
+from tests.helpers import kill_and_wait, stamp_creator
 from tests.replay.test_storage import episode
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -35,18 +35,7 @@ def temp_files(path: Path) -> list[Path]:
 
 
 def kill(replay: SupervisedReplay) -> None:
-    """Kills the replay actor and waits until it is dead (``ray.kill`` returns before: a call made at
-    once may still be answered)."""
-    actor = replay.actor
-    ray.kill(actor)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.get_metrics.remote(), timeout=30)
-        except ray.exceptions.RayActorError:
-            return
-        time.sleep(0.01)
-    raise AssertionError("the replay actor did not die")
+    kill_and_wait(replay.actor)
 
 
 def assert_stamps_continuous(replay: SupervisedReplay) -> None:

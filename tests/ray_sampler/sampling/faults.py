@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tests.helpers import StampEnv
+from tests.helpers import StampEnv, kill_and_wait
 
 FAULTY_STAMP_ID = "RaySamplerFaultyStamp-v0"
 
@@ -107,12 +107,8 @@ def dead_replay() -> Any:
             return None
 
     actor = Replay.remote()
-    ray.kill(actor)
-    try:  # ray.kill returns before the actor is dead: wait until a call says so
-        ray.get(actor.add.remote(None), timeout=60)
-    except ray.exceptions.RayActorError:
-        return actor
-    raise AssertionError("the replay actor did not die")
+    kill_and_wait(actor)
+    return actor
 
 
 if FAULTY_STAMP_ID not in gym.registry:

@@ -11,7 +11,7 @@ from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig, PlacementStrategy
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.placement import runner_demand
-from tests.helpers import cpus_back_to, idle_cpus
+from tests.helpers import cpus_back_to, idle_cpus, kill_and_wait
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -79,7 +79,7 @@ def test_a_replacement_runner_takes_its_predecessors_bundle() -> None:
     group = EnvRunnerGroup(CONFIG, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5))
     try:
         bundle = runner_placement_group(group, 2)
-        ray.kill(group.actor(2))
+        kill_and_wait(group.actor(2))
         group.sample()
         assert group.metrics.num_env_runner_restarts == 1
         assert runner_placement_group(group, 2) == bundle

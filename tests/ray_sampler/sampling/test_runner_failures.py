@@ -22,7 +22,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.runner_failures import describe_failure
 from replay.actor import ReplayConfig, create_replay_actor
-from tests.helpers import StampEnv, stamp_creator
+from tests.helpers import StampEnv, kill_and_wait, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, join, stamps
 from tests.ray_sampler.sampling.faults import FaultPlan, dead_replay, faulty_creator
 
@@ -153,7 +153,7 @@ def test_replacement_takes_the_current_weights_and_connector_states_before_sampl
         assert merged is not None
         (name,) = merged
         assert merged[name]["global"]["count"] == 2 * STEPS_PER_REQUEST  # every obs acted on
-        ray.kill(group.actor(2))
+        kill_and_wait(group.actor(2))
         group.sample()
         assert group.metrics.num_env_runner_restarts == 1
         assert group.metrics.weights_versions == {1: version, 2: version}
@@ -168,7 +168,7 @@ def test_replacement_takes_the_current_weights_and_connector_states_before_sampl
 def test_sync_weights_replaces_a_dead_runner_instead_of_raising() -> None:
     with group_of(2) as group:
         group.sample()
-        ray.kill(group.actor(1))
+        kill_and_wait(group.actor(1))
         version = group.sync_weights(MLPModule(StampEnv().observation_space, StampEnv().action_space).get_state())
         group.sample()
         assert group.metrics.weights_versions == {1: version, 2: version}
@@ -180,7 +180,7 @@ def test_sync_weights_replaces_a_dead_runner_instead_of_raising() -> None:
 def test_restart_is_logged_in_one_line() -> None:
     with group_of(2) as group:
         group.sample()
-        ray.kill(group.actor(2))
+        kill_and_wait(group.actor(2))
         group.sample()
         (line,) = group.metrics.runner_failures
         assert line.startswith("runner 2 died (ActorDiedError: ") and line.endswith("; restarted (restart 1 of 1000)")
@@ -191,7 +191,7 @@ def test_restart_is_logged_in_one_line() -> None:
 def test_restarts_disabled_fail_fast_naming_the_runner_and_cause() -> None:
     with group_of(2, restart_failed_env_runners=False) as group:
         group.sample()
-        ray.kill(group.actor(2))
+        kill_and_wait(group.actor(2))
         with pytest.raises(
             EnvRunnerFailedError,
             match=r"^env runner 2 failed: ActorDiedError: .*; "
@@ -220,10 +220,10 @@ def test_a_death_is_described_by_its_reason_not_by_rays_first_line() -> None:
 def test_restarts_used_up_raise_naming_each_failed_runner() -> None:
     with group_of(2, max_num_env_runner_restarts=1) as group:
         group.sample()
-        ray.kill(group.actor(1))
+        kill_and_wait(group.actor(1))
         group.sample()
         assert group.metrics.num_env_runner_restarts == 1
-        ray.kill(group.actor(2))
+        kill_and_wait(group.actor(2))
         with pytest.raises(
             EnvRunnerFailedError,
             match=r"^env runner 1 failed: ActorDiedError: .*; env runner 2 failed: ActorDiedError: .*; "
@@ -261,7 +261,7 @@ def test_replacement_gets_a_fresh_seed_and_does_not_replay_its_predecessor() -> 
     )
     with EnvRunnerGroup(config, group_config) as group:
         first = group.sample()
-        ray.kill(group.actor(1))
+        kill_and_wait(group.actor(1))
         replayed = group.sample()
         assert group.metrics.num_env_runner_restarts == 1
         # Same worker index, but its sub-envs do not start where its predecessor's did.
@@ -278,7 +278,7 @@ def test_steps_a_dead_runner_held_for_a_dead_replay_count_as_lost() -> None:
     with EnvRunnerGroup(config, group_config) as group:
         (answer,) = group.sample_to_replay(dead_replay())
         assert answer.num_env_steps_held_for_replay == 8
-        ray.kill(group.actor(1))
+        kill_and_wait(group.actor(1))
         group.sample()
         assert group.metrics.num_env_runner_restarts == 1
         assert group.metrics.num_env_steps_lost == 8 + 8  # the request that died and the held chunks
@@ -301,7 +301,7 @@ def test_episodes_a_sub_env_failure_ended_are_not_abandoned_again_when_the_runne
         group.sample()
         ((_, metrics),) = group.sample_columnar()
         assert metrics.num_episodes_dropped_env_error == 1
-        ray.kill(group.actor(1))
+        kill_and_wait(group.actor(1))
         group.sample()
         assert group.metrics.num_env_runner_restarts == 1
         assert group.metrics.num_episodes_abandoned == 1
@@ -320,7 +320,7 @@ def test_episodes_running_on_a_runner_that_dies_while_sampling_to_a_replay_count
             stored = columnar_to_episodes(ray.get(replay.get_state.remote(), timeout=60).episodes)
             running = [ep.id_ for ep in stored if ep.get_observations(0)[0] == 2 and not ep.is_done]
             assert len(running) == NUM_ENVS
-            ray.kill(group.actor(2))
+            kill_and_wait(group.actor(2))
             group.sample_to_replay(replay)
             assert group.metrics.num_env_runner_restarts == 1
             assert group.metrics.num_episodes_abandoned == NUM_ENVS
