@@ -20,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DQNStepMetrics", "DQNTrainResult", "DQNUpdateMetrics", "PPOTrainResult", "PPOUpdateMetrics", "TrainResult"]
+__all__ = [
+    "DQNStepMetrics",
+    "DQNTrainResult",
+    "DQNUpdateMetrics",
+    "IterationRecord",
+    "PPOTrainResult",
+    "PPOUpdateMetrics",
+    "TrainResult",
+]
 
 _NAN = math.nan
 
@@ -112,6 +120,40 @@ class DQNUpdateMetrics(_FieldMapping):
     """Transitions per step (over all learners)."""
     num_learners: int
     """Learner actors that took part (0: one local learner)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IterationRecord(_FieldMapping):
+    """One iteration of a training loop, as its ``on_iteration`` callback gets it: the row of the run
+    directory's ``metrics.csv``, a TensorBoard step and a progress update. Counters are totals since
+    the run began (a resumed run's included); returns are over the stop rule's window."""
+
+    iteration: int
+    """Iterations done (1 after the first)."""
+    env_steps: int
+    """Env steps trained on in all."""
+    episodes: int
+    """Episodes finished in all."""
+    return_mean: float
+    """Mean return of the last ``window`` finished episodes (NaN before the first finishes)."""
+    return_min: float
+    """Lowest return in that window (NaN if empty)."""
+    return_max: float
+    """Highest return in that window (NaN if empty)."""
+    window: int
+    """Finished episodes in the window so far (at most the stop rule's ``stop_window``)."""
+    best_return_mean: float
+    """Highest ``return_mean`` so far over a full window (NaN until a window is full)."""
+    env_steps_per_s: float
+    """Env steps per second of this iteration's wall time."""
+    elapsed_s: float
+    """Wall time since the run began (a resumed run's earlier time included)."""
+    num_env_runner_restarts: int = 0
+    """Runner actors replaced in all."""
+    num_env_steps_lost: int = 0
+    """Env steps lost with failed actors in all (see GroupMetrics and the replay's recovery)."""
+    losses: dict[str, float] = dataclasses.field(default_factory=dict)
+    """This iteration's loss terms by name (PPO: policy_loss, vf_loss, entropy, ...; DQN: loss, q_mean, ...)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
