@@ -49,17 +49,18 @@ def child(algo: str, seed: int) -> dict[str, Any]:
     try:
         # The configs of `ray-sampler train --seed N --target-return 450` / `train-dqn ...`: RLlib's run
         # (rllib_e2e.py) stops at episode_return_mean >= 450, a mean over the last 100 episodes, as ours.
-        from ray_sampler.cli import DQNTrainArgs, PPOTrainArgs
+        from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args
 
+        args = ["--seed", str(seed), "--target-return", "450"]
         if algo == "ppo":
             from learner.train import train_ppo
 
-            result = train_ppo(PPOTrainArgs(seed=seed, target_return="450").to_config(), log=_log)
+            result = train_ppo(command_from_args(TrainPPO, args, prog="e2e").to_config(), log=_log)
         else:
             from learner.train_dqn import train_dqn
 
-            dqn_config = DQNTrainArgs(seed=seed, target_return="450", prioritized=algo == "dqn-prioritized").to_config()
-            result = train_dqn(dqn_config, log=_log, log_every_s=5.0)
+            args.append("--replay.prioritized" if algo == "dqn-prioritized" else "--replay.no-prioritized")
+            result = train_dqn(command_from_args(TrainDQN, args, prog="e2e").to_config(), log=_log, log_every_s=5.0)
     finally:
         ray.shutdown()
     return {**result, "whole_s": time.perf_counter() - t_start}  # a TrainResult reads as a Mapping too

@@ -12,8 +12,8 @@ pole length (a longer pole falls more slowly, so random actions keep it up longe
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import sys
 from collections import defaultdict
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 import ray
 
 from ray_sampler import EnvContext, EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig, register_env
-from ray_sampler.cli import add_config_arguments
+from ray_sampler.cli import parse
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -95,6 +95,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, Args)
-    main(Args(**vars(parser.parse_args())))
+    main(parse(Args, sys.argv[1:], prog="examples/custom_env_creator.py", description=__doc__ or ""))

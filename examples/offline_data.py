@@ -10,9 +10,9 @@ a replay buffer that samples exactly as the saved one would.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
-from ray_sampler.cli import add_config_arguments
+from ray_sampler.cli import parse
 from replay import ReplayConfig, create_replay_actor, restore_buffer
 
 
@@ -82,6 +82,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, Args)
-    main(Args(**vars(parser.parse_args())))
+    main(parse(Args, sys.argv[1:], prog="examples/offline_data.py", description=__doc__ or ""))

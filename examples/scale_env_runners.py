@@ -12,19 +12,23 @@ says how many nodes the runners are on: ``SPREAD`` (the default) puts them on as
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import sys
 import time
 
 import ray
 
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
-from ray_sampler.cli import RayArgs, add_config_arguments, ray_cluster
+from ray_sampler.cli import parse, ray_cluster
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Args(RayArgs):
+class Args:
     """Knobs of this example (``--address``: see the README's "Run on a cluster")."""
+
+    address: str = ""
+    """Ray cluster to attach to: auto, host:port or ray://host:10001 (default: RAY_ADDRESS if set, else
+    a Ray started in this process)."""
 
     env: str = "CartPole-v1"
     """Gymnasium id to step."""
@@ -78,6 +82,4 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, Args)
-    main(Args(**vars(parser.parse_args())))
+    main(parse(Args, sys.argv[1:], prog="examples/scale_env_runners.py", description=__doc__ or ""))

@@ -16,13 +16,13 @@ CartPole-v1). This script starts the local Ray cluster and reads the knobs (the 
 
 from __future__ import annotations
 
-import argparse
+import sys
 
 import ray
 
 from learner.metrics import PPOTrainResult
 from learner.train import PPOTrainingConfig, train_ppo
-from ray_sampler.cli import PPOTrainArgs, add_config_arguments
+from ray_sampler.cli.train import TrainPPO, command_from_args
 
 
 def main(cfg: PPOTrainingConfig) -> PPOTrainResult:
@@ -39,6 +39,4 @@ def main(cfg: PPOTrainingConfig) -> PPOTrainResult:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, PPOTrainArgs)
-    main(PPOTrainArgs(**vars(parser.parse_args())).to_config())
+    main(command_from_args(TrainPPO, sys.argv[1:], prog="examples/train_cartpole.py").to_config())

@@ -1,15 +1,15 @@
 """Train DQN on CartPole-v1 off-policy: env runners -> ReplayActor -> learners -> weights -> runners.
 
-    python examples/train_cartpole_dqn.py --num-env-runners 2 [--prioritized false]
+    python examples/train_cartpole_dqn.py --num-env-runners 2 [--replay.no-prioritized]
 
 The loop lives in ``learner/train_dqn.py`` (``train_dqn``, also behind ``ray-sampler
 train-dqn``). Each round the runners send their chunks straight to the ReplayActor (through the
-object store, not the driver) and, with ``--keep-sampling``, sample the next fragment at once;
+object store, not the driver) and, with ``--env-runner-group.keep-sampling``, sample the next fragment at once;
 the LearnerGroup pulls ``--batch-size`` n-step transitions per gradient step from the replay
 (one round trip for a round's steps; ``--num-learners`` actors split every batch and average
 their gradients) and takes ``--updates-per-env-step`` steps per new env step, copying the target
-network every ``--target-update-every`` steps; with prioritized replay (the default;
-``--prioritized false`` for uniform) they send |TD errors| back as priorities. The weights go to
+network every ``--dqn.target-update-every`` steps; with prioritized replay (the default;
+``--replay.no-prioritized`` for uniform) they send |TD errors| back as priorities. The weights go to
 the runners with the exploration rate of the schedule (epsilon 1 down to ``--epsilon-final``
 over ``--epsilon-steps`` env steps). It stops once the mean return of the last ``--stop-window``
 (100) finished episodes reaches ``--target-return`` (default: the env's ``reward_threshold``).
@@ -21,13 +21,13 @@ received, which equals what the runners reported (nothing lost). The flags (thos
 
 from __future__ import annotations
 
-import argparse
+import sys
 
 import ray
 
 from learner.metrics import DQNTrainResult
 from learner.train_dqn import DQNTrainingConfig, train_dqn
-from ray_sampler.cli import DQNTrainArgs, add_config_arguments
+from ray_sampler.cli.train import TrainDQN, command_from_args
 
 
 def main(cfg: DQNTrainingConfig) -> DQNTrainResult:
@@ -50,6 +50,4 @@ def main(cfg: DQNTrainingConfig) -> DQNTrainResult:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(parser, DQNTrainArgs)
-    main(DQNTrainArgs(**vars(parser.parse_args())).to_config())
+    main(command_from_args(TrainDQN, sys.argv[1:], prog="examples/train_cartpole_dqn.py").to_config())

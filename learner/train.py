@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -18,7 +18,7 @@ import numpy as np
 
 from learner.learner import PPOConfig
 from learner.learner_group import LearnerGroup
-from learner.metrics import PPOTrainResult, TrainResult
+from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -36,6 +36,7 @@ __all__ = [
     "env_spaces",
     "resolve_target",
     "train_ppo",
+    "training_demands",
 ]
 
 
@@ -112,15 +113,22 @@ def check_training_components(env_runner: Any, env_runner_group: Any) -> None:
     check_int("env_runner_group.num_env_runners", env_runner_group.num_env_runners, minimum=1)
 
 
+def training_demands(
+    env_runner_group: EnvRunnerGroupConfig, num_learners: int, num_cpus_per_learner: float
+) -> list[Demand]:
+    """What a training loop's runner and learner actors reserve (the replay actor reserves no CPU)."""
+    demands = [runner_demand(env_runner_group, env_runner_group.num_env_runners)]
+    if num_learners:
+        demands.append(Demand("num_learners x num_cpus_per_learner", num_learners, {"CPU": num_cpus_per_learner}))
+    return demands
+
+
 def check_training_resources(
     env_runner_group: EnvRunnerGroupConfig, num_learners: int, num_cpus_per_learner: float
 ) -> None:
     """Raises InsufficientResourcesError before any actor starts if the runners and learner actors
     together can never fit the cluster (``ray_sampler.resources``)."""
-    demands = [runner_demand(env_runner_group, env_runner_group.num_env_runners)]
-    if num_learners:
-        demands.append(Demand("num_learners x num_cpus_per_learner", num_learners, {"CPU": num_cpus_per_learner}))
-    check_demands(demands)
+    check_demands(training_demands(env_runner_group, num_learners, num_cpus_per_learner))
 
 
 def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
@@ -147,9 +155,39 @@ class ReturnTracker:
         self.window = window
         self.returns: deque[float] = deque(maxlen=window)
         self.start = time.perf_counter()
+        self.episodes = 0
+        self.best = float("nan")
+        self._last_record = (self.start, 0)
 
     def add(self, returns: list[float]) -> None:
         self.returns.extend(returns)
+        self.episodes += len(returns)
+        if self.count == self.window and not self.mean <= self.best:  # NaN best: the first full window
+            self.best = self.mean
+
+    def record(
+        self, iteration: int, env_steps: int, *, losses: Mapping[str, Any], restarts: int = 0, lost: int = 0
+    ) -> IterationRecord:
+        """This iteration's record for ``on_iteration`` (throughput since the previous record)."""
+        now = time.perf_counter()
+        then, steps_then = self._last_record
+        self._last_record = (now, env_steps)
+        returns = np.asarray(self.returns) if self.returns else np.full(1, np.nan)
+        return IterationRecord(
+            iteration=iteration,
+            env_steps=env_steps,
+            episodes=self.episodes,
+            return_mean=self.mean,
+            return_min=float(returns.min()),
+            return_max=float(returns.max()),
+            window=self.count,
+            best_return_mean=self.best,
+            env_steps_per_s=(env_steps - steps_then) / max(now - then, 1e-9),
+            elapsed_s=now - self.start,
+            num_env_runner_restarts=restarts,
+            num_env_steps_lost=lost,
+            losses={k: float(v) for k, v in losses.items() if isinstance(v, float | int) and not isinstance(v, bool)},
+        )
 
     @property
     def count(self) -> int:
@@ -190,10 +228,15 @@ class ReturnTracker:
         )
 
 
-def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> PPOTrainResult:
+def train_ppo(
+    cfg: PPOTrainingConfig,
+    *,
+    log: Callable[[str], None] = print,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+) -> PPOTrainResult:
     """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
-    learner actors)."""
+    learner actors). Each iteration's record goes to ``on_iteration``; without one, a line to ``log``."""
     assert isinstance(cfg.env_runner.env, str), "PPOTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
@@ -225,10 +268,21 @@ def train_ppo(cfg: PPOTrainingConfig, *, log: Callable[[str], None] = print) -> 
             timings["update_s"] += time.perf_counter() - t1
             timings["learner_connector_s"] += metrics.learner_connector_s
             version = runners.sync_weights(learners.get_weights())
-            log(
-                f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
-                f"policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
+            group = runners.metrics
+            record = tracker.record(
+                it,
+                steps,
+                losses={k: metrics[k] for k in ("policy_loss", "vf_loss", "entropy", "mean_kl_approx")},
+                restarts=group.num_env_runner_restarts,
+                lost=group.num_env_steps_lost,
             )
+            if on_iteration is not None:
+                on_iteration(record)
+            else:
+                log(
+                    f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
+                    f"policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
+                )
             if tracker.reached:
                 break
     finally:

@@ -23,7 +23,7 @@ import numpy as np
 
 from learner.dqn import DQNConfig, DQNLearner
 from learner.learner_group import LearnerGroup
-from learner.metrics import DQNTrainResult
+from learner.metrics import DQNTrainResult, IterationRecord
 from learner.replay_recovery import SupervisedReplay
 from learner.train import (
     ReturnTracker,
@@ -140,11 +140,16 @@ def epsilon_at(cfg: DQNTrainingConfig, env_steps: int) -> float:
 
 
 def train_dqn(
-    cfg: DQNTrainingConfig, *, log: Callable[[str], None] = print, log_every_s: float = 1.0
+    cfg: DQNTrainingConfig,
+    *,
+    log: Callable[[str], None] = print,
+    log_every_s: float = 1.0,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
 ) -> DQNTrainResult:
     """Trains until ``target_return`` or ``max_env_steps``; returns what it reached.
 
-    A progress line goes to ``log`` at most every ``log_every_s`` seconds, and at the end."""
+    At most every ``log_every_s`` seconds, and at the end, the loop reports: a record to
+    ``on_iteration`` (its ``iteration`` counts these reports), or without one a line to ``log``."""
     assert isinstance(cfg.env_runner.env, str), "DQNTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
@@ -158,7 +163,7 @@ def train_dqn(
     )
     replay, runners = None, None
     tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
-    steps, owed, num_updates, last_log = 0, 0.0, 0, float("-inf")
+    steps, owed, num_updates, last_log, reports = 0, 0.0, 0, float("-inf"), 0
     can_learn, num_restarts_seen = False, 0  # can_learn: the replay held min_size_to_sample (since its last restore)
     loss = math.nan
     try:
@@ -196,8 +201,14 @@ def train_dqn(
                 log(line)
             epsilon = epsilon_at(cfg, steps)
             version = runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(epsilon)})
-            if time.perf_counter() - last_log >= log_every_s or tracker.reached:
-                last_log = time.perf_counter()
+            if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
+                last_log, reports = time.perf_counter(), reports + 1
+                if on_iteration is not None:
+                    lost = runners.metrics.num_env_steps_lost + replay.metrics.num_env_steps_lost
+                    losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
+                    restarts = runners.metrics.num_env_runner_restarts
+                    on_iteration(tracker.record(reports, steps, losses=losses, restarts=restarts, lost=lost))
+                    continue
                 log(
                     f"{steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
                     f"epsilon {epsilon:.2f}, {num_updates} updates, loss {loss:.3f}, "

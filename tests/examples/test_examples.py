@@ -86,10 +86,9 @@ def test_train_cartpole_dqn_example_runs_through_the_replay() -> None:
         "train_cartpole_dqn.py",
         "--max-env-steps",
         "3000",
-        "--learning-starts",
+        "--replay.min-size-to-sample",
         "500",
-        "--prioritized",
-        "false",
+        "--replay.no-prioritized",
         "--num-env-runners",
         "2",
     )

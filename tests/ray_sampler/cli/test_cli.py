@@ -3,16 +3,20 @@ composed into the nested training configs."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ray_sampler.cli import DemoConfig, DQNTrainArgs, PPOTrainArgs, add_config_arguments, main
+from ray_sampler.cli import main
+from ray_sampler.cli.jobs import DemoConfig
+from ray_sampler.cli.run_dir import load_config, read_metrics
+from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args, config_of
 from ray_sampler.errors import ConfigError
 
 
@@ -82,55 +86,43 @@ def test_sample_job_prints_a_line_per_iteration() -> None:
     assert lines[3].startswith("total: 128 env steps in ")
 
 
-def test_train_job_prints_progress_and_learns() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "ray_sampler", "train", "--max-iterations", "6", "--num-env-runners", "2"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+def test_train_job_prints_progress_learns_and_keeps_a_run_directory(tmp_path: Path) -> None:
+    out = run_cli("train", "--max-iterations", "6", "--num-env-runners", "2", runs_dir=tmp_path)
     assert out.returncode == 1, out.stderr[-2000:]  # the target (CartPole-v1's reward_threshold) was missed
     lines = out.stdout.splitlines()
     assert lines[0] == "ray-sampler train: PPO on CartPole-v1, 2 env runners x 8 sub-envs (local Ray cluster)"
     assert lines[1] == "stop once the mean return of the last 100 finished episodes reaches 475"
-    iters = [line for line in lines if line.startswith("iter ")]
-    assert len(iters) == 6 and iters[0].startswith("iter 1: 2048 env steps, mean return ")
-    assert lines[-1].startswith("did not reach mean return 475: ") and "after 12288 env steps" in lines[-1]
-    final = float(lines[-1].split(": ")[1].split(" ")[0])
+    (run_dir,) = tmp_path.iterdir()
+    assert lines[2] == f"run directory: {run_dir}" and run_dir.name.startswith("ppo-CartPole-v1-")
+    iters = [line for line in lines if line.startswith("iter ")]  # not a terminal: one plain line each
+    assert len(iters) == 6 and iters[0].startswith("iter 1/6: 2048 env steps, ")
+    assert iters[-1].startswith("iter 6/6: 12288 env steps, ")
+    summary = lines.index(next(line for line in lines if line.startswith("Target missed: mean return ")))
+    assert lines[summary].endswith("over the last 100 episodes (target 475)")
+    assert lines[summary + 1].split() == ["env", "steps", "12,288"]
+    assert lines[-1] == f"learning curve: {run_dir / 'curve.png'}"
+    final = float(lines[summary].split("mean return ")[1].split(" ")[0])
     assert final > 60  # random play averages about 22
+    rows = read_metrics(run_dir)
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5, 6] and rows[-1]["env_steps"] == 12288
+    assert rows[-1]["return_mean"] == pytest.approx(final, abs=0.05)
+    assert load_config(run_dir)["max_iterations"] == 6
+    assert (run_dir / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_config_arguments_parse_booleans_and_types() -> None:
-    parser = argparse.ArgumentParser()
-    add_config_arguments(parser, DQNTrainArgs)
-    args = parser.parse_args(["--prioritized", "false", "--keep-sampling", "0", "--lr", "0.01", "--n-step", "2"])
-    assert (args.prioritized, args.keep_sampling, args.lr, args.n_step) == (False, False, 0.01, 2)
-    assert parser.parse_args(["--prioritized", "True"]).prioritized is True
-    assert parser.parse_args([]).prioritized is True  # the config's default
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--prioritized", "maybe"])
-
-
-class TestTrainingFlags:
-    def test_default_flags_give_the_default_training_configs(self) -> None:
+class TestTrainingOptions:
+    def test_no_flags_give_the_default_training_configs(self) -> None:
         from learner.train import PPOTrainingConfig
         from learner.train_dqn import DQNTrainingConfig
 
-        assert PPOTrainArgs().to_config() == PPOTrainingConfig()
-        assert DQNTrainArgs().to_config() == DQNTrainingConfig()
+        assert command_from_args(TrainPPO, [], prog="t").to_config() == PPOTrainingConfig()
+        assert command_from_args(TrainDQN, [], prog="t").to_config() == DQNTrainingConfig()
 
     def test_ppo_flags_set_their_component_fields(self) -> None:
-        cfg = PPOTrainArgs(
-            env="Acrobot-v1",
-            num_env_runners=3,
-            num_envs_per_env_runner=2,
-            rollout_fragment_length=16,
-            num_learners=2,
-            lr=0.01,
-            max_iterations=5,
-            target_return=-100.0,
-            seed=7,
-        ).to_config()
+        args = ["--env", "Acrobot-v1", "--num-env-runners", "3", "--env-runner.num-envs-per-env-runner", "2"]
+        args += ["--rollout-fragment-length", "16", "--num-learners", "2", "--lr", "0.01", "--max-iterations", "5"]
+        args += ["--target-return", "-100", "--seed", "7", "--ppo.no-standardize-advantages", "--ppo.grad-clip", "None"]
+        cfg = command_from_args(TrainPPO, args, prog="t").to_config()
         runner = cfg.env_runner
         assert (runner.env, runner.num_envs_per_env_runner, runner.rollout_fragment_length, runner.seed) == (
             "Acrobot-v1",
@@ -138,24 +130,16 @@ class TestTrainingFlags:
             16,
             7,
         )
+        assert runner.module_config["seed"] == 7
         assert (cfg.env_runner_group.num_env_runners, cfg.env_runner_group.num_cpus_per_env_runner) == (3, 0.5)
-        assert (cfg.ppo.lr, cfg.ppo.seed) == (0.01, 7)
+        assert (cfg.ppo.lr, cfg.ppo.seed, cfg.ppo.standardize_advantages, cfg.ppo.grad_clip) == (0.01, 7, False, None)
         assert (cfg.num_learners, cfg.max_iterations, cfg.target_return) == (2, 5, -100.0)
 
     def test_dqn_flags_set_their_component_fields(self) -> None:
-        cfg = DQNTrainArgs(
-            num_env_runners=1,
-            keep_sampling=False,
-            lr=0.01,
-            hidden_size=16,
-            target_update_every=7,
-            learning_starts=0,
-            replay_capacity=100,
-            prioritized=False,
-            batch_size=8,
-            n_step=1,
-            seed=3,
-        ).to_config()
+        args = ["--num-env-runners", "1", "--env-runner-group.no-keep-sampling", "--lr", "0.01"]
+        args += ["--hidden-sizes", "16", "16", "--dqn.target-update-every", "7", "--replay.min-size-to-sample", "1"]
+        args += ["--replay.capacity-env-steps", "100", "--replay.no-prioritized", "--batch-size", "8", "--n-step", "1"]
+        cfg = command_from_args(TrainDQN, [*args, "--seed", "3"], prog="t").to_config()
         assert cfg.env_runner.seed == 3 and cfg.env_runner.module_config == {"hidden_sizes": (16, 16), "seed": 3}
         assert (cfg.env_runner_group.num_env_runners, cfg.env_runner_group.keep_sampling) == (1, False)
         assert (cfg.dqn.lr, cfg.dqn.target_update_every) == (0.01, 7)
@@ -168,60 +152,117 @@ class TestTrainingFlags:
         )
         assert (cfg.batch_size, cfg.n_step) == (8, 1)
 
-    @pytest.mark.parametrize(
-        ("kwargs", "match"),
-        [
-            ({"learning_starts": -1}, r"'learning_starts' must be an int >= 0 and <= 50000 \(got -1\)"),
-            ({"learning_starts": 100, "replay_capacity": 50}, r"'learning_starts' must be an int >= 0 and <= 50"),
-            ({"learning_starts": True}, r"'learning_starts' must be an int"),
-            ({"hidden_size": 0}, r"'hidden_size' must be an int >= 1 \(got 0\)"),
-        ],
-        ids=["negative", "above_capacity", "bool", "hidden"],
-    )
-    def test_flags_that_are_not_one_field_are_checked_by_name(self, kwargs: dict[str, Any], match: str) -> None:
-        with pytest.raises(ConfigError, match=match):
-            DQNTrainArgs(**kwargs)
+    def test_enum_options_take_their_values_and_give_enums(self) -> None:
+        from ray_sampler.resources import PlacementStrategy
+        from ray_sampler.sampling.config import BatchMode
 
-    def test_a_bad_flag_names_its_field(self) -> None:
-        with pytest.raises(ConfigError, match=r"'rollout_fragment_length' must be an int >= 1 \(got 0\)"):
-            PPOTrainArgs(rollout_fragment_length=0).to_config()
-        with pytest.raises(ConfigError, match=r"'lr' must be a finite number > 0 \(got nan\)"):
-            DQNTrainArgs(lr=float("nan")).to_config()
+        args = ["--env-runner.batch-mode", "complete_episodes", "--env-runner-group.placement-strategy", "PACK"]
+        cfg = command_from_args(TrainPPO, args, prog="t").to_config()
+        assert cfg.env_runner.batch_mode is BatchMode.COMPLETE_EPISODES
+        assert cfg.env_runner_group.placement_strategy is PlacementStrategy.PACK
+
+    def test_a_config_file_gives_options_and_flags_after_it_override_them(self, tmp_path: Path) -> None:
+        path = tmp_path / "run.toml"
+        path.write_text(
+            'env = "Acrobot-v1"\nmax_iterations = 9\ntarget_return = "none"\n[ppo]\nlr = 0.02\n'
+            'num_epochs = 3\nstandardize_advantages = false\ngrad_clip = "none"\n'
+            "[env_runner_group]\nnum_env_runners = 1\n"
+        )
+        cfg = command_from_args(TrainPPO, ["--config", str(path), "--ppo.num-epochs", "5"], prog="t").to_config()
+        assert (cfg.env_runner.env, cfg.max_iterations, cfg.target_return) == ("Acrobot-v1", 9, None)
+        assert (cfg.ppo.lr, cfg.ppo.num_epochs, cfg.ppo.standardize_advantages, cfg.ppo.grad_clip) == (
+            0.02,
+            5,
+            False,
+            None,
+        )
+        assert cfg.env_runner_group.num_env_runners == 1
+
+    def test_the_resolved_options_read_back_as_a_config_file_give_the_same_command(self, tmp_path: Path) -> None:
+        args = ["--env", "Acrobot-v1", "--seed", "4", "--ppo.grad-clip", "None", "--env-runner.batch-mode"]
+        args += ["complete_episodes", "--hidden-sizes", "32", "8", "--no-env-check"]
+        args += ["--env-runner-group.custom-resources-per-env-runner", "env_node", "0.5"]
+        command = command_from_args(TrainPPO, args, prog="t")
+        path = tmp_path / "config.toml"
+        path.write_text(_toml(config_of(command)))
+        again = command_from_args(TrainPPO, ["--config", str(path)], prog="t")
+        assert again.to_config() == command.to_config()
+        assert dataclasses.replace(again, config=None) == command
+
+    def test_help_lists_every_option_with_its_doc_and_choices(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["train", "--help"])
+        assert exit_info.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        for flag in ("--env-runner-group.num-env-runners", "--ppo.lr", "--max-iterations", "--no-env-check"):
+            assert flag in text
+        assert "Adam learning rate." in text  # the field's docstring
+        assert "{truncate_episodes,complete_episodes}" in text  # an enum's choices
+        assert "``" not in text  # docstrings read as plain text
 
 
-def run_cli(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
+def _toml(table: dict[str, Any], prefix: str = "") -> str:
+    """A TOML text of a nested dict of plain values (None as "none"), for the round-trip test."""
+
+    def value(v: Any) -> str:
+        if v is None:
+            return '"none"'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return f'"{v}"'
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(v)
+
+    lines = [f"{k} = {value(v)}" for k, v in table.items() if not isinstance(v, dict)]
+    for k, v in table.items():
+        if isinstance(v, dict):
+            lines.append(f"[{prefix}{k}]")
+            lines.append(_toml(v, f"{prefix}{k}."))  # a dict option's table: its KEY = VALUE lines
+    return "\n".join(lines) + "\n"
+
+
+def run_cli(*args: str, runs_dir: Path, timeout_s: float = 240) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    return subprocess.run(
-        [sys.executable, "-m", "ray_sampler", *args], capture_output=True, text=True, timeout=timeout_s, env=env
-    )
+    argv = [sys.executable, "-m", "ray_sampler", *args, "--runs-dir", str(runs_dir)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
 
 
 class TestExitCodes:
     """0: target reached or budget used without a target; 1: target missed; 2: usage; 130: Ctrl-C."""
 
-    def test_a_run_without_a_target_that_uses_its_budget_exits_0(self) -> None:
-        out = run_cli("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1")
+    def test_a_run_without_a_target_that_uses_its_budget_exits_0(self, tmp_path: Path) -> None:
+        args = ("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1")
+        out = run_cli(*args, runs_dir=tmp_path)
         assert out.returncode == 0, out.stderr[-2000:]
         lines = out.stdout.splitlines()
         assert lines[1].startswith("no target return: the run uses its budget; ")
-        assert lines[-1].startswith("budget used (no target): mean return ")
+        assert any(line.startswith("Budget used: mean return ") for line in lines)
 
-    def test_a_run_that_reaches_its_target_exits_0(self) -> None:
-        out = run_cli("train", "--max-iterations", "3", "--target-return", "5", "--stop-window", "5")
+    def test_a_run_that_reaches_its_target_exits_0(self, tmp_path: Path) -> None:
+        out = run_cli("train", "--max-iterations", "3", "--target-return", "5", "--stop-window", "5", runs_dir=tmp_path)
         assert out.returncode == 0, out.stderr[-2000:]
-        assert out.stdout.splitlines()[-1].startswith("reached mean return 5: ")
+        assert any(line.startswith("Target reached: mean return ") for line in out.stdout.splitlines())
 
-    def test_a_usage_error_exits_2_with_one_line(self) -> None:
-        out = run_cli("train", "--stop-window", "0")
+    def test_a_run_that_misses_its_target_exits_1_and_says_so(self, tmp_path: Path) -> None:
+        out = run_cli("train", "--max-iterations", "1", "--target-return", "400", runs_dir=tmp_path)
+        assert out.returncode == 1, out.stderr[-2000:]
+        assert any(line.startswith("Target missed: mean return ") for line in out.stdout.splitlines())
+
+    def test_a_usage_error_exits_2_with_one_line(self, tmp_path: Path) -> None:
+        out = run_cli("train", "--stop-window", "0", runs_dir=tmp_path)
         assert out.returncode == 2
         assert out.stderr.strip().splitlines() == [
-            "ray-sampler train: error: 'stop_window' must be an int >= 1 (got 0)"
+            "ray-sampler train: error: --stop-window must be an int >= 1 (got 0)"
         ]
+        assert list(tmp_path.iterdir()) == []  # no run directory for a run that never started
 
-    def test_ctrl_c_stops_the_actors_and_exits_130_without_a_traceback(self) -> None:
+    def test_ctrl_c_stops_the_actors_and_exits_130_without_a_traceback(self, tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        args = ["train", "--max-iterations", "500", "--target-return", "none", "--runs-dir", str(tmp_path)]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ray_sampler", "train", "--max-iterations", "500", "--target-return", "none"],
+            [sys.executable, "-m", "ray_sampler", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -229,10 +270,13 @@ class TestExitCodes:
         )
         assert proc.stdout is not None
         for line in proc.stdout:  # training has begun: runners and a learner are up
-            if line.startswith("iter 2:"):
+            if line.startswith("iter 2/500:"):
                 break
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
         assert "Traceback" not in err + rest
         assert err.strip().splitlines()[-1] == "ray-sampler train: interrupted; actors stopped"
+        assert "Interrupted: mean return " in rest  # the summary of what was done
+        (run_dir,) = tmp_path.iterdir()
+        assert len(read_metrics(run_dir)) >= 2 and (run_dir / "curve.png").exists()

@@ -1,0 +1,75 @@
+"""The learning-curve picture: mean return against env steps, with the window's min/max as a band.
+
+One function draws it, for a run's ``curve.png`` (run_dir.py) and for ``ray-sampler plot`` (plot.py).
+It uses matplotlib's object API on the Agg canvas, so it never touches pyplot's global backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ray_sampler.errors import ConfigError
+
+__all__ = ["PLOT_EXTRA_HINT", "draw_curves"]
+
+PLOT_EXTRA_HINT = "pip install 'ray-sampler[plot]'"
+"""How to get matplotlib, the optional dependency of every picture."""
+
+_FIGSIZE_IN = (9.0, 5.0)
+_DPI = 120
+
+
+def draw_curves(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]],
+    out: Path,
+    *,
+    title: str,
+    target_return: float | None = None,
+) -> Path:
+    """Draws each run's rows (``metrics.csv`` rows, as ``read_metrics`` gives them) as one curve
+    labelled with its key, and saves the PNG at ``out``; returns ``out``.
+
+    Rows before the first finished episode (mean return NaN) are left out. Raises ``ConfigError``
+    without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import EngFormatter
+    except ImportError as e:
+        raise ConfigError(f"drawing a learning curve needs matplotlib: {PLOT_EXTRA_HINT}") from e
+
+    fig = Figure(figsize=_FIGSIZE_IN, dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    max_window = 0
+    for label, rows in runs.items():
+        kept = [r for r in rows if not math.isnan(float(r["return_mean"]))]
+        steps = [int(r["env_steps"]) for r in kept]
+        marker = "o" if len(kept) <= 20 else None  # a short run's points stay visible (one alone has no line)
+        means = [float(r["return_mean"]) for r in kept]
+        (line,) = ax.plot(steps, means, linewidth=1.8, marker=marker, markersize=4, label=label)
+        ax.fill_between(
+            steps,
+            [float(r["return_min"]) for r in kept],
+            [float(r["return_max"]) for r in kept],
+            color=line.get_color(),
+            alpha=0.18,
+            linewidth=0,
+        )
+        max_window = max([max_window, *(int(r["window"]) for r in kept)])
+    if target_return is not None:
+        ax.axhline(target_return, color="0.3", linestyle="--", linewidth=1.2, label=f"target {target_return:g}")
+    ax.set_title(title)
+    ax.set_xlabel("env steps")
+    window = f"last {max_window} episodes" if max_window else "no episode finished"
+    ax.set_ylabel(f"episode return (mean of the {window})")
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.grid(True, alpha=0.3)
+    ax.margins(x=0.01)
+    ax.legend(title="band: min to max of the window", loc="best", fontsize="small", title_fontsize="small")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out

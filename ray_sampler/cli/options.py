@@ -1,0 +1,302 @@
+"""Command lines from the typed configs, with tyro.
+
+Every field of a command's dataclass (and of the configs nested in it) is an option: its attribute
+docstring is the help, enum and ``Literal`` fields list their choices, and nested configs are
+groups (``--ppo.lr``, ``--env-runner-group.num-env-runners``). Fields a command line cannot give
+(an env creator, a module class, connector objects, free-form dicts) are left out of the command
+line; the library API sets them.
+
+``--config FILE`` (TOML) gives options from a file, in the same nested form as the run directory's
+``config.toml``; flags after it override it. Parsing errors come as one line naming the flag, what
+is allowed and what came (``UsageError``), never tyro's boxed messages or a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import enum
+import io
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import gymnasium as gym
+import tyro
+from tyro.constructors import ConstructorRegistry, StructConstructorSpec, StructTypeInfo
+
+from ray_sampler.errors import ConfigError
+
+__all__ = ["UsageError", "check_env_id", "config_file_flags", "flag_of", "parse", "read_toml", "to_toml_dict"]
+
+T = TypeVar("T")
+
+
+class UsageError(ConfigError):
+    """A command line or config file the command cannot run: the message is one line naming the flag."""
+
+
+ALIASES = {
+    ("EnvRunnerGroupConfig", "num_env_runners"): "--num-env-runners",
+    ("EnvRunnerGroupConfig", "num_cpus_per_env_runner"): "--num-cpus-per-env-runner",
+    ("EnvRunnerConfig", "num_envs_per_env_runner"): "--num-envs-per-env-runner",
+    ("EnvRunnerConfig", "rollout_fragment_length"): "--rollout-fragment-length",
+    ("PPOConfig", "lr"): "--lr",
+    ("DQNConfig", "lr"): "--lr",
+}
+"""Short names of the options set most often, beside their full ones (``--num-env-runners`` for
+``--env-runner-group.num-env-runners``)."""
+
+_REGISTRY = ConstructorRegistry()
+_GUARD: set[type] = set()  # the rule asks tyro's own dataclass rule for a type once, without itself
+
+
+def _cli_type(annotation: Any) -> Any:
+    """The type a field takes on the command line; None: it takes none (left out)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any or annotation is type or origin is Callable:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        if any(a is type or typing.get_origin(a) is Callable for a in args):
+            return None  # e.g. env: str | Callable (a creator): the command's own --env gives the id
+        enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
+        if enums and str in args:  # Enum | str: the values are the choices
+            rest = tuple(a for a in args if a is not str and a not in enums)
+            choices = Literal[tuple(m.value for e in enums for m in e)]  # type: ignore[valid-type]
+            return typing.Union[choices, *rest] if rest else choices
+        if str in args and float in args:  # target_return: a number, "auto" or None
+            return typing.Union[float, Literal["auto"], *(a for a in args if a not in (str, float))]
+        return annotation
+    if (origin is dict and args[1:] == (Any,)) or (origin is tuple and Any in args):
+        return None  # free-form values, or objects (connector pieces)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return Literal[tuple(m.value for m in annotation)]
+    return annotation
+
+
+def _help(text: str | None) -> str | None:
+    """A docstring as one paragraph of plain text (no reST backquotes, no hard line breaks)."""
+    if text is None:
+        return None
+    return re.sub(r"\s+", " ", text.replace("``", "")).strip()
+
+
+@_REGISTRY.struct_rule
+def _project_dataclasses(info: StructTypeInfo) -> StructConstructorSpec | None:
+    cls = info.type
+    if not dataclasses.is_dataclass(cls) or not isinstance(cls, type) or cls in _GUARD:
+        return None
+    if cls.__module__.split(".")[0] not in ("ray_sampler", "learner", "replay", "connectors"):
+        return None
+    _GUARD.add(cls)
+    try:
+        spec = ConstructorRegistry.get_struct_spec(info)
+    finally:
+        _GUARD.discard(cls)
+    if not isinstance(spec, StructConstructorSpec):
+        return None
+    fields = []
+    for field in spec.fields:
+        cli_type = _cli_type(field.type)
+        helptext = field.helptext() if callable(field.helptext) else field.helptext
+        alias = ALIASES.get((cls.__name__, field.name))
+        if cli_type is None:
+            cli_type = Annotated[field.type, tyro.conf.Suppress]
+        elif alias:
+            cli_type = Annotated[cli_type, tyro.conf.arg(aliases=(alias,))]
+        fields.append(dataclasses.replace(field, type=cli_type, helptext=_help(helptext)))
+    return StructConstructorSpec(instantiate=_instantiate(cls, spec.instantiate), fields=tuple(fields))
+
+
+def _instantiate(cls: type, instantiate: Callable[..., Any]) -> Callable[..., Any]:
+    """``instantiate``, with enum fields given back their enum values (the command line gives the
+    values as strings) and ConfigError naming the flag's full path."""
+    hints = typing.get_type_hints(cls)
+
+    def build(**kwargs: Any) -> Any:
+        for name, value in kwargs.items():
+            hint = hints.get(name)
+            if isinstance(hint, type) and issubclass(hint, enum.Enum) and isinstance(value, str):
+                kwargs[name] = hint(value)
+        return instantiate(**kwargs)
+
+    return build
+
+
+def flag_of(path: str) -> str:
+    """The option of a dotted field path: ``env_runner_group.num_env_runners`` ->
+    ``--env-runner-group.num-env-runners``."""
+    return "--" + ".".join(part.replace("_", "-") if not part.endswith("_") else part for part in path.split("."))
+
+
+def _flag_message(message: str, group: str = "") -> str:
+    """A ConfigError message with its leading ``'field'`` written as the flag."""
+    match = re.match(r"'([\w.]+)'(.*)", message, flags=re.S)
+    if not match:
+        return message
+    path = f"{group}.{match[1]}" if group else match[1]
+    return f"{flag_of(path)}{match[2]}"
+
+
+def _one_line(box: str, hidden: tuple[str, ...] = ()) -> str:
+    """The message inside tyro's boxed error, on one line, with the flag named as the user writes it
+    (``hidden``: group names that are no part of a flag, such as a nameless nested config's)."""
+    lines: list[str] = []
+    for line in box.strip().splitlines()[1:]:  # the first is the title (in the box's top border or not)
+        inner = line.strip().strip("│╭╮╰╯").strip()
+        if inner and set(inner) <= set("─-"):  # a rule: the message ends at the first one after it
+            if lines:
+                break
+            continue
+        if line.lstrip().startswith("╰"):
+            break
+        if inner:
+            lines.append(inner)
+    text = " ".join(lines) or box.strip() or "invalid arguments"
+    nested = re.match(r"Error parsing ([\w.-]+): (.*)", text, flags=re.S)
+    if nested and not nested[1].startswith("--"):  # a nested config's check, e.g. ppo: 'lr' must be ...
+        group = ".".join(part for part in nested[1].replace("-", "_").split(".") if part not in hidden)
+        return _flag_message(nested[2], group)
+    text = re.sub(r"^Error parsing (--[\w.-]+/)?(--[\w.-]+): ", r"\2: ", text)
+    text = re.sub(r"^Missing value for argument '(--[\w.-]+)'.*", r"\1: a value is needed (got none)", text)
+    choice = re.match(r"invalid choice '(.*)' for argument '(--[\w.-]+)'\. Expected one of \((.*)\)\.?$", text)
+    if choice:
+        return f"{choice[2]}: one of {choice[3]} allowed (got '{choice[1]}')"
+    union = re.match(r"(--[\w.-]+): no type matching (\S+) could be instantiated from \[(.*?)\]", text)
+    if union:
+        return f"{union[1]}: {union[2].replace('|', ' or ')} allowed (got {union[3]})"
+    return text.replace("Unrecognized options: ", "unrecognized option(s): ")
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[io.StringIO]:
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer):
+        yield buffer
+
+
+def parse(cls: type[T], args: list[str], *, default: T | None = None, prog: str, description: str) -> T:
+    """An instance of the command dataclass ``cls`` from ``args`` (``--help`` prints the help and
+    exits 0). Raises UsageError with one line for any bad option or value."""
+    description = _help(description) or ""
+    # None is written None on tyro's command line; none and null read the same here.
+    args = [a if a.lower() not in ("none", "null") else "None" for a in args]
+    if any(a in ("-h", "--help") for a in args):
+        tyro.cli(cls, args=args, default=default, prog=prog, description=description, registry=_REGISTRY)
+    with _captured_stderr() as err:
+        try:
+            command = tyro.cli(
+                cls,
+                args=args,
+                default=default,
+                prog=prog,
+                description=description,
+                registry=_REGISTRY,
+                config=(tyro.conf.SuppressFixed,),
+            )
+            assert command is not None, "tyro builds the dataclass or exits"
+            return command
+        except SystemExit as e:
+            if e.code in (0, None):
+                raise
+            raise UsageError(_one_line(err.getvalue(), hidden=("training", cls.__name__))) from None
+        except ConfigError as e:  # the command's own fields (a nested config's come boxed, above)
+            raise UsageError(_flag_message(str(e))) from None
+
+
+def to_toml_dict(obj: Any, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The command-line fields of a config dataclass as a nested dict of plain values (enums as
+    their values, tuples as lists; None kept), in the form ``config_file_flags`` reads."""
+    hints = typing.get_type_hints(type(obj))
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(obj):
+        if field.name in skip or _cli_type(hints[field.name]) is None:
+            continue
+        value = getattr(obj, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out[field.name] = to_toml_dict(value)
+        elif isinstance(value, enum.Enum):
+            out[field.name] = value.value
+        elif isinstance(value, Path):
+            out[field.name] = str(value)
+        elif isinstance(value, tuple):
+            out[field.name] = list(value)
+        else:
+            out[field.name] = value
+    return out
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML config file's tables (``--config``; a run directory's config.toml lists its None
+    values under ``none``): UsageError naming the file if it cannot be read."""
+    from ray_sampler.cli.run_dir import load_config
+
+    if path.suffix.lower() != ".toml":
+        raise UsageError(f"--config: a .toml file is allowed (got {str(path)!r})")
+    try:
+        return load_config(path)
+    except (OSError, ConfigError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise UsageError(f"--config: cannot read {str(path)!r} ({reason})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"--config: {str(path)!r} is not valid TOML ({e})") from None
+
+
+def _fields(cls: type, flatten: tuple[str, ...]) -> dict[str, Any]:
+    """Field name -> type of a command dataclass, the fields of those named in ``flatten`` in its place."""
+    out: dict[str, Any] = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        if name not in {f.name for f in dataclasses.fields(cls)}:
+            continue
+        if name in flatten:
+            out.update(_fields(hint, ()))
+        else:
+            out[name] = hint
+    return out
+
+
+def config_file_flags(data: dict[str, Any], cls: type, *, flatten: tuple[str, ...] = ("training",)) -> list[str]:
+    """The flags that a config file's tables give to command ``cls``, in the nested form of
+    ``to_toml_dict`` (a table per nested config; the fields of the configs named in ``flatten`` at
+    the top). None, or the string ``"none"`` (TOML has no null), stands for None. UsageError for a
+    key that is no option."""
+    flags: list[str] = []
+
+    def add(table: dict[str, Any], fields: dict[str, Any], prefix: str) -> None:
+        for key, value in table.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if key not in fields or _cli_type(fields[key]) is None:
+                raise UsageError(f"--config: {path!r} is no option of this command (see --help)")
+            hint, flag = fields[key], flag_of(path)
+            if dataclasses.is_dataclass(hint):
+                if not isinstance(value, dict):
+                    raise UsageError(f"--config: {path!r} must be a table of options (got {value!r})")
+                add(value, _fields(typing.cast(type, hint), ()), path)
+            elif isinstance(value, bool):
+                head, _, name = flag[2:].rpartition(".")
+                flags.append(flag if value else f"--{head + '.' if head else ''}no-{name}")
+            elif isinstance(value, dict):  # a dict option: KEY VALUE pairs
+                flags.extend([flag, *(str(x) for kv in value.items() for x in kv)])
+            elif isinstance(value, list):
+                flags.extend([flag, *(str(v) for v in value)])
+            elif value is None or (isinstance(value, str) and value.lower() == "none"):
+                flags.extend([flag, "None"])
+            else:
+                flags.extend([flag, str(value)])
+
+    add(data, _fields(cls, flatten), "")
+    return flags
+
+
+def check_env_id(env: str) -> str:
+    """``env`` if gymnasium has it registered; else UsageError naming the closest ids."""
+    if env in gym.registry:
+        return env
+    close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "see gymnasium.pprint_registry()"
+    raise UsageError(f"--env: a registered gymnasium id is allowed (got {env!r}; {hint})")

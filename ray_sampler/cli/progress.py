@@ -1,0 +1,332 @@
+"""The progress display of a training run: a live line on a terminal, one plain line per iteration elsewhere.
+
+A training loop's ``on_iteration`` callback feeds it ``IterationRecord``\\s; ``log`` prints a line above
+the live display (runner restarts, warnings); ``close`` ends it with a summary block.
+
+>>> import io
+>>> out = io.StringIO()
+>>> with TrainingProgress(out, plain=True) as progress:
+...     progress.log("runner 2 died; restarted")
+>>> out.getvalue()
+'runner 2 died; restarted\\n'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from ray_sampler.errors import ConfigError
+from ray_sampler.validate import check_int
+
+if TYPE_CHECKING:  # learner (and so Ray) loads only in a training command; records come from it
+    from learner.metrics import IterationRecord, TrainResult
+
+__all__ = ["Outcome", "RunSummary", "TrainingProgress", "format_duration", "format_rate", "iteration_line"]
+
+
+class Outcome(str, enum.Enum):
+    """How a run ended."""
+
+    TARGET_REACHED = "target reached"
+    TARGET_MISSED = "target missed"
+    """It had a target and used its budget without reaching it."""
+    BUDGET_USED = "budget used"
+    """It had no target and used its budget."""
+    INTERRUPTED = "interrupted"
+    """It stopped before its loop returned (Ctrl-C)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """What ``TrainingProgress.close`` prints at the end of a run."""
+
+    outcome: Outcome
+    """How the run ended."""
+    return_mean: float
+    """Mean return over the last ``window`` finished episodes (NaN if none finished)."""
+    window: int
+    """Finished episodes that mean is over."""
+    target_return: float | None = None
+    """The run's target (None: none)."""
+    env_steps: int
+    """Env steps trained on in all."""
+    episodes: int
+    """Episodes finished in all."""
+    elapsed_s: float
+    """Wall time of the run."""
+    num_env_runner_restarts: int = 0
+    """Runner actors replaced."""
+    num_env_steps_lost: int = 0
+    """Env steps lost with failed actors."""
+    run_dir: Path | None = None
+    """The run directory (None: the run kept none)."""
+    notes: tuple[str, ...] = ()
+    """Lines printed last (e.g. where the learning curve is)."""
+
+    @classmethod
+    def of(
+        cls,
+        result: TrainResult | None,
+        last: IterationRecord | None,
+        *,
+        run_dir: Path | None = None,
+        notes: tuple[str, ...] = (),
+    ) -> RunSummary:
+        """The summary of a run from what its loop returned (None: it was interrupted) and its last
+        iteration's record (totals since the run began; None: no iteration finished)."""
+        if result is None:
+            outcome = Outcome.INTERRUPTED
+        elif result.reached:
+            outcome = Outcome.TARGET_REACHED
+        else:
+            outcome = Outcome.BUDGET_USED if result.target_return is None else Outcome.TARGET_MISSED
+        if last is not None:
+            env_steps, elapsed_s = last.env_steps, last.elapsed_s
+        else:
+            env_steps, elapsed_s = (result.env_steps, result.seconds) if result is not None else (0, 0.0)
+        return cls(
+            outcome=outcome,
+            return_mean=result.mean_return if result is not None else last.return_mean if last else math.nan,
+            window=last.window if last is not None else 0,
+            target_return=result.target_return if result is not None else None,
+            env_steps=env_steps,
+            episodes=last.episodes if last is not None else 0,
+            elapsed_s=elapsed_s,
+            num_env_runner_restarts=last.num_env_runner_restarts if last is not None else 0,
+            num_env_steps_lost=last.num_env_steps_lost if last is not None else 0,
+            run_dir=run_dir,
+            notes=notes,
+        )
+
+    def headline(self) -> str:
+        """The first line: the outcome, with the mean return it ended on.
+
+        >>> RunSummary(outcome=Outcome.TARGET_REACHED, return_mean=487.25, window=100, target_return=475.0,
+        ...            env_steps=1, episodes=1, elapsed_s=1.0).headline()
+        'Target reached: mean return 487.2 over the last 100 episodes (target 475)'
+        """
+        mean = f"mean return {_num(self.return_mean)} over the last {self.window} episodes" if self.window else ""
+        target = f"target {self.target_return:g}" if self.target_return is not None else ""
+        text = self.outcome.value.capitalize() + (f": {mean}" if mean else ": no episode finished")
+        return text + (f" ({target})" if target else "")
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The block's (label, value) rows after the headline."""
+        rate = self.env_steps / self.elapsed_s if self.elapsed_s > 0 else math.nan
+        rows = [
+            ("env steps", f"{self.env_steps:,}"),
+            ("episodes", f"{self.episodes:,}"),
+            ("wall time", format_duration(self.elapsed_s)),
+            ("throughput", f"{format_rate(rate)} env steps/s"),
+        ]
+        if self.num_env_runner_restarts or self.num_env_steps_lost:
+            restarts = _count(self.num_env_runner_restarts, "env runner restart")
+            rows.append(("failures", f"{restarts}, {_count(self.num_env_steps_lost, 'env step')} lost"))
+        if self.run_dir is not None:
+            rows.append(("run dir", str(self.run_dir)))
+        return rows
+
+
+class TrainingProgress:
+    """Shows a run's progress on ``stream`` (default: stdout).
+
+    ``plain``: None decides from the stream (a live display if ``stream.isatty()``, else one line per
+    iteration, flushed); True forces plain lines; False forces the live display. The budget, if
+    known, is ``total_env_steps`` or ``total_iterations`` (not both)."""
+
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        *,
+        total_env_steps: int | None = None,
+        total_iterations: int | None = None,
+        plain: bool | None = None,
+    ) -> None:
+        if total_env_steps is not None and total_iterations is not None:
+            raise ConfigError(
+                f"give the budget as 'total_env_steps' or 'total_iterations', not both "
+                f"(got {total_env_steps!r} and {total_iterations!r})"
+            )
+        self._total_env_steps = (
+            None if total_env_steps is None else check_int("total_env_steps", total_env_steps, minimum=1)
+        )
+        self._total_iterations = (
+            None if total_iterations is None else check_int("total_iterations", total_iterations, minimum=1)
+        )
+        self._stream = stream if stream is not None else sys.stdout
+        is_tty = self._stream.isatty() if plain is None else not plain
+        self._console = Console(file=self._stream, force_terminal=True) if is_tty else None
+        self._live: Live | None = None
+        self._last: IterationRecord | None = None
+        self._last_at = time.monotonic()
+        self._spinner = Spinner("dots", style="cyan")
+        self._is_closed = False
+
+    @property
+    def is_live(self) -> bool:
+        """Whether it draws a live display (else plain lines)."""
+        return self._console is not None
+
+    def update(self, record: IterationRecord) -> None:
+        """Shows an iteration's record: redraws the live display, or prints its line."""
+        self._check_open("update")
+        self._last, self._last_at = record, time.monotonic()
+        if self._console is None:
+            self._print_plain(
+                iteration_line(record, total_env_steps=self._total_env_steps, total_iterations=self._total_iterations)
+            )
+        else:
+            self._start_live().refresh()
+
+    def log(self, line: str) -> None:
+        """Prints ``line`` (above the live display)."""
+        self._check_open("log")
+        if self._console is None:
+            self._print_plain(line)
+        else:
+            self._start_live()
+            self._console.print(Text(line), soft_wrap=True)
+
+    def close(self, summary: RunSummary | None = None) -> None:
+        """Ends the live display (its last state stays on screen) and prints ``summary``'s block."""
+        self._check_open("close")
+        self._is_closed = True
+        if self._live is not None:
+            self._live.stop()
+        if summary is None:
+            return
+        if self._console is None:
+            lines = [summary.headline(), *(f"  {label:<11} {value}" for label, value in summary.rows()), *summary.notes]
+            self._print_plain("\n".join(lines))
+        else:
+            self._console.print(_summary_panel(summary))
+
+    def __enter__(self) -> TrainingProgress:
+        if self._console is not None:
+            self._start_live()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self._is_closed:
+            self.close()
+
+    def _check_open(self, what: str) -> None:
+        if self._is_closed:
+            raise RuntimeError(f"TrainingProgress is closed: {what}() after close()")
+
+    def _print_plain(self, text: str) -> None:
+        print(text, file=self._stream, flush=True)
+
+    def _start_live(self) -> Live:
+        if self._live is None:
+            self._live = Live(get_renderable=self._render, console=self._console, refresh_per_second=4, transient=False)
+            self._live.start()
+        return self._live
+
+    def _render(self) -> RenderableType:
+        record = self._last
+        if record is None:
+            waiting = Table.grid(padding=(0, 1))
+            waiting.add_row(self._spinner, Text("waiting for the first iteration"))
+            return waiting
+        steps = f"{record.env_steps:,}"
+        total: int | None = None  # None: no budget known, a pulsing bar
+        done = 0
+        if self._total_env_steps is not None:
+            steps += f" / {self._total_env_steps:,}"
+            done, total = record.env_steps, self._total_env_steps
+        elif self._total_iterations is not None:
+            done, total = record.iteration, self._total_iterations
+        bar = ProgressBar(total=total, completed=min(done, total or 0), width=30)
+        percent = f" {min(done / total, 1.0):4.0%}" if total else ""
+        iteration = f"iter {record.iteration}" + (f"/{self._total_iterations}" if self._total_iterations else "")
+        top = Table.grid(padding=(0, 1))
+        top.add_row(self._spinner, bar, Text(f"{percent.strip()} {iteration} · {steps} env steps".strip()))
+        elapsed = record.elapsed_s + (time.monotonic() - self._last_at)
+        figures = Text("  ").join(
+            [
+                Text(f"{format_rate(record.env_steps_per_s)} steps/s"),
+                Text(f"{record.episodes:,} episodes"),
+                Text.assemble("mean return ", (_num(record.return_mean), "bold"), _window(record)),
+                Text(f"best {_num(record.best_return_mean)}"),
+                Text(format_duration(elapsed)),
+            ]
+        )
+        return Group(top, Text("  ") + figures)
+
+
+def iteration_line(
+    record: IterationRecord, *, total_env_steps: int | None = None, total_iterations: int | None = None
+) -> str:
+    """An iteration's plain line (the budget, if given, after the counter it is in)."""
+    iteration = f"iter {record.iteration}" + (f"/{total_iterations}" if total_iterations else "")
+    steps = f"{record.env_steps}" + (f"/{total_env_steps}" if total_env_steps else "")
+    return (
+        f"{iteration}: {steps} env steps, {format_rate(record.env_steps_per_s)} steps/s, "
+        f"{record.episodes} episodes, mean return {_num(record.return_mean)}{_window(record)}, "
+        f"best {_num(record.best_return_mean)}, {format_duration(record.elapsed_s)}"
+    )
+
+
+def format_rate(per_s: float) -> str:
+    """A rate in a few digits: ``850``, ``41.2k``, ``1.25M`` (``-`` if NaN)."""
+    if math.isnan(per_s):
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_s >= scale:
+            return f"{per_s / scale:.3g}{suffix}"
+    return f"{per_s:.0f}"
+
+
+def format_duration(seconds: float) -> str:
+    """``1.2 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def _num(value: float) -> str:
+    """A return: one decimal from 10 up, three significant digits below, ``-`` for NaN."""
+    if math.isnan(value):
+        return "-"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _window(record: IterationRecord) -> str:
+    return f" (last {record.window})" if record.window else ""
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}" if n == 1 else f"{n:,} {what}s"
+
+
+def _summary_panel(summary: RunSummary) -> Panel:
+    style = {Outcome.TARGET_REACHED: "bold green", Outcome.BUDGET_USED: "bold"}.get(summary.outcome, "bold yellow")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    for label, value in summary.rows():
+        grid.add_row(label, value)
+    parts: list[RenderableType] = [Text(summary.headline(), style=style), grid]
+    parts += [Text(note) for note in summary.notes]
+    return Panel(Group(*parts), title="run summary", title_align="left", expand=False)

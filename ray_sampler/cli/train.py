@@ -1,0 +1,237 @@
+"""``ray-sampler train`` (PPO) and ``ray-sampler train-dqn``: the commands, checked before Ray starts.
+
+The options are the training configs' fields (``learner.train.PPOTrainingConfig``,
+``learner.train_dqn.DQNTrainingConfig``) plus the run's own (``RunOptions``). Defaults come in
+layers: the config's defaults, the env's preset (``learner.presets``), a ``--config`` file, then
+the flags. Everything the user gave is checked before Ray starts: option values, the env id (with
+a close match suggested), the env itself (``--no-env-check`` skips it), the extras asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import gymnasium as gym
+import tyro
+
+from learner.metrics import IterationRecord, TrainResult
+from learner.train import PPOTrainingConfig, ReturnTracker, env_spaces, resolve_target, train_ppo, training_demands
+from learner.train_dqn import DQNTrainingConfig, train_dqn
+from ray_sampler.cli.options import UsageError, check_env_id, config_file_flags, parse, read_toml, to_toml_dict
+from ray_sampler.cli.progress import RunSummary, TrainingProgress
+from ray_sampler.cli.ray_cluster import check_address, ray_cluster
+from ray_sampler.cli.run_dir import RunDirectory
+from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.resources import never_fits
+from ray_sampler.sampling.env_runner import build_module
+
+__all__ = ["RunOptions", "TrainDQN", "TrainPPO", "command_from_args", "config_of", "run_training"]
+
+DEFAULT_ENV = "CartPole-v1"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """Options of a training run that are not the algorithm's config."""
+
+    env: str = DEFAULT_ENV
+    """Gymnasium id to train on (a registered id; see gymnasium.pprint_registry())."""
+    config: Path | None = None
+    """A TOML file of options, in the form of a run directory's config.toml; flags override it."""
+    address: str = ""
+    """Ray cluster to attach to: auto, host:port or ray://host:10001 (default: RAY_ADDRESS if set, else
+    a Ray started in this process and stopped at the end)."""
+    seed: int | None = None
+    """Seed of everything (envs, network, shuffling, exploration, replay); default: the config's seeds."""
+    hidden_sizes: tuple[int, ...] | None = None
+    """Units of each hidden layer of the network (default: the config's, 64 64)."""
+    env_check: bool = True
+    """Check the env on the driver before Ray starts: gymnasium's env checker, then random steps that
+    refuse NaN or inf values, observations outside the space and non-numeric rewards."""
+    runs_dir: Path = Path("runs")
+    """Where the run directory <algo>-<env>-<time>/ is made (config.toml, metrics.csv, curve.png)."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files into the run directory (needs ray-sampler[tensorboard])."""
+    plain: bool = False
+    """One plain line per iteration instead of the live progress display (the default when the
+    output is not a terminal)."""
+    verbose: Annotated[bool, tyro.conf.arg(aliases=("-v",))] = False
+    """Show Ray's own log lines (startup, token authentication, its workers' output)."""
+
+    def __post_init__(self) -> None:
+        check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
+        if self.hidden_sizes is not None and (not self.hidden_sizes or min(self.hidden_sizes) < 1):
+            raise UsageError(f"--hidden-sizes: one or more positive ints allowed (got {list(self.hidden_sizes)})")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainPPO(RunOptions):
+    """Train PPO with remote env runners: sample, update, send the weights back, until the target
+    return (the mean of the last stop_window finished episodes) or the budget."""
+
+    training: Annotated[PPOTrainingConfig, tyro.conf.arg(name="")] = dataclasses.field(
+        default_factory=PPOTrainingConfig
+    )
+    """The PPO training config (learner.train.PPOTrainingConfig)."""
+
+    algo = "ppo"
+
+    def to_config(self) -> PPOTrainingConfig:
+        """The training config with the run options (env, seed, hidden sizes) applied."""
+        cfg = self.training
+        ppo = cfg.ppo if self.seed is None else dataclasses.replace(cfg.ppo, seed=self.seed)
+        return dataclasses.replace(cfg, env_runner=_with_runner_options(self, cfg.env_runner), ppo=ppo)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainDQN(RunOptions):
+    """Train DQN: env runners send their chunks straight to a replay actor, learners pull batches
+    from it, until the target return (the mean of the last stop_window finished episodes) or the
+    budget."""
+
+    training: Annotated[DQNTrainingConfig, tyro.conf.arg(name="")] = dataclasses.field(
+        default_factory=DQNTrainingConfig
+    )
+    """The DQN training config (learner.train_dqn.DQNTrainingConfig)."""
+
+    algo = "dqn"
+
+    def to_config(self) -> DQNTrainingConfig:
+        """The training config with the run options (env, seed, hidden sizes) applied."""
+        cfg = self.training
+        replay = cfg.replay if self.seed is None else dataclasses.replace(cfg.replay, seed=self.seed)
+        return dataclasses.replace(cfg, env_runner=_with_runner_options(self, cfg.env_runner), replay=replay)
+
+
+def _with_runner_options(options: RunOptions, runner: Any) -> Any:
+    module_config = dict(runner.module_config)
+    if options.seed is not None:
+        module_config["seed"] = options.seed
+    if options.hidden_sizes is not None:
+        module_config["hidden_sizes"] = tuple(options.hidden_sizes)
+    seed = {} if options.seed is None else {"seed": options.seed}
+    return dataclasses.replace(runner, env=options.env, module_config=module_config, **seed)
+
+
+Command = TypeVar("Command", TrainPPO, TrainDQN)
+
+
+def _last_value(args: list[str], flag: str) -> str | None:
+    """The value the last ``flag VALUE`` or ``flag=VALUE`` in ``args`` gives (None: none)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _base_config(cls: type[TrainPPO] | type[TrainDQN], env: str) -> Any:
+    """The training config's defaults for ``env``, with the env's preset applied."""
+    base = PPOTrainingConfig() if cls is TrainPPO else DQNTrainingConfig()
+    return dataclasses.replace(base, env_runner=dataclasses.replace(base.env_runner, env=env))
+
+
+def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Command:
+    """The command ``cls`` from the command line ``args``: the config's defaults for the env, then
+    the ``--config`` file's options, then the flags. UsageError (one line) for anything wrong."""
+    config_path = _last_value(args, "--config")
+    file_flags = config_file_flags(read_toml(Path(config_path)), cls) if config_path else []
+    env = _last_value(file_flags + args, "--env") or DEFAULT_ENV
+    if any(a in ("-h", "--help") for a in args):
+        env = env if env in gym.registry else DEFAULT_ENV
+    else:
+        check_env_id(env)
+    default = cls(env=env, training=_base_config(cls, env))
+    return parse(cls, file_flags + args, default=default, prog=prog, description=cls.__doc__ or "")
+
+
+def local_cpus() -> int:
+    """CPUs of the Ray cluster a command starts in this process."""
+    return max(os.cpu_count() or 1, 2)
+
+
+def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
+    """UsageError before Ray starts if the run starts its own Ray and its actors can never fit it
+    (an attached cluster is checked once attached: ``check_training_resources``)."""
+    if (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local":
+        return
+    cpus = {"CPU": float(local_cpus())}
+    demands = training_demands(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
+    reason = never_fits(demands, cpus, [cpus])
+    if reason is not None:
+        raise UsageError(
+            f"cannot place the actors on the local Ray cluster: {reason} (lower the options named, "
+            "or attach to a larger cluster with --address)"
+        )
+
+
+def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
+    """UsageError before Ray starts if the algorithm's module cannot be built for the env's spaces
+    (DQN on continuous actions, say)."""
+    try:
+        build_module(cfg.env_runner, *env_spaces(command.env))
+    except (ConfigError, SpaceError) as e:
+        raise UsageError(f"--env {command.env!r} cannot be trained with {command.algo.upper()}: {e}") from None
+
+
+def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
+    """Runs a parsed training command on its Ray cluster, with a progress display and a run
+    directory (config.toml, metrics.csv, curve.png); returns what it reached."""
+    cfg = command.to_config()
+    check_module_builds(command, cfg)
+    check_fits_locally(command, cfg)
+    stop_rule = ReturnTracker(resolve_target(command.env, cfg.target_return), cfg.stop_window).describe()
+    run_dir = RunDirectory.create(
+        command.runs_dir, command.algo, command.env, config_of(command), tensorboard=command.tensorboard
+    )
+    with run_dir, ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose) as where:
+        print(
+            f"ray-sampler train: {command.algo.upper()} on {command.env}, "
+            f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
+            f"sub-envs ({where})",
+            flush=True,
+        )
+        print(f"{stop_rule}\nrun directory: {run_dir.path}", flush=True)
+        budget = (
+            {"total_iterations": cfg.max_iterations}
+            if isinstance(cfg, PPOTrainingConfig)
+            else {"total_env_steps": cfg.max_env_steps}
+        )
+        progress = TrainingProgress(sys.stdout, plain=True if command.plain else None, **budget)
+        records: list[IterationRecord] = []
+
+        def on_iteration(record: IterationRecord) -> None:
+            records.append(record)
+            run_dir.append(record)
+            progress.update(record)
+
+        target = resolve_target(command.env, cfg.target_return)
+        with progress:
+            try:
+                if isinstance(cfg, PPOTrainingConfig):
+                    result: TrainResult = train_ppo(cfg, log=progress.log, on_iteration=on_iteration)
+                else:
+                    result = train_dqn(cfg, log=progress.log, on_iteration=on_iteration)
+            except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
+                curve = run_dir.close(target_return=target)
+                progress.close(
+                    RunSummary.of(None, records[-1] if records else None, run_dir=run_dir.path, notes=(curve,))
+                )
+                raise
+            curve = run_dir.close(target_return=target)
+            progress.close(
+                RunSummary.of(result, records[-1] if records else None, run_dir=run_dir.path, notes=(curve,))
+            )
+    return result
+
+
+def config_of(command: TrainPPO | TrainDQN) -> dict[str, Any]:
+    """The command's full resolved options as nested tables (a run directory's config.toml)."""
+    training = to_toml_dict(command.training)
+    return {**to_toml_dict(command, skip=("training", "config")), **training}

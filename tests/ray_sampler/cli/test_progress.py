@@ -1,0 +1,281 @@
+"""The training progress display: plain lines off a terminal, the live display on one, the summary block."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from learner.metrics import PPOTrainResult, TrainResult
+from ray_sampler.cli.progress import (
+    Outcome,
+    RunSummary,
+    TrainingProgress,
+    format_duration,
+    format_rate,
+    iteration_line,
+)
+from ray_sampler.errors import ConfigError
+from tests.ray_sampler.cli.fake_run import make_record
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _text(stream: io.StringIO) -> str:
+    """What a terminal shows, less the escape codes (cursor moves, colours)."""
+    return _ANSI.sub("", stream.getvalue())
+
+
+def _summary(**overrides: Any) -> RunSummary:
+    fields: dict[str, Any] = {
+        "outcome": Outcome.TARGET_REACHED,
+        "return_mean": 487.25,
+        "window": 100,
+        "target_return": 475.0,
+        "env_steps": 204_800,
+        "episodes": 1523,
+        "elapsed_s": 72.0,
+    }
+    fields.update(overrides)
+    return RunSummary(**fields)
+
+
+class TestPlainMode:
+    def test_prints_one_line_per_iteration_with_its_figures(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=True) as progress:
+            progress.update(make_record())
+            progress.update(
+                make_record(iteration=4, env_steps=8192, episodes=80, return_mean=42.0, window=80, elapsed_s=61.0)
+            )
+        assert out.getvalue().splitlines() == [
+            "iter 3: 6144 env steps, 41.2k steps/s, 57 episodes, mean return 31.5 (last 57), best -, 1.2 s",
+            "iter 4: 8192 env steps, 41.2k steps/s, 80 episodes, mean return 42.0 (last 80), best -, 1 min 01 s",
+        ]
+
+    def test_a_stream_that_is_not_a_terminal_gets_plain_lines(self) -> None:
+        out = io.StringIO()
+        progress = TrainingProgress(out)
+        progress.update(make_record())
+        progress.close()
+        assert not progress.is_live
+        assert out.getvalue().startswith("iter 3: 6144 env steps")
+
+    def test_plain_true_overrides_a_terminal(self) -> None:
+        out = _Terminal()
+        progress = TrainingProgress(out, plain=True)
+        progress.update(make_record())
+        progress.close()
+        assert not progress.is_live
+        assert out.getvalue() == (
+            "iter 3: 6144 env steps, 41.2k steps/s, 57 episodes, mean return 31.5 (last 57), best -, 1.2 s\n"
+        )
+
+    def test_env_step_budget_follows_the_env_steps(self) -> None:
+        line = iteration_line(make_record(), total_env_steps=100_000)
+        assert line.startswith("iter 3: 6144/100000 env steps, ")
+
+    def test_iteration_budget_follows_the_iteration(self) -> None:
+        line = iteration_line(make_record(best_return_mean=30.25), total_iterations=50)
+        assert line == (
+            "iter 3/50: 6144 env steps, 41.2k steps/s, 57 episodes, mean return 31.5 (last 57), best 30.2, 1.2 s"
+        )
+
+    def test_no_window_before_the_first_episode(self) -> None:
+        record = make_record(iteration=1, episodes=0, window=0, return_mean=math.nan, return_min=math.nan)
+        assert "0 episodes, mean return -, best -," in iteration_line(record)
+
+    def test_log_lines_print_in_order_between_iterations(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=True) as progress:
+            progress.update(make_record(iteration=1))
+            progress.log("runner 2 died (ActorDiedError); restarted (restart 1 of 1000)")
+            progress.update(make_record(iteration=2))
+        lines = out.getvalue().splitlines()
+        assert [line[:6] for line in lines] == ["iter 1", "runner", "iter 2"]
+        assert lines[1] == "runner 2 died (ActorDiedError); restarted (restart 1 of 1000)"
+
+    def test_close_prints_the_summary_block(self) -> None:
+        out = io.StringIO()
+        progress = TrainingProgress(out, plain=True)
+        summary = _summary(
+            num_env_runner_restarts=2,
+            num_env_steps_lost=512,
+            run_dir=Path("runs/ppo-CartPole-v1-20261123-153314"),
+            notes=("learning curve: runs/ppo-CartPole-v1-20261123-153314/curve.png",),
+        )
+        progress.close(summary)
+        assert out.getvalue().splitlines() == [
+            "Target reached: mean return 487.2 over the last 100 episodes (target 475)",
+            "  env steps   204,800",
+            "  episodes    1,523",
+            "  wall time   1 min 12 s",
+            "  throughput  2.84k env steps/s",
+            "  failures    2 env runner restarts, 512 env steps lost",
+            "  run dir     runs/ppo-CartPole-v1-20261123-153314",
+            "learning curve: runs/ppo-CartPole-v1-20261123-153314/curve.png",
+        ]
+
+
+class TestLiveMode:
+    def test_a_terminal_stream_gets_the_live_display(self) -> None:
+        progress = TrainingProgress(_Terminal())
+        assert progress.is_live
+        progress.close()
+
+    def test_renders_the_figures_of_the_last_update(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False, total_env_steps=100_000) as progress:
+            progress.update(make_record(iteration=2, env_steps=4096))
+            progress.update(make_record(best_return_mean=30.25))
+        text = _text(out)
+        assert "6% iter 3 · 6,144 / 100,000 env steps" in text
+        last = text[text.rindex("6% iter 3") :]
+        for figure in ("41.2k steps/s", "57 episodes", "mean return 31.5 (last 57)", "best 30.2", "1.2 s"):
+            assert figure in last
+
+    def test_iteration_budget_shows_iteration_of_total(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False, total_iterations=30) as progress:
+            progress.update(make_record())
+        assert "10% iter 3/30 · 6,144 env steps" in _text(out)
+
+    def test_log_line_prints_above_the_display(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False) as progress:
+            progress.update(make_record(iteration=1))
+            progress.log("runner 0 died; restarted")
+            progress.update(make_record(iteration=2))
+        text = _text(out)
+        assert "runner 0 died; restarted" in text
+        assert text.rindex("runner 0 died; restarted") < text.rindex("iter 2")
+
+    @pytest.mark.parametrize(
+        ("outcome", "headline"),
+        [
+            (Outcome.TARGET_REACHED, "Target reached: mean return 487.2 over the last 100 episodes (target 475)"),
+            (Outcome.TARGET_MISSED, "Target missed: mean return 487.2 over the last 100 episodes (target 475)"),
+            (Outcome.INTERRUPTED, "Interrupted: mean return 487.2 over the last 100 episodes (target 475)"),
+        ],
+        ids=["reached", "missed", "interrupted"],
+    )
+    def test_summary_block_names_the_outcome(self, outcome: Outcome, headline: str) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False) as progress:
+            progress.update(make_record())
+            progress.close(_summary(outcome=outcome, run_dir=Path("runs/ppo-x")))
+        text = _text(out)
+        summary = text[text.index("run summary") :]
+        assert headline in summary
+        assert re.search(r"run dir\s+runs/ppo-x", summary)
+        assert re.search(r"throughput\s+2\.84k env steps/s", summary)
+        assert "failures" not in summary
+
+
+def _result(*, reached: bool, target: float | None) -> TrainResult:
+    return PPOTrainResult(
+        reached=reached,
+        target_return=target,
+        mean_return=480.0,
+        env_steps=1000,
+        seconds=2.0,
+        iterations=5,
+        sample_s=1.0,
+        update_s=1.0,
+        learner_connector_s=0.1,
+    )
+
+
+class TestRunSummary:
+    @pytest.mark.parametrize(
+        ("result", "outcome"),
+        [
+            (_result(reached=True, target=475.0), Outcome.TARGET_REACHED),
+            (_result(reached=False, target=475.0), Outcome.TARGET_MISSED),
+            (_result(reached=False, target=None), Outcome.BUDGET_USED),
+            (None, Outcome.INTERRUPTED),
+        ],
+        ids=["reached", "missed", "budget", "interrupted"],
+    )
+    def test_of_a_result_names_how_the_run_ended(self, result: TrainResult | None, outcome: Outcome) -> None:
+        assert RunSummary.of(result, make_record()).outcome == outcome
+
+    def test_of_takes_totals_from_the_last_record_and_the_mean_from_the_result(self) -> None:
+        last = make_record(num_env_runner_restarts=1, num_env_steps_lost=64)
+        summary = RunSummary.of(_result(reached=True, target=475.0), last, run_dir=Path("r"), notes=("n",))
+        assert summary == RunSummary(
+            outcome=Outcome.TARGET_REACHED,
+            return_mean=480.0,
+            window=57,
+            target_return=475.0,
+            env_steps=6144,
+            episodes=57,
+            elapsed_s=1.2,
+            num_env_runner_restarts=1,
+            num_env_steps_lost=64,
+            run_dir=Path("r"),
+            notes=("n",),
+        )
+
+    def test_interrupted_before_any_iteration_says_no_episode_finished(self) -> None:
+        summary = RunSummary.of(None, None)
+        assert summary.headline() == "Interrupted: no episode finished"
+        assert summary.rows()[:3] == [("env steps", "0"), ("episodes", "0"), ("wall time", "0.0 s")]
+
+    def test_budget_used_headline_has_no_target(self) -> None:
+        assert _summary(outcome=Outcome.BUDGET_USED, target_return=None).headline() == (
+            "Budget used: mean return 487.2 over the last 100 episodes"
+        )
+
+
+class TestLifecycle:
+    def test_budget_in_both_units_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="'total_env_steps' or 'total_iterations', not both \\(got 10 and 2\\)"):
+            TrainingProgress(io.StringIO(), total_env_steps=10, total_iterations=2)
+
+    def test_budget_below_one_is_refused(self) -> None:
+        with pytest.raises(ConfigError, match="'total_iterations' must be an int >= 1 \\(got 0\\)"):
+            TrainingProgress(io.StringIO(), total_iterations=0)
+
+    def test_update_after_close_raises(self) -> None:
+        progress = TrainingProgress(io.StringIO(), plain=True)
+        progress.close()
+        with pytest.raises(RuntimeError, match="update\\(\\) after close\\(\\)"):
+            progress.update(make_record())
+
+    def test_leaving_the_block_on_an_error_stops_the_display_without_a_summary(self) -> None:
+        out = io.StringIO()
+        with pytest.raises(KeyboardInterrupt), TrainingProgress(out, plain=False) as progress:
+            progress.update(make_record())
+            raise KeyboardInterrupt
+        assert "iter 3" in _text(out)
+        assert "run summary" not in _text(out)
+
+
+@pytest.mark.parametrize(
+    ("per_s", "text"),
+    [(850.4, "850"), (41_234.0, "41.2k"), (1_250_000.0, "1.25M"), (math.nan, "-")],
+    ids=["units", "thousands", "millions", "nan"],
+)
+def test_format_rate(per_s: float, text: str) -> None:
+    assert format_rate(per_s) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(1.24, "1.2 s"), (59.94, "59.9 s"), (245.0, "4 min 05 s"), (7385.0, "2 h 03 min")],
+    ids=["seconds", "under-a-minute", "minutes", "hours"],
+)
+def test_format_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text

@@ -1,0 +1,149 @@
+"""Bad command lines: each exits 2 with one line on stderr that names the flag (or the command),
+before Ray starts, with no traceback and no hang."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import ray_sampler.cli.jobs
+import ray_sampler.cli.train
+from ray_sampler.cli import EXIT_USAGE, main
+
+BAD_TOML = Path(__file__).with_name("bad_config.toml")
+
+# (argv, a piece of the one-line message: the flag named, what is allowed or what came)
+CASES: list[tuple[list[str], str]] = [
+    (["train", "--ppo.lr", "abc"], "--ppo.lr: could not convert string to float: 'abc'"),
+    (["train", "--lr", "-1"], "--ppo.lr must be a finite number > 0 (got -1.0)"),
+    (["train", "--lr", "nan"], "--ppo.lr must be a finite number > 0 (got nan)"),
+    (["train", "--ppo.gamma", "1.5"], "--ppo.gamma must be in [0, 1] (got 1.5)"),
+    (["train", "--ppo.num-epochs", "0"], "--ppo.num-epochs must be an int >= 1 (got 0)"),
+    (["train", "--ppo.minibatch-size", "0"], "--ppo.minibatch-size must be an int >= 1 (got 0)"),
+    (["train", "--ppo.clip-param", "-0.1"], "--ppo.clip-param must be a finite number > 0"),
+    (["train", "--ppo.grad-clip", "x"], "--ppo.grad-clip: {None} or FLOAT allowed (got 'x')"),
+    (["train", "--ppo.standardize-advantages", "yes"], "unrecognized option(s): yes"),
+    (["train", "--max-iterations", "0"], "--max-iterations must be an int >= 1 (got 0)"),
+    (["train", "--max-iterations", "1.5"], "--max-iterations: invalid literal for int()"),
+    (["train", "--stop-window", "0"], "--stop-window must be an int >= 1 (got 0)"),
+    (["train", "--target-return", "xyz"], "--target-return: {None} or FLOAT or {auto} allowed (got 'xyz')"),
+    (["train", "--target-return", "inf"], "--target-return must be a finite number, 'auto' or None (got inf)"),
+    (["train", "--env", "CartPol-v1"], "--env: a registered gymnasium id is allowed (got 'CartPol-v1'; did you mean"),
+    (["train", "--env", "NoSuchEnv-v0"], "--env: a registered gymnasium id is allowed (got 'NoSuchEnv-v0'"),
+    (["train", "--env"], "--env: a value is needed (got none)"),
+    (["train", "--num-env-runners", "0"], "--env-runner-group.num-env-runners must be an int >= 1 (got 0)"),
+    (["train", "--num-env-runners", "-3"], "--env-runner-group.num-env-runners must be an int >= 0 (got -3)"),
+    (["train", "--num-env-runners", "64"], "cannot place the actors on the local Ray cluster: num_env_runners x"),
+    (["train", "--num-cpus-per-env-runner", "-1"], "--env-runner-group.num-cpus-per-env-runner must be"),
+    (["train", "--num-envs-per-env-runner", "0"], "--env-runner.num-envs-per-env-runner must be an int >= 1"),
+    (["train", "--rollout-fragment-length", "0"], "--env-runner.rollout-fragment-length must be an int >= 1"),
+    (["train", "--env-runner.batch-mode", "bad"], "--env-runner.batch-mode: one of 'truncate_episodes', "),
+    (["train", "--env-runner.episode-lookback-horizon", "-1"], "--env-runner.episode-lookback-horizon must be"),
+    (["train", "--env-runner.max-episode-steps", "0"], "--env-runner.max-episode-steps must be an int >= 1 or None"),
+    (["train", "--env-runner-group.placement-strategy", "X"], "--env-runner-group.placement-strategy: one of 'PACK'"),
+    (["train", "--env-runner-group.sample-timeout-s", "0"], "--env-runner-group.sample-timeout-s must be"),
+    (["train", "--env-runner-group.max-num-env-runner-restarts", "-1"], "--env-runner-group.max-num-env-runner-res"),
+    (["train", "--num-learners", "-1"], "--num-learners must be an int >= 0 (got -1)"),
+    (["train", "--num-learners", "8", "--num-cpus-per-learner", "1"], "num_learners x num_cpus_per_learner = 8 x"),
+    (
+        ["train", "--env-runner-group.custom-resources-per-env-runner", "gpu_node", "1"],
+        "2 x 1 gpu_node = 2.0 gpu_node, but the cluster has 0.0 gpu_node",
+    ),
+    (["train", "--address", "foo"], "--address (or RAY_ADDRESS) must be auto, local, host:port or ray://host:port"),
+    (["train", "--address", "ray://"], "--address (or RAY_ADDRESS) must be auto, local, host:port"),
+    (["train", "--config", "/nonexistent/run.toml"], "--config: cannot read '/nonexistent/run.toml'"),
+    (["train", "--config", "run.yaml"], "--config: a .toml file is allowed (got 'run.yaml')"),
+    (["train", "--config", str(BAD_TOML)], "is not valid TOML"),
+    (["train", "--hidden-sizes", "0"], "--hidden-sizes: one or more positive ints allowed (got [0])"),
+    (["train", "--seed", "abc"], "--seed: {None} or INT allowed (got 'abc')"),
+    (["train", "--foo"], "unrecognized option(s): --foo"),
+    (["train", "positional"], "unrecognized option(s): positional"),
+    (["nosuchcommand"], "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, demo"),
+    (["train-dqn", "--replay.capacity-env-steps", "0"], "--replay.capacity-env-steps must be an int >= 1"),
+    (["train-dqn", "--batch-size", "0"], "--batch-size must be an int >= 1 (got 0)"),
+    (["train-dqn", "--n-step", "0"], "--n-step must be an int >= 1 (got 0)"),
+    (["train-dqn", "--epsilon-final", "2"], "--epsilon-final must be in [0, 1] (got 2.0)"),
+    (["train-dqn", "--replay.min-size-to-sample", "100000"], "--replay.capacity-env-steps (50000) must be >= "),
+    (["train-dqn", "--dqn.target-update-every", "0"], "--dqn.target-update-every must be an int >= 1 (got 0)"),
+    (["train-dqn", "--updates-per-env-step", "-1"], "--updates-per-env-step must be a finite number > 0"),
+    (["train-dqn", "--env", "Pendulum-v1"], "--env 'Pendulum-v1' cannot be trained with DQN: "),
+    (["sample", "--iterations", "0"], "--iterations must be an int >= 1 (got 0)"),
+    (["sample", "--batch-mode", "x"], "--batch-mode: one of 'truncate_episodes', 'complete_episodes' allowed"),
+    (["sample", "--num-env-runners", "0"], "--num-env-runners must be an int >= 1 (got 0)"),
+    (["sample", "--env", "Nope-v0"], "--env: a registered gymnasium id is allowed (got 'Nope-v0'"),
+    (["demo", "--num-env-steps", "0"], "--num-env-steps must be an int >= 1 (got 0)"),
+    (["demo", "--lookback", "-1"], "--lookback must be an int >= 0 (got -1)"),
+    (["demo", "--env", "Nope-v0"], "--env: a registered gymnasium id is allowed (got 'Nope-v0'"),
+]
+
+
+def _no_ray(*args: object, **kwargs: object) -> None:
+    raise AssertionError("Ray was started for a command line that is wrong")
+
+
+def _run(argv: list[str]) -> tuple[object, str, str]:
+    """(exit code or the exception raised, stdout, stderr) of ``main(argv)``."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+            code: object = 0
+        except SystemExit as e:
+            code = e.code
+        except BaseException as e:  # a traceback would reach the user
+            code = e
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_there_are_at_least_40_cases() -> None:
+    assert len(CASES) >= 40 and len({tuple(argv) for argv, _ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(("argv", "message"), CASES, ids=[" ".join(argv) or "none" for argv, _ in CASES])
+def test_a_bad_command_line_exits_2_with_one_line_before_ray_starts(
+    argv: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ray_sampler.cli.train, "ray_cluster", _no_ray)
+    monkeypatch.setattr(ray_sampler.cli.jobs, "ray_cluster", _no_ray)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    result: list[tuple[object, str, str]] = []
+    worker = threading.Thread(target=lambda: result.append(_run(argv)), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert result, f"{argv} did not finish within 10 s"
+    code, out, err = result[0]
+    assert code == EXIT_USAGE, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"ray-sampler{' ' + argv[0] if argv[0] != 'nosuchcommand' else ''}: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in out + err
+
+
+def test_no_command_prints_the_commands_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == EXIT_USAGE
+    assert capsys.readouterr().out.startswith("usage: ray-sampler COMMAND [OPTIONS]")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["train", "--ppo.lr", "abc"], ["train", "--env", "CartPol-v1"], ["train-dqn", "--num-env-runners", "64"]],
+    ids=["value", "env", "resources"],
+)
+def test_in_a_real_process_the_error_is_one_line_on_stderr(argv: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ray_sampler", *argv], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == EXIT_USAGE
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
