@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "DataFormatError",
+    "EnvCheckError",
     "EnvCreatorError",
     "EnvError",
     "EnvRunnerFailedError",
@@ -22,6 +23,12 @@ class RaySamplerError(Exception):
 
 class ConfigError(RaySamplerError, ValueError):
     """A config value is out of its allowed range; raised before any actor starts."""
+
+
+class EnvCheckError(ConfigError):
+    """An env failed the check run before any actor starts (``check_env``): bad data (NaN or inf,
+    an observation outside its space, a reward that is not a real number, flags that are not bools)
+    or gymnasium's env checker; one line naming the env, the step and what is allowed."""
 
 
 class EnvCreatorError(RaySamplerError, ValueError):

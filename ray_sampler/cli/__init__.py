@@ -63,11 +63,18 @@ def _demo(args: list[str], prog: str) -> Any:
     return run_demo(parse(DemoConfig, args, prog=prog, description=DemoConfig.__doc__ or ""))
 
 
+def _plot(args: list[str], prog: str) -> Any:
+    from ray_sampler.cli.plot import PlotCommand, run_plot
+
+    return run_plot(parse(PlotCommand, args, prog=prog, description=PlotCommand.__doc__ or ""))
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "train": (_train, "train PPO with remote env runners (the main job)"),
     "train-dqn": (_train_dqn, "train DQN: env runners -> replay actor -> learners"),
     "sample": (_sample, "sample with a group of env runners and print the throughput"),
     "demo": (_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
+    "plot": (_plot, "draw the learning curves of run directories on one figure"),
 }
 """Each command: (run(args, prog), one line of help)."""
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+
+import tyro
 
 from ray_sampler.cli.curve import draw_curves
 from ray_sampler.cli.run_dir import read_metrics, run_title
 from ray_sampler.errors import ConfigError
 
-__all__ = ["plot_runs"]
+__all__ = ["PlotCommand", "plot_runs", "run_plot"]
 
 
 def plot_runs(run_dirs: Sequence[Path], out: Path, *, target_return: float | None = None) -> Path:
@@ -34,3 +37,23 @@ def plot_runs(run_dirs: Sequence[Path], out: Path, *, target_return: float | Non
     title = titles.pop() if len(titles) == 1 else "learning curves"
     title += f" ({len(runs)} runs)" if len(runs) > 1 else ""
     return draw_curves(runs, Path(out), title=title, target_return=target_return)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlotCommand:
+    """Draw the learning curves of one or more run directories on one figure (mean return of the
+    stop rule's window against env steps, min and max shaded)."""
+
+    run_dirs: tyro.conf.Positional[tuple[Path, ...]]
+    """Run directories (runs/<algo>-<env>-<time>/) to draw."""
+    out: Path = Path("curves.png")
+    """Where the PNG goes."""
+    target_return: float | None = None
+    """A target drawn as a dashed line (none by default)."""
+
+
+def run_plot(command: PlotCommand) -> Path:
+    """``ray-sampler plot``: draws the runs, prints where the PNG went."""
+    out = plot_runs(command.run_dirs, command.out, target_return=command.target_return)
+    print(f"learning curves of {len(command.run_dirs)} run(s): {out}")
+    return out

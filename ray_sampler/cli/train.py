@@ -27,6 +27,8 @@ from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.run_dir import RunDirectory
 from ray_sampler.errors import ConfigError, SpaceError
 from ray_sampler.resources import never_fits
+from ray_sampler.sampling.config import EnvRunnerGroupConfig
+from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 
 __all__ = ["RunOptions", "TrainDQN", "TrainPPO", "command_from_args", "config_of", "run_training"]
@@ -84,7 +86,8 @@ class TrainPPO(RunOptions):
         """The training config with the run options (env, seed, hidden sizes) applied."""
         cfg = self.training
         ppo = cfg.ppo if self.seed is None else dataclasses.replace(cfg.ppo, seed=self.seed)
-        return dataclasses.replace(cfg, env_runner=_with_runner_options(self, cfg.env_runner), ppo=ppo)
+        runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
+        return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, ppo=ppo)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,7 +107,8 @@ class TrainDQN(RunOptions):
         """The training config with the run options (env, seed, hidden sizes) applied."""
         cfg = self.training
         replay = cfg.replay if self.seed is None else dataclasses.replace(cfg.replay, seed=self.seed)
-        return dataclasses.replace(cfg, env_runner=_with_runner_options(self, cfg.env_runner), replay=replay)
+        runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
+        return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, replay=replay)
 
 
 def _with_runner_options(options: RunOptions, runner: Any) -> Any:
@@ -115,6 +119,10 @@ def _with_runner_options(options: RunOptions, runner: Any) -> Any:
         module_config["hidden_sizes"] = tuple(options.hidden_sizes)
     seed = {} if options.seed is None else {"seed": options.seed}
     return dataclasses.replace(runner, env=options.env, module_config=module_config, **seed)
+
+
+def _with_group_options(options: RunOptions, group: EnvRunnerGroupConfig) -> EnvRunnerGroupConfig:
+    return group if options.env_check else dataclasses.replace(group, check_env=False)
 
 
 Command = TypeVar("Command", TrainPPO, TrainDQN)
@@ -186,6 +194,10 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     cfg = command.to_config()
     check_module_builds(command, cfg)
     check_fits_locally(command, cfg)
+    if command.env_check:  # here, before Ray starts; the runner group need not check it again
+        runner = cfg.env_runner
+        check_env(command.env, runner.env_config, seed=runner.seed, max_episode_steps=runner.max_episode_steps)
+        cfg = dataclasses.replace(cfg, env_runner_group=dataclasses.replace(cfg.env_runner_group, check_env=False))
     stop_rule = ReturnTracker(resolve_target(command.env, cfg.target_return), cfg.stop_window).describe()
     run_dir = RunDirectory.create(
         command.runs_dir, command.algo, command.env, config_of(command), tensorboard=command.tensorboard

@@ -107,6 +107,9 @@ class EnvRunnerConfig:
     """A sub-env raising in ``reset()``/``step()`` is rebuilt through the creator (same indices, fresh
     seed) and its running episode's unshipped steps are dropped and counted; False: ``sample()``
     raises ``EnvError`` and the next call starts every sub-env afresh."""
+    check_env_data: bool = True
+    """Refuse NaN or inf in rewards and observations at every step: ``sample()`` raises ``EnvError``
+    naming the sub-env and its data is dropped and counted (see ``env_check``); False lets it through."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.env, str) and self.env):
@@ -127,6 +130,7 @@ class EnvRunnerConfig:
         check_bool("normalize_actions", self.normalize_actions)
         check_bool("columnar_sampling", self.columnar_sampling)
         check_bool("restart_failed_sub_environments", self.restart_failed_sub_environments)
+        check_bool("check_env_data", self.check_env_data)
         for name in ("env_to_module_connectors", "module_to_env_connectors"):
             replace_field(self, name, check_pieces(name, getattr(self, name)))
 
@@ -150,6 +154,10 @@ class EnvRunnerGroupConfig:
     """Deadline for new runner actors to come up."""
     validate_env_locally: bool = True
     """Create the sub-envs once in the driver before any actor starts, to catch bad creators early."""
+    check_env: bool = True
+    """With ``validate_env_locally``, also check the env on the driver before any actor starts
+    (gymnasium's env checker, then a few hundred seeded random steps refusing NaN or inf, observations
+    outside the space, non-number rewards, non-bool flags: ``EnvCheckError``); see ``env_check``."""
     keep_sampling: bool = False
     """Send a runner its next ``sample()`` as soon as its result is collected, so it samples while the
     driver works. Runners are then one request ahead: a call's arguments apply from the next call
@@ -181,6 +189,7 @@ class EnvRunnerGroupConfig:
             self, "placement_strategy", check_enum("placement_strategy", PlacementStrategy, self.placement_strategy)
         )
         check_bool("validate_env_locally", self.validate_env_locally)
+        check_bool("check_env", self.check_env)
         check_bool("keep_sampling", self.keep_sampling)
         check_bool("restart_failed_env_runners", self.restart_failed_env_runners)
         check_int("max_num_env_runner_restarts", self.max_num_env_runner_restarts, minimum=0)

@@ -152,7 +152,9 @@ class EnvRunner:
     def _stepper(self, env: Any) -> VectorStepper:
         native = self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT
         rebuild = self._rebuild_native if native and self.config.restart_failed_sub_environments else None
-        return VectorStepper(env, worker_index=self.worker_index, rebuild=rebuild)
+        return VectorStepper(
+            env, worker_index=self.worker_index, rebuild=rebuild, check_data=self.config.check_env_data
+        )
 
     def _new_seeds(self) -> Any:
         """Fresh seed streams for the vector env's next rebuild (None when unseeded)."""

@@ -48,6 +48,7 @@ from ray_sampler.errors import EnvRunnerFailedError, RaySamplerError
 from ray_sampler.handles import call
 from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
@@ -71,6 +72,7 @@ class EnvRunnerGroup:
 
     def __init__(self, config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig | None = None) -> None:
         self.group_config = group_config or EnvRunnerGroupConfig()
+        env_as_given = config.env  # a registered name, before it is replaced by its creator below
         if isinstance(config.env, str):
             creator = resolve_creator(config.env)  # an unknown name fails here, before any actor starts
             if is_registered_env(config.env):
@@ -83,6 +85,8 @@ class EnvRunnerGroup:
                 build_module(config, env.single_observation_space, env.single_action_space)
             finally:
                 env.close()
+            if self.group_config.check_env:
+                check_env(env_as_given, config.env_config, seed=config.seed, max_episode_steps=config.max_episode_steps)
         if not ray.is_initialized():
             raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
         self.config = config

@@ -17,12 +17,18 @@ its fresh reset observation): its running episode ends there, unfinished. The ru
 ``SubEnvVector`` rebuilds the one sub-env that raised; a native vector env cannot rebuild one
 sub-env, so with ``rebuild`` given the stepper closes it, builds a new one and resets it whole
 (every sub-env is then in ``failed``); without ``rebuild`` it raises ``EnvError``.
+
+Bad data (``check_data``): NaN or inf in a reward or in any float leaf of an observation (the
+batched ones, and ``final_obs``) raises ``EnvError`` naming the sub-env, after the step's
+transitions are counted, so the runner drops and counts them like any sub-env failure's. One
+``isfinite`` over each batched array per step (a few us); the sub-env is looked up only on failure.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +37,7 @@ import numpy as np
 
 from ray_sampler.data import tree
 from ray_sampler.errors import EnvError
+from ray_sampler.sampling.env_check import describe_non_finite
 from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = ["VectorStep", "VectorStepper"]
@@ -111,8 +118,11 @@ class VectorStepper:
         *,
         worker_index: int = 0,
         rebuild: Callable[[], tuple[gym.vector.VectorEnv, Any]] | None = None,
+        check_data: bool = False,
     ) -> None:
         self.env = env
+        self.check_data = check_data
+        """Refuse NaN or inf in rewards and observations (``EnvError``; see the module docstring)."""
         self.num_envs = env.num_envs
         self.worker_index = worker_index
         self._rebuild = rebuild
@@ -137,6 +147,8 @@ class VectorStepper:
         except Exception as e:
             obs, infos = self._rebuilt(e, "reset")
         self._needs_reset[:] = False
+        if self.check_data:
+            self._check_finite(obs, None, {})
         return _rows(obs, self.num_envs), split_infos(infos, self.num_envs), obs
 
     def _rebuilt(self, cause: Exception, phase: str) -> tuple[Any, dict]:
@@ -170,6 +182,39 @@ class VectorStepper:
         return VectorStep(obs, {}, np.zeros(n), flags, flags.copy(), {}, flags.copy(), {}, obs, failed)
 
     def step(self, actions: Any) -> VectorStep:
+        step = self._step(actions)
+        if self.check_data:
+            self._check_finite(step.obs, step.rewards, step.final_obs)
+            if step.current_obs is not step.obs:
+                self._check_finite(step.current_obs, None, {})
+        return step
+
+    def _check_finite(self, obs: Any, rewards: np.ndarray | None, final_obs: dict[int, Any]) -> None:
+        """Raises EnvError naming the first sub-env with NaN or inf in a reward or an observation."""
+        # Fast path: one sum over each float array is finite iff every value is (NaN and inf
+        # propagate; inf - inf is NaN). A finite-value overflow only sends us down the exact path.
+        total = _float_sum(obs) + (_float_sum(rewards) if rewards is not None else 0.0)
+        for final in final_obs.values():  # only at episode ends
+            total += _float_sum(final)
+        if math.isfinite(total):
+            return
+        found = None
+        if rewards is not None and rewards.dtype.kind == "f" and not np.isfinite(rewards).all():
+            i = int(np.flatnonzero(~np.isfinite(rewards))[0])
+            found = i, f"reward {rewards[i]}"
+        if found is None and not math.isfinite(_float_sum(obs)):
+            rows = ((i, describe_non_finite(_row(obs, i), "observation")) for i in range(self.num_envs))
+            found = next(((i, d) for i, d in rows if d is not None), None)
+        if found is None:
+            finals = ((i, describe_non_finite(o, "final observation")) for i, o in final_obs.items())
+            found = next(((i, d) for i, d in finals if d is not None), None)
+        if found is not None:
+            raise EnvError(
+                f"sub-env worker_index={self.worker_index}, vector_index={found[0]} returned {found[1]} "
+                "(observations and rewards must be finite; EnvRunnerConfig(check_env_data=False) lets them through)"
+            )
+
+    def _step(self, actions: Any) -> VectorStep:
         try:
             obs, rewards, terminated, truncated, infos = self.env.step(actions)
         except Exception as e:
@@ -232,6 +277,15 @@ class VectorStepper:
             resets = {i: (_row(reset_obs, i), reset_dicts[i]) for i in np.flatnonzero(done_mask).tolist()}
             current = reset_obs
         return VectorStep(obs, {}, rewards, terminated, truncated, sparse, self._all_valid, resets, current)
+
+
+def _float_sum(batch: Any) -> float:
+    """The sum of every float value in a batched (possibly nested) array: NaN or inf if any is."""
+    if isinstance(batch, np.ndarray):
+        return float(np.add.reduce(batch, axis=None)) if batch.dtype.kind == "f" else 0.0
+    if isinstance(batch, (float, np.floating)):
+        return float(batch)
+    return sum(_float_sum(leaf) for leaf in tree.flatten(batch)) if tree.is_structure(batch) else 0.0
 
 
 def _row(batch: Any, i: int) -> Any:

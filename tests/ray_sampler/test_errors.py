@@ -9,6 +9,7 @@ from ray_sampler import errors
 from ray_sampler.errors import (
     ConfigError,
     DataFormatError,
+    EnvCheckError,
     EnvCreatorError,
     EnvError,
     EnvRunnerFailedError,
@@ -21,10 +22,11 @@ from ray_sampler.errors import (
 
 ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, ReplayError, SpaceError]
 RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, InsufficientResourcesError]
+ERRORS_SUBCLASSING = [EnvCheckError]  # a ConfigError: the CLI's usage errors (exit 2) take it in
 
 
 def test_all_lists_the_base_and_every_error() -> None:
-    names = ["RaySamplerError", *(e.__name__ for e in ERRORS + RUNTIME_ERRORS)]
+    names = ["RaySamplerError", *(e.__name__ for e in ERRORS + RUNTIME_ERRORS + ERRORS_SUBCLASSING)]
     assert sorted(errors.__all__) == sorted(names)
 
 

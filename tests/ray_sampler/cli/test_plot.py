@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ray_sampler.cli import main
 from ray_sampler.cli.plot import plot_runs
 from ray_sampler.cli.run_dir import RunDirectory
 from ray_sampler.errors import ConfigError
@@ -72,3 +73,13 @@ def test_without_matplotlib_says_how_to_install_it(tmp_path: Path, monkeypatch: 
         ConfigError, match=r"^drawing a learning curve needs matplotlib: pip install 'ray-sampler\[plot\]'$"
     ):
         plot_runs([run], tmp_path / "x.png")
+
+
+def test_the_plot_command_draws_the_run_directories_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [_run(tmp_path, "CartPole-v1"), _run(tmp_path, "CartPole-v1", num_iterations=30)]
+    out = tmp_path / "curves.png"
+    main(["plot", *map(str, runs), "--out", str(out), "--target-return", "475"])
+    assert capsys.readouterr().out.strip() == f"learning curves of 2 run(s): {out}"
+    assert png_size(out) == (1080, 600)

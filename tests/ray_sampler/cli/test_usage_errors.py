@@ -65,7 +65,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--seed", "abc"], "--seed: {None} or INT allowed (got 'abc')"),
     (["train", "--foo"], "unrecognized option(s): --foo"),
     (["train", "positional"], "unrecognized option(s): positional"),
-    (["nosuchcommand"], "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, demo"),
+    (["nosuchcommand"], "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, demo, plot)"),
     (["train-dqn", "--replay.capacity-env-steps", "0"], "--replay.capacity-env-steps must be an int >= 1"),
     (["train-dqn", "--batch-size", "0"], "--batch-size must be an int >= 1 (got 0)"),
     (["train-dqn", "--n-step", "0"], "--n-step must be an int >= 1 (got 0)"),
@@ -81,6 +81,9 @@ CASES: list[tuple[list[str], str]] = [
     (["demo", "--num-env-steps", "0"], "--num-env-steps must be an int >= 1 (got 0)"),
     (["demo", "--lookback", "-1"], "--lookback must be an int >= 0 (got -1)"),
     (["demo", "--env", "Nope-v0"], "--env: a registered gymnasium id is allowed (got 'Nope-v0'"),
+    (["plot"], "'run_dirs' must name at least one run directory (got none)"),
+    (["plot", "/nonexistent/run"], "run directory /nonexistent/run does not exist"),
+    (["plot", str(BAD_TOML)], "is a file, not a run directory"),
 ]
 
 
@@ -147,3 +150,32 @@ def test_in_a_real_process_the_error_is_one_line_on_stderr(argv: list[str]) -> N
     assert proc.returncode == EXIT_USAGE
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("env_id", "message"),
+    [
+        ("NaNObs-v0", "env 'NaNObs-v0' failed its check at step 3: observation has NaN at index [1]"),
+        ("OutsideObs-v0", "env 'OutsideObs-v0' failed its check at step 2: observation [ 2. 2. 1000.] is outside"),
+        ("NoneReward-v0", "env 'NoneReward-v0' failed its check at step 1: reward is None of type NoneType"),
+    ],
+    ids=["nan", "outside", "none_reward"],
+)
+def test_an_env_that_fails_its_check_is_refused_before_ray_starts(
+    env_id: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tests.ray_sampler.sampling.test_env_check  # noqa: F401  # registers the bad envs
+
+    monkeypatch.setattr(ray_sampler.cli.train, "ray_cluster", _no_ray)
+    code, out, err = _run(["train", "--env", env_id, "--runs-dir", "/nonexistent/never-made"])
+    assert code == EXIT_USAGE, (code, out, err)
+    (line,) = err.strip().splitlines()
+    assert line.startswith("ray-sampler train: error: ") and message in line and "--no-env-check" in line
+
+
+def test_no_env_check_lets_the_run_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import tests.ray_sampler.sampling.test_env_check  # noqa: F401  # registers the bad envs
+
+    monkeypatch.setattr(ray_sampler.cli.train, "ray_cluster", _no_ray)
+    code, _, _ = _run(["train", "--env", "NaNObs-v0", "--no-env-check", "--runs-dir", str(tmp_path)])
+    assert isinstance(code, AssertionError) and str(code) == "Ray was started for a command line that is wrong"
