@@ -4,8 +4,9 @@
 after any user pieces) and ``update_from_batch``: ``num_epochs`` passes over the batch in
 shuffled minibatches, each a ``compute_gradients`` then ``apply_gradients`` step. The two
 halves are public so a LearnerGroup can average gradients between them. The built-in
-algorithm is PPO on the numpy MLPModule; a learner of another framework fits the same
-interface (``compute_gradients``/``apply_gradients``/``get_state``/``set_state``).
+algorithm is PPO on the numpy MLPModule (Discrete or 1-D Box actions); a learner of another
+framework fits the same interface (``compute_gradients``/``apply_gradients``/``get_state``/
+``set_state``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class PPOConfig:
     """PPO ratio clipping."""
     vf_coeff: float = 0.5
     """Weight of the value loss."""
+    vf_clip_param: float | None = None
+    """Cap on each step's squared value error (RLlib's ``vf_clip_param``; beyond it no value gradient);
+    None: uncapped."""
     entropy_coeff: float = 0.0
     """Weight of the entropy bonus."""
     num_epochs: int = 8
@@ -74,6 +78,7 @@ class PPOConfig:
         for name in ("num_epochs", "minibatch_size"):
             check_int(name, getattr(self, name), minimum=1)
         check_optional(check_number, "grad_clip", self.grad_clip, minimum=0, exclusive_minimum=True)
+        check_optional(check_number, "vf_clip_param", self.vf_clip_param, minimum=0, exclusive_minimum=True)
         check_bool("standardize_advantages", self.standardize_advantages)
         check_int("seed", self.seed, minimum=0)
 
@@ -142,13 +147,14 @@ class Learner:
         rows = self._plan[minibatch_index]
         minibatch = {k: self._batch[k][rows] for k in _TRAIN_KEYS}
         if not len(rows):
-            return {}, {k: np.zeros_like(v) for k, v in self.module.params.items() if k != "pi.log_std"}, 0
+            return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
         terms, grads = ppo_loss_and_grads(
             self.module.params,
             minibatch,
             clip_param=self.config.clip_param,
             vf_coeff=self.config.vf_coeff,
             entropy_coeff=self.config.entropy_coeff,
+            vf_clip_param=self.config.vf_clip_param,
         )
         return terms, grads, len(rows)
 

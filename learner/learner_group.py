@@ -228,6 +228,16 @@ class LearnerGroup:
             return [self.local.get_state()]
         return self._get([a.get_state.remote() for a in self.actors])
 
+    def set_states(self, state: dict[str, Any]) -> None:
+        """Puts every learner in ``state`` (one learner's ``get_state()``, e.g. from a checkpoint)."""
+        if self.local is not None:
+            self.local.set_state(state)
+            return
+        import ray
+
+        ref = ray.put(state)
+        self._get([a.set_state.remote(ref) for a in self.actors])
+
     def stop(self) -> None:
         if self.actors:
             import ray

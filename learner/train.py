@@ -16,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from learner.checkpoint import Checkpointer, TrainingState
 from learner.learner import PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
@@ -35,6 +36,7 @@ __all__ = [
     "check_training_resources",
     "env_spaces",
     "resolve_target",
+    "restore_training",
     "train_ppo",
     "training_demands",
 ]
@@ -205,6 +207,23 @@ class ReturnTracker:
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
+    def restore(self, state: TrainingState) -> None:
+        """Carries on from a checkpoint: its window of returns, episode count, best and wall time."""
+        self.returns.clear()
+        self.returns.extend(state.returns[-self.window :])
+        self.episodes, self.best = state.episodes, state.best_return_mean
+        self.start = time.perf_counter() - state.elapsed_s
+        self._last_record = (time.perf_counter(), state.env_steps)
+
+    def checkpoint_fields(self) -> dict[str, Any]:
+        """The tracker's part of a TrainingState."""
+        return {
+            "episodes": self.episodes,
+            "elapsed_s": self.elapsed,
+            "best_return_mean": self.best,
+            "returns": list(self.returns),
+        }
+
     def describe(self) -> str:
         """The stop rule in words, for the run's first lines."""
         rule = f"mean return of the last {self.window} finished episodes"
@@ -228,15 +247,32 @@ class ReturnTracker:
         )
 
 
+def restore_training(
+    resume: TrainingState, learners: LearnerGroup, runners: EnvRunnerGroup | None, tracker: ReturnTracker
+) -> None:
+    """Puts a loop's components in a checkpoint's state: every learner (weights, optimizer, RNG),
+    the runners' connector states (when saved, and ``runners`` given) and the stop rule's window."""
+    learners.set_states(resume.learner)
+    tracker.restore(resume)
+    if runners is not None and resume.connector_states is not None:
+        runners.set_connector_states(resume.connector_states)
+
+
 def train_ppo(
     cfg: PPOTrainingConfig,
     *,
     log: Callable[[str], None] = print,
     on_iteration: Callable[[IterationRecord], None] | None = None,
+    checkpointer: Checkpointer | None = None,
+    resume: TrainingState | None = None,
 ) -> PPOTrainResult:
     """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
-    learner actors). Each iteration's record goes to ``on_iteration``; without one, a line to ``log``."""
+    learner actors). Each iteration's record goes to ``on_iteration``; without one, a line to ``log``.
+
+    With ``checkpointer``, a checkpoint is saved when it is due, and once more on Ctrl-C; with
+    ``resume`` (a loaded checkpoint), the run carries on from it: learner state (weights, optimizer,
+    RNG), connector states, counters and the stop rule's window."""
     assert isinstance(cfg.env_runner.env, str), "PPOTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
@@ -253,9 +289,32 @@ def train_ppo(
         raise
     tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
+    it, done = 0, {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # done: before a resume
+    completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
+
+    def state() -> TrainingState:
+        group = runners.metrics
+        counters = {k: done[k] + getattr(group, k) for k in done}
+        return TrainingState(
+            algo="ppo",
+            env=str(cfg.env_runner.env),
+            observation_space=repr(spaces[0]),
+            iteration=completed[0],
+            env_steps=completed[1],
+            learner=learners.get_states()[0],
+            connector_states=runners.merged_connector_states,
+            counters=counters,
+            **tracker.checkpoint_fields(),
+        )
+
     try:
+        if resume is not None:
+            restore_training(resume, learners, runners, tracker)
+            it, steps = completed = resume.iteration, resume.env_steps
+            done.update({k: int(resume.counters.get(k, 0)) for k in done})
         runners.sync_weights(learners.get_weights())
-        for it in range(1, cfg.max_iterations + 1):
+        while it < cfg.max_iterations:
+            it += 1
             t0 = time.perf_counter()
             episodes = runners.sample()
             t1 = time.perf_counter()
@@ -273,9 +332,14 @@ def train_ppo(
                 it,
                 steps,
                 losses={k: metrics[k] for k in ("policy_loss", "vf_loss", "entropy", "mean_kl_approx")},
-                restarts=group.num_env_runner_restarts,
-                lost=group.num_env_steps_lost,
+                restarts=done["num_env_runner_restarts"] + group.num_env_runner_restarts,
+                lost=done["num_env_steps_lost"] + group.num_env_steps_lost,
             )
+            completed = (it, steps)
+            if checkpointer is not None and checkpointer.due(it):
+                if cfg.env_runner.env_to_module_connectors:
+                    runners.sync_connector_states()  # the filters' statistics, merged, go in the checkpoint
+                checkpointer.save(state())
             if on_iteration is not None:
                 on_iteration(record)
             else:
@@ -285,6 +349,10 @@ def train_ppo(
                 )
             if tracker.reached:
                 break
+    except KeyboardInterrupt:
+        if checkpointer is not None and completed[0] > 0:  # what the finished iterations made is kept
+            checkpointer.save(state())
+        raise
     finally:
         learners.stop()
         runners.stop()

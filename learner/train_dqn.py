@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+from learner.checkpoint import Checkpointer, TrainingState
 from learner.dqn import DQNConfig, DQNLearner
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNTrainResult, IterationRecord
@@ -32,6 +35,7 @@ from learner.train import (
     check_training_resources,
     env_spaces,
     resolve_target,
+    restore_training,
 )
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
@@ -145,11 +149,21 @@ def train_dqn(
     log: Callable[[str], None] = print,
     log_every_s: float = 1.0,
     on_iteration: Callable[[IterationRecord], None] | None = None,
+    checkpointer: Checkpointer | None = None,
+    resume: TrainingState | None = None,
 ) -> DQNTrainResult:
     """Trains until ``target_return`` or ``max_env_steps``; returns what it reached.
 
     At most every ``log_every_s`` seconds, and at the end, the loop reports: a record to
-    ``on_iteration`` (its ``iteration`` counts these reports), or without one a line to ``log``."""
+    ``on_iteration`` (its ``iteration`` counts these reports), or without one a line to ``log``.
+    With ``checkpointer``, a checkpoint (the replay buffer's Parquet file included) is saved at the
+    reports it makes due, and once more on Ctrl-C; with ``resume`` the run carries on from one: the
+    learners' state (online and target networks, optimizer), the replay buffer, the counters and
+    the stop rule's window (what runners had in flight at the save is in the replay, not counted)."""
+    if resume is not None and resume.replay_path is not None:  # the replay actor restores from its path
+        working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
+        shutil.copyfile(resume.replay_path, working)
+        cfg = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, checkpoint_path=str(working)))
     assert isinstance(cfg.env_runner.env, str), "DQNTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
@@ -166,7 +180,36 @@ def train_dqn(
     steps, owed, num_updates, last_log, reports = 0, 0.0, 0, float("-inf"), 0
     can_learn, num_restarts_seen = False, 0  # can_learn: the replay held min_size_to_sample (since its last restore)
     loss = math.nan
+    done = {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # before a resume
+
+    def totals() -> dict[str, int]:
+        assert runners is not None and replay is not None
+        lost = runners.metrics.num_env_steps_lost + replay.metrics.num_env_steps_lost
+        return {
+            "num_env_runner_restarts": done["num_env_runner_restarts"] + runners.metrics.num_env_runner_restarts,
+            "num_env_steps_lost": done["num_env_steps_lost"] + lost,
+        }
+
+    def save() -> None:
+        assert checkpointer is not None and replay is not None
+        state = TrainingState(
+            algo="dqn",
+            env=str(cfg.env_runner.env),
+            observation_space=repr(spaces[0]),
+            iteration=reports,
+            env_steps=steps,
+            learner=learners.get_states()[0],
+            counters={**totals(), "num_updates": num_updates, "owed": owed},
+            **tracker.checkpoint_fields(),
+        )
+        checkpointer.save(state, save_replay=lambda path: replay.call("save", path))
+
     try:
+        if resume is not None:
+            restore_training(resume, learners, None, tracker)  # the runners start below, with no connector state
+            reports, steps = resume.iteration, resume.env_steps
+            num_updates, owed = int(resume.counters.get("num_updates", 0)), float(resume.counters.get("owed", 0.0))
+            done.update({k: int(resume.counters.get(k, 0)) for k in done})
         replay = SupervisedReplay(
             cfg.replay,
             timeout_s=cfg.replay_restart_timeout_s,
@@ -203,10 +246,12 @@ def train_dqn(
             version = runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(epsilon)})
             if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
                 last_log, reports = time.perf_counter(), reports + 1
+                if checkpointer is not None and checkpointer.due(reports):
+                    save()
                 if on_iteration is not None:
-                    lost = runners.metrics.num_env_steps_lost + replay.metrics.num_env_steps_lost
                     losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
-                    restarts = runners.metrics.num_env_runner_restarts
+                    counts = totals()
+                    restarts, lost = counts["num_env_runner_restarts"], counts["num_env_steps_lost"]
                     on_iteration(tracker.record(reports, steps, losses=losses, restarts=restarts, lost=lost))
                     continue
                 log(
@@ -217,6 +262,10 @@ def train_dqn(
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
         replay_metrics = replay.call("get_metrics")
+    except KeyboardInterrupt:
+        if checkpointer is not None and replay is not None and runners is not None and reports > 0:
+            save()  # the state as it is now: the counters and the replay agree up to the runners' in-flight steps
+        raise
     finally:  # whatever was started stops, also when starting the rest failed
         learners.stop()
         if runners is not None:

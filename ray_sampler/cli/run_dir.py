@@ -135,6 +135,19 @@ class RunDirectory:
         algo, env = (match["algo"], match["env"]) if match else (None, None)
         return cls(path, algo=algo, env=env, tensorboard=tensorboard)
 
+    def drop_rows_after(self, iteration: int) -> int:
+        """Removes the ``metrics.csv`` rows of iterations after ``iteration`` (a resumed run carries
+        on from its checkpoint's); returns how many were removed. Rewritten atomically."""
+        if not self.metrics_path.is_file():
+            return 0
+        lines = self.metrics_path.read_text(encoding="utf-8").splitlines(keepends=True)
+        if not lines:
+            return 0
+        column = next(csv.reader([lines[0]])).index("iteration")
+        kept = [line for line in lines[1:] if int(next(csv.reader([line]))[column]) <= iteration]
+        _write_atomic(self.metrics_path, "".join([lines[0], *kept]))
+        return len(lines) - 1 - len(kept)
+
     @property
     def metrics_path(self) -> Path:
         return self.path / METRICS_FILE

@@ -18,7 +18,9 @@ from typing import Annotated, Any, TypeVar
 import gymnasium as gym
 import tyro
 
+from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.metrics import IterationRecord, TrainResult
+from learner.presets import ppo_preset
 from learner.train import PPOTrainingConfig, ReturnTracker, env_spaces, resolve_target, train_ppo, training_demands
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.cli.options import UsageError, check_env_id, config_file_flags, parse, read_toml, to_toml_dict
@@ -63,9 +65,21 @@ class RunOptions:
     output is not a terminal)."""
     verbose: Annotated[bool, tyro.conf.arg(aliases=("-v",))] = False
     """Show Ray's own log lines (startup, token authentication, its workers' output)."""
+    checkpoint_every: int = 0
+    """Save a checkpoint into the run directory every this many iterations (DQN: progress reports),
+    and once more on Ctrl-C: weights, optimizer, connector states, counters, RNG, DQN's replay; 0: none."""
+    keep_checkpoints: int = 3
+    """How many of the newest checkpoints are kept."""
+    resume: Path | None = None
+    """A run directory to carry on from its newest checkpoint, with its config.toml (flags given
+    after it override that config, e.g. a larger --max-iterations)."""
 
     def __post_init__(self) -> None:
         check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
+        if self.checkpoint_every < 0:
+            raise UsageError(f"--checkpoint-every: an int >= 0 allowed (got {self.checkpoint_every})")
+        if self.keep_checkpoints < 1:
+            raise UsageError(f"--keep-checkpoints: an int >= 1 allowed (got {self.keep_checkpoints})")
         if self.hidden_sizes is not None and (not self.hidden_sizes or min(self.hidden_sizes) < 1):
             raise UsageError(f"--hidden-sizes: one or more positive ints allowed (got {list(self.hidden_sizes)})")
 
@@ -141,15 +155,30 @@ def _last_value(args: list[str], flag: str) -> str | None:
 
 def _base_config(cls: type[TrainPPO] | type[TrainDQN], env: str) -> Any:
     """The training config's defaults for ``env``, with the env's preset applied."""
-    base = PPOTrainingConfig() if cls is TrainPPO else DQNTrainingConfig()
-    return dataclasses.replace(base, env_runner=dataclasses.replace(base.env_runner, env=env))
+    if cls is TrainPPO:
+        ppo = PPOTrainingConfig()
+        return ppo_preset(env, dataclasses.replace(ppo, env_runner=dataclasses.replace(ppo.env_runner, env=env)))
+    dqn = DQNTrainingConfig()
+    return dataclasses.replace(dqn, env_runner=dataclasses.replace(dqn.env_runner, env=env))
 
 
 def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Command:
     """The command ``cls`` from the command line ``args``: the config's defaults for the env, then
     the ``--config`` file's options, then the flags. UsageError (one line) for anything wrong."""
     config_path = _last_value(args, "--config")
-    file_flags = config_file_flags(read_toml(Path(config_path)), cls) if config_path else []
+    resume = _last_value(args, "--resume")
+    if resume is not None and config_path is not None:
+        raise UsageError("--resume: a resumed run takes its run directory's config.toml, not --config")
+    if resume is not None:
+        if not (Path(resume) / "config.toml").is_file():
+            raise UsageError(f"--resume: a run directory with a config.toml is allowed (got {resume!r})")
+        config_path = str(Path(resume) / "config.toml")
+    try:
+        file_flags = config_file_flags(read_toml(Path(config_path)), cls) if config_path else []
+    except UsageError as e:
+        if resume is None:
+            raise
+        raise UsageError(f"--resume: {resume!r} is not a run of this command ({e})") from None
     env = _last_value(file_flags + args, "--env") or DEFAULT_ENV
     if any(a in ("-h", "--help") for a in args):
         env = env if env in gym.registry else DEFAULT_ENV
@@ -196,12 +225,35 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     check_fits_locally(command, cfg)
     if command.env_check:  # here, before Ray starts; the runner group need not check it again
         runner = cfg.env_runner
-        check_env(command.env, runner.env_config, seed=runner.seed, max_episode_steps=runner.max_episode_steps)
+        check_env(
+            command.env,
+            runner.env_config,
+            seed=runner.seed,
+            max_episode_steps=runner.max_episode_steps,
+            tolerate_errors=runner.restart_failed_sub_environments,
+        )
         cfg = dataclasses.replace(cfg, env_runner_group=dataclasses.replace(cfg.env_runner_group, check_env=False))
     stop_rule = ReturnTracker(resolve_target(command.env, cfg.target_return), cfg.stop_window).describe()
-    run_dir = RunDirectory.create(
-        command.runs_dir, command.algo, command.env, config_of(command), tensorboard=command.tensorboard
-    )
+    resume = None
+    if command.resume is not None:  # checked before Ray starts: a checkpoint of this run's kind
+        found = latest_checkpoint(command.resume / "checkpoints")
+        if found is None:
+            raise UsageError(
+                f"--resume: {str(command.resume)!r} has no checkpoint (save some with --checkpoint-every N)"
+            )
+        space = repr(env_spaces(command.env)[0])
+        resume = load_checkpoint(found, algo=command.algo, env=command.env, observation_space=space)
+        run_dir = RunDirectory.open(command.resume, tensorboard=command.tensorboard)
+        run_dir.drop_rows_after(resume.iteration)
+    else:
+        run_dir = RunDirectory.create(
+            command.runs_dir, command.algo, command.env, config_of(command), tensorboard=command.tensorboard
+        )
+    checkpointer = None
+    if command.checkpoint_every:
+        checkpointer = Checkpointer(
+            run_dir.path / "checkpoints", every=command.checkpoint_every, keep=command.keep_checkpoints
+        )
     with run_dir, ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose) as where:
         print(
             f"ray-sampler train: {command.algo.upper()} on {command.env}, "
@@ -210,6 +262,8 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             flush=True,
         )
         print(f"{stop_rule}\nrun directory: {run_dir.path}", flush=True)
+        if resume is not None:
+            print(f"resumed from iteration {resume.iteration} ({resume.env_steps} env steps)", flush=True)
         budget = (
             {"total_iterations": cfg.max_iterations}
             if isinstance(cfg, PPOTrainingConfig)
@@ -224,12 +278,18 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             progress.update(record)
 
         target = resolve_target(command.env, cfg.target_return)
+        loop_options: dict[str, Any] = {
+            "log": progress.log,
+            "on_iteration": on_iteration,
+            "checkpointer": checkpointer,
+            "resume": resume,
+        }
         with progress:
             try:
                 if isinstance(cfg, PPOTrainingConfig):
-                    result: TrainResult = train_ppo(cfg, log=progress.log, on_iteration=on_iteration)
+                    result: TrainResult = train_ppo(cfg, **loop_options)
                 else:
-                    result = train_dqn(cfg, log=progress.log, on_iteration=on_iteration)
+                    result = train_dqn(cfg, **loop_options)
             except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
                 curve = run_dir.close(target_return=target)
                 progress.close(
@@ -246,4 +306,4 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
 def config_of(command: TrainPPO | TrainDQN) -> dict[str, Any]:
     """The command's full resolved options as nested tables (a run directory's config.toml)."""
     training = to_toml_dict(command.training)
-    return {**to_toml_dict(command, skip=("training", "config")), **training}
+    return {**to_toml_dict(command, skip=("training", "config", "resume")), **training}

@@ -40,6 +40,7 @@ the sampling it guards).
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import warnings
@@ -91,20 +92,35 @@ def check_env(
     num_steps: int = DEFAULT_NUM_STEPS,
     seed: int | None = 0,
     max_episode_steps: int | None = None,
+    tolerate_errors: bool = False,
 ) -> None:
     """Builds ``env`` (a gymnasium id, a registered name or a creator) with ``env_config`` and
     raises ``EnvCheckError`` if it fails gymnasium's env checker or returns bad data within
     ``num_steps`` seeded random steps (see the module docstring).
 
+    An env that raises in ``reset()`` or ``step()`` is refused too (the error named, one line),
+    unless ``tolerate_errors`` (the runners rebuild failing sub-envs: ``restart_failed_sub_environments``):
+    then the check ends there, with what it saw until then; gymnasium's API assertions still refuse.
+
     >>> check_env("CartPole-v1", num_steps=50)
     """
     name = env if isinstance(env, str) else getattr(env, "__qualname__", type(env).__qualname__)
-    instance = _make(resolve_creator(env), dict(env_config or {}), name, max_episode_steps)
+    try:  # the check's env must not change objects the runners get later (a counter in env_config, say)
+        config = copy.deepcopy(dict(env_config or {}))
+    except Exception:  # not copyable: shared, as validate_env_locally shares it
+        config = dict(env_config or {})
+    instance = _make(resolve_creator(env), config, name, max_episode_steps)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            data_warning = _run_gymnasium_checker(instance, name)
-            _step_randomly(instance, name, num_steps, seed)
+            try:
+                data_warning = _run_gymnasium_checker(instance, name)
+                _step_randomly(instance, name, num_steps, seed)
+            except _EnvRaised as e:
+                if not tolerate_errors:
+                    raise EnvCheckError(f"env {name!r} raised during its check: {e.cause!r}; {_HOW_TO_SKIP}") from None
+                _logger.debug("check_env(%r): ended early, the env raised %r (tolerated)", name, e.cause)
+                data_warning = None
         for w in caught:
             _logger.debug("check_env(%r): ignored %s", name, _ANSI.sub("", str(w.message)))
     finally:
@@ -131,7 +147,9 @@ def _run_gymnasium_checker(env: gym.Env, name: str) -> str | None:
         warnings.simplefilter("always")
         try:
             for check in _GYMNASIUM_CHECKS:
-                check(env)
+                check(_Raising(env))
+        except _EnvRaised:
+            raise
         except Exception as e:  # its assertions and errors: the env breaks gymnasium's API
             message = _one_line(str(e) or type(e).__name__)
             raise EnvCheckError(f"env {name!r} failed gymnasium's env checker: {message}; {_HOW_TO_SKIP}") from e
@@ -146,8 +164,33 @@ def _run_gymnasium_checker(env: gym.Env, name: str) -> str | None:
     return data_warning
 
 
+class _EnvRaised(Exception):  # not an error of ours: carries the env's own
+    """The env raised in ``reset()`` or ``step()`` (``cause``)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _Raising(gym.Wrapper):
+    """``env`` with what its ``reset()`` and ``step()`` raise wrapped in ``_EnvRaised``."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        try:
+            return self.env.reset(**kwargs)
+        except Exception as e:
+            raise _EnvRaised(e) from e
+
+    def step(self, action: Any) -> Any:
+        try:
+            return self.env.step(action)
+        except Exception as e:
+            raise _EnvRaised(e) from e
+
+
 def _step_randomly(env: gym.Env, name: str, num_steps: int, seed: int | None) -> None:
     """``num_steps`` seeded random steps, refusing the first bad value (see the module docstring)."""
+    env = _Raising(env)
 
     def refuse(where: str, problem: str) -> EnvCheckError:
         return EnvCheckError(f"env {name!r} failed its check at {where}: {problem}; {_HOW_TO_SKIP}")

@@ -4,6 +4,14 @@
   they come (``ray.wait``); at the deadline it returns what is ready and keeps the slow
   runners' requests in flight, so their results come with a later call: a slow runner never
   blocks the others, and no result is lost or returned twice.
+- With a seed (``EnvRunnerConfig.seed``) the answers, and the returns in the metrics, come in
+  runner order (``worker_index``; a runner's answers oldest first), so a seeded rerun sees the
+  same data in the same order (PPO's train batch, hence its minibatches, depends on it) as long
+  as every runner answers by the deadline and none fails (those depend on timing). Unseeded, they
+  come in arrival order: there is nothing to repeat. With ``sample_to_replay`` the runners add
+  their chunks to the replay actor themselves, in the order they reach it, which the driver does
+  not control: the replay's contents (and a DQN run) are not repeatable; the answers (metrics)
+  and the adds the driver makes are in runner order.
 - Each runner gets one ``SampleRequest`` and ships its answer as one columnar object with its
   ``RunnerMetrics`` (its method's return value).
 - ``sync_weights(state)`` puts the weights once (one ``ray.put``) and sends the reference to
@@ -86,7 +94,13 @@ class EnvRunnerGroup:
             finally:
                 env.close()
             if self.group_config.check_env:
-                check_env(env_as_given, config.env_config, seed=config.seed, max_episode_steps=config.max_episode_steps)
+                check_env(
+                    env_as_given,
+                    config.env_config,
+                    seed=config.seed,
+                    max_episode_steps=config.max_episode_steps,
+                    tolerate_errors=config.restart_failed_sub_environments,
+                )
         if not ray.is_initialized():
             raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
         self.config = config
@@ -198,7 +212,7 @@ class EnvRunnerGroup:
             if self._failures.num_failures > num_failures:
                 raise self._failures.error(f"no env runner answered within the deadline (runners {late} starting)")
             raise SampleTimeoutError(f"no env runner answered within the deadline (runners {late} still sampling)")
-        ready, self._ready = self._ready, []
+        ready = self._take_ready()
         if self._drained:
             drained, self._drained = self._drained, []
             steps = sum(len(ep) for ep in drained)
@@ -228,6 +242,8 @@ class EnvRunnerGroup:
     ) -> list[RunnerMetrics]:
         """Like ``sample_columnar`` but each runner sends its chunks straight to the ``replay`` actor
         (no copy through the driver); returns the runners' metrics, each with the replay's ack.
+        The replay takes the runners' chunks in the order they reach it, even with a seed (the
+        module docstring says what a seed makes repeatable).
 
         Results of requests made earlier without a replay (and a stopped runner's chunks) are
         added from the driver, so nothing is lost when switching. If the replay actor is dead
@@ -298,6 +314,14 @@ class EnvRunnerGroup:
                     # One request ahead, with this call's arguments; a reset is never repeated.
                     request, replay = self._last_request
                     self._submit(index, request.without_reset(), replay)
+
+    def _take_ready(self) -> list[tuple[int | None, Answer]]:
+        """Empties ``_ready``: with a seed in runner order (a stable sort: a runner's answers stay
+        oldest first), else in arrival order, as there is no run to repeat."""
+        ready, self._ready = self._ready, []
+        if self.config.seed is not None:
+            ready.sort(key=lambda item: -1 if item[0] is None else item[0])
+        return ready
 
     def _submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
         actor = self._actors[index]
@@ -395,12 +419,19 @@ class EnvRunnerGroup:
         """Merges the runners' env-to-module connector states (by piece name; e.g. MeanStdFilter's
         moments, exactly) and sends the result to every runner with one ``ray.put``; returns it."""
         timeout_s = timeout_s or self.group_config.sample_timeout_s
-        merged = self.merged_connector_states = self._merge_connector_states(timeout_s)
+        merged = self._merge_connector_states(timeout_s)
+        self.set_connector_states(merged, timeout_s=timeout_s)
+        return merged
+
+    def set_connector_states(self, merged: dict[str, Any], *, timeout_s: float | None = None) -> None:
+        """Sends merged env-to-module connector states (``sync_connector_states``'s, e.g. from a
+        checkpoint) to every runner with one ``ray.put``; runners added later start from them."""
+        timeout_s = timeout_s or self.group_config.sample_timeout_s
+        self.merged_connector_states = merged
         self._connector_ref = ray.put({"env_to_module": merged})
         self._wait_all(
             {a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s, "take the states"
         )
-        return merged
 
     def _merge_connector_states(self, timeout_s: float) -> dict[str, Any]:
         from connectors.pipeline import ConnectorPipelineV2
@@ -515,7 +546,7 @@ class EnvRunnerGroup:
         self._collect(time.monotonic() + (timeout_s or self.group_config.sample_timeout_s))
         if self._inflight:
             raise SampleTimeoutError(f"runners {sorted(self._inflight)} still sampling at the deadline")
-        ready, self._ready = self._ready, []
+        ready = self._take_ready()
         return [result for _, result in ready]
 
     def stop(self) -> None:

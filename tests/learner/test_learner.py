@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from learner.learner import Learner, PPOConfig, minibatch_plan
+from learner.ppo_loss import ppo_loss_and_grads
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig
@@ -88,6 +89,7 @@ class TestPPOConfigChecks:
             ({"lambda_": "0.9"}, r"'lambda_' must be in \[0, 1\] \(got '0.9'\)"),
             ({"num_epochs": 2.0}, r"'num_epochs' must be an int >= 1 \(got 2.0\)"),
             ({"grad_clip": "big"}, r"'grad_clip' must be a finite number > 0 or None \(got 'big'\)"),
+            ({"vf_clip_param": 0.0}, r"'vf_clip_param' must be a finite number > 0 or None \(got 0.0\)"),
         ],
         ids=[
             "bool_int",
@@ -101,6 +103,7 @@ class TestPPOConfigChecks:
             "str_lambda",
             "float_int",
             "str_clip",
+            "zero_vf_clip",
         ],
     )
     def test_bools_nan_and_wrong_types_raise_config_error(self, kwargs: dict[str, Any], match: str) -> None:
@@ -117,3 +120,53 @@ def test_a_learner_refuses_another_algorithm_s_config() -> None:
     runner = cartpole_runner()
     with pytest.raises(ConfigError, match=r"'config' must be a PPOConfig \(got DQNConfig\)"):
         Learner(MLPModule(runner.observation_space, runner.action_space), DQNConfig())  # type: ignore[arg-type]
+
+
+class TestGaussianPolicy:
+    """PPO on a Box action space (Pendulum-v1): the learned log-std and the actions the loss scores."""
+
+    def pendulum_runner(self, *, normalize_actions: bool = True, initial_log_std: float = 0.0) -> EnvRunner:
+        return EnvRunner(
+            EnvRunnerConfig(
+                env="Pendulum-v1",
+                num_envs_per_env_runner=2,
+                rollout_fragment_length=64,
+                normalize_actions=normalize_actions,
+                module_config={"initial_log_std": initial_log_std},
+                seed=0,
+            )
+        )
+
+    def test_an_update_moves_the_log_std_and_the_runner_takes_it(self) -> None:
+        runner = self.pendulum_runner()
+        learner = Learner(
+            MLPModule(runner.observation_space, runner.action_space, seed=0), PPOConfig(minibatch_size=32)
+        )
+        before = learner.module.get_state()["pi.log_std"]
+        learner.update_from_episodes(runner.sample())
+        after = learner.module.get_state()["pi.log_std"]
+        assert before.tolist() == [0.0] and after.shape == (1,) and after[0] != 0.0
+        runner.set_state({"module": learner.module.get_state()})
+        assert runner.get_state()["module"]["pi.log_std"].tolist() == after.tolist()
+
+    @pytest.mark.parametrize("normalize_actions", [True, False], ids=["unsquash", "clip"])
+    def test_the_batch_keeps_the_sampled_actions_beyond_the_bounds(self, normalize_actions: bool) -> None:
+        # std e: many samples fall outside [-1, 1] (unsquash) or [-2, 2] (clip); the env got them fitted,
+        # the episodes keep them as sampled, so the runner's logp is the learner's: ratio 1 everywhere.
+        runner = self.pendulum_runner(normalize_actions=normalize_actions, initial_log_std=1.0)
+        learner = Learner(MLPModule(runner.observation_space, runner.action_space, seed=0, initial_log_std=1.0))
+        batch = learner.build_batch(runner.sample())
+        bound = 1.0 if normalize_actions else 2.0
+        assert (np.abs(batch["actions"]) > bound).mean() > 0.1
+        terms, _ = ppo_loss_and_grads(learner.module.params, batch)
+        assert terms["mean_kl_approx"] == pytest.approx(0.0, abs=1e-5) and terms["clip_fraction"] == 0.0
+
+    def test_an_empty_minibatch_gives_zero_gradients_of_every_parameter(self) -> None:
+        runner = self.pendulum_runner()
+        learner = Learner(MLPModule(runner.observation_space, runner.action_space, seed=0))
+        rows = learner.set_batch(runner.sample())
+        learner.plan_epoch(rows + 1)  # more minibatches than rows: one is empty
+        empty = next(j for j in range(rows + 1) if not learner.compute_gradients(j)[2])
+        terms, grads, n = learner.compute_gradients(empty)
+        assert (terms, n) == ({}, 0) and grads.keys() == learner.module.params.keys()
+        assert all(not g.any() for g in grads.values())

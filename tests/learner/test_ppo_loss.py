@@ -1,4 +1,4 @@
-"""PPO loss gradients against finite differences, and the loss terms."""
+"""PPO loss gradients against finite differences (categorical and Gaussian policies), and the loss terms."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from learner.ppo_loss import ppo_loss_and_grads
+from ray_sampler.modules.distributions import DiagGaussian
 from ray_sampler.modules.mlp_module import MLPModule
 
 
@@ -26,15 +27,31 @@ def tiny_problem(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.nda
     return params, batch
 
 
-@pytest.mark.parametrize("entropy_coeff", [0.0, 0.05])
-def test_gradients_match_finite_differences(entropy_coeff: float) -> None:
-    params, batch = tiny_problem()
-    kwargs = {"clip_param": 0.3, "vf_coeff": 0.7, "entropy_coeff": entropy_coeff}
+def gaussian_problem(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A 2-D Box action space: the head gives the mean; ``pi.log_std`` is a free parameter."""
+    module = MLPModule(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), hidden_sizes=(5, 4), seed=seed)
+    params = {k: v.astype(np.float64) for k, v in module.get_state().items()}
+    rng = np.random.default_rng(seed)
+    params["pi.2.w"] = rng.normal(0, 0.5, params["pi.2.w"].shape)  # means that vary with the observation
+    params["pi.log_std"] = np.array([-0.3, 0.2])
+    n = 16
+    batch = {
+        "obs": rng.normal(size=(n, 3)),
+        "actions": rng.normal(0, 1.5, (n, 2)),  # some beyond the bounds: the loss scores them as sampled
+        "action_logp": rng.normal(-2.5, 0.3, n),
+        "advantages": rng.normal(size=n),
+        "value_targets": rng.normal(0, 2, n),
+    }
+    return params, batch
+
+
+def assert_gradients_match_finite_differences(
+    params: dict[str, np.ndarray], batch: dict[str, np.ndarray], **kwargs: float | None
+) -> None:
     _, grads = ppo_loss_and_grads(params, batch, **kwargs)
+    assert grads.keys() == params.keys()
     eps = 1e-6
     for key, value in params.items():
-        if key not in grads:
-            continue
         for idx in range(0, value.size, max(1, value.size // 7)):
             at = np.unravel_index(idx, value.shape)  # in place whatever the array's memory order
             old = value[at]
@@ -45,6 +62,45 @@ def test_gradients_match_finite_differences(entropy_coeff: float) -> None:
             value[at] = old
             numeric = (up - down) / (2 * eps)
             assert grads[key][at] == pytest.approx(numeric, rel=1e-4, abs=1e-7), (key, idx)
+
+
+@pytest.mark.parametrize("entropy_coeff", [0.0, 0.05])
+def test_gradients_match_finite_differences(entropy_coeff: float) -> None:
+    params, batch = tiny_problem()
+    assert_gradients_match_finite_differences(params, batch, clip_param=0.3, vf_coeff=0.7, entropy_coeff=entropy_coeff)
+
+
+@pytest.mark.parametrize(
+    ("entropy_coeff", "vf_clip_param"), [(0.0, None), (0.05, None), (0.05, 1.5)], ids=["plain", "entropy", "vf_clip"]
+)
+def test_gaussian_gradients_match_finite_differences(entropy_coeff: float, vf_clip_param: float | None) -> None:
+    params, batch = gaussian_problem()
+    assert_gradients_match_finite_differences(
+        params, batch, clip_param=0.3, vf_coeff=0.7, entropy_coeff=entropy_coeff, vf_clip_param=vf_clip_param
+    )
+
+
+def test_gaussian_terms_score_the_actions_as_diag_gaussian_does() -> None:
+    params, batch = gaussian_problem(1)
+    module = MLPModule(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,)), hidden_sizes=(5, 4))
+    module.set_state(params)
+    dist = DiagGaussian(module.forward_exploration({"obs": batch["obs"]})["action_dist_inputs"].astype(np.float64))
+    batch["action_logp"] = dist.logp(batch["actions"])  # the behaviour policy is the current one: ratio 1
+    terms, _ = ppo_loss_and_grads(params, batch, clip_param=0.2)
+    assert terms["mean_kl_approx"] == pytest.approx(0.0, abs=1e-5) and terms["clip_fraction"] == 0.0
+    assert terms["entropy"] == pytest.approx(float(dist.entropy()[0]), rel=1e-6)  # float32 module
+    assert terms["policy_loss"] == pytest.approx(-batch["advantages"].mean(), rel=1e-5)
+
+
+def test_vf_clip_param_caps_each_squared_error() -> None:
+    params, batch = gaussian_problem(2)
+    batch["value_targets"][0] = 1e3  # one far-off target: its error counts as the cap
+    unclipped, _ = ppo_loss_and_grads(params, batch)
+    capped, grads = ppo_loss_and_grads(params, batch, vf_clip_param=1.0)
+    _, grads_without_it = ppo_loss_and_grads(params, {k: v[1:] for k, v in batch.items()}, vf_clip_param=1.0)
+    assert capped["vf_loss"] <= 1.0 and unclipped["vf_loss"] > 1e6 / 16
+    # The capped step gives no value gradient: the sum over the other 15 rows, scaled by 15/16.
+    np.testing.assert_allclose(grads["vf.2.b"], grads_without_it["vf.2.b"] * 15 / 16, rtol=1e-6)
 
 
 def test_loss_terms() -> None:

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
+from learner.checkpoint import load_checkpoint
 from ray_sampler.cli import main
 from ray_sampler.cli.jobs import DemoConfig
 from ray_sampler.cli.run_dir import load_config, read_metrics
@@ -152,6 +154,15 @@ class TestTrainingOptions:
         )
         assert (cfg.batch_size, cfg.n_step) == (8, 1)
 
+    def test_an_env_with_a_preset_gets_it_and_flags_override_it(self) -> None:
+        from learner.presets import ppo_preset
+
+        cfg = command_from_args(TrainPPO, ["--env", "Pendulum-v1"], prog="t").to_config()
+        assert cfg == ppo_preset("Pendulum-v1", dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, lr=1.0)))
+        assert (cfg.ppo.gamma, cfg.target_return, cfg.env_runner.normalize_actions) == (0.95, -300.0, True)
+        cfg = command_from_args(TrainPPO, ["--env", "Pendulum-v1", "--ppo.gamma", "0.9"], prog="t").to_config()
+        assert (cfg.ppo.gamma, cfg.ppo.lr) == (0.9, 3e-4)
+
     def test_enum_options_take_their_values_and_give_enums(self) -> None:
         from ray_sampler.resources import PlacementStrategy
         from ray_sampler.sampling.config import BatchMode
@@ -261,6 +272,7 @@ class TestExitCodes:
     def test_ctrl_c_stops_the_actors_and_exits_130_without_a_traceback(self, tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         args = ["train", "--max-iterations", "500", "--target-return", "none", "--runs-dir", str(tmp_path)]
+        args += ["--checkpoint-every", "1000"]  # none is due: the one saved is Ctrl-C's
         proc = subprocess.Popen(
             [sys.executable, "-m", "ray_sampler", *args],
             stdout=subprocess.PIPE,
@@ -279,4 +291,44 @@ class TestExitCodes:
         assert err.strip().splitlines()[-1] == "ray-sampler train: interrupted; actors stopped"
         assert "Interrupted: mean return " in rest  # the summary of what was done
         (run_dir,) = tmp_path.iterdir()
-        assert len(read_metrics(run_dir)) >= 2 and (run_dir / "curve.png").exists()
+        rows = read_metrics(run_dir)
+        assert len(rows) >= 2 and (run_dir / "curve.png").exists()
+        (checkpoint,) = (run_dir / "checkpoints").iterdir()
+        space = repr(gym.make("CartPole-v1").observation_space)
+        saved = load_checkpoint(checkpoint, algo="ppo", env="CartPole-v1", observation_space=space)
+        assert saved.iteration == rows[-1]["iteration"] and saved.env_steps == rows[-1]["env_steps"]
+
+
+class TestResume:
+    def test_a_run_resumed_from_its_checkpoint_carries_on_its_counters_metrics_and_curve(self, tmp_path: Path) -> None:
+        args = ("--target-return", "none", "--num-env-runners", "1", "--rollout-fragment-length", "32")
+        first = run_cli("train", "--max-iterations", "2", "--checkpoint-every", "1", *args, runs_dir=tmp_path)
+        assert first.returncode == 0, first.stderr[-2000:]
+        (run_dir,) = tmp_path.iterdir()
+        resumed = run_cli("train", "--resume", str(run_dir), "--max-iterations", "3", runs_dir=tmp_path / "unused")
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert "resumed from iteration 2 (512 env steps)" in resumed.stdout.splitlines()
+        assert [line.split(":")[0] for line in resumed.stdout.splitlines() if line.startswith("iter ")] == ["iter 3/3"]
+        rows = read_metrics(run_dir)
+        assert [r["iteration"] for r in rows] == [1, 2, 3] and [r["env_steps"] for r in rows] == [256, 512, 768]
+        assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+            "ckpt-0000001",
+            "ckpt-0000002",
+            "ckpt-0000003",
+        ]
+        assert not (tmp_path / "unused").exists()  # the run went on in its own directory
+
+    def test_resuming_with_another_algorithm_or_without_checkpoints_exits_2(self, tmp_path: Path) -> None:
+        args = ("--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1")
+        first = run_cli("train", *args, runs_dir=tmp_path)
+        assert first.returncode == 0, first.stderr[-2000:]
+        (run_dir,) = tmp_path.iterdir()
+        none = run_cli("train", "--resume", str(run_dir), runs_dir=tmp_path)
+        assert none.returncode == 2
+        assert none.stderr.strip() == (
+            f"ray-sampler train: error: --resume: '{run_dir}' has no checkpoint (save some with --checkpoint-every N)"
+        )
+        other = run_cli("train-dqn", "--resume", str(run_dir), runs_dir=tmp_path)
+        assert other.returncode == 2
+        (line,) = other.stderr.strip().splitlines()
+        assert line.startswith(f"ray-sampler train-dqn: error: --resume: '{run_dir}' is not a run of this command (")

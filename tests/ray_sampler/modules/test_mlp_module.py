@@ -46,3 +46,37 @@ def test_mlp_rejects_unsupported_action_spaces_and_sizes() -> None:
         MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.MultiDiscrete([2, 2]))
     with pytest.raises(ConfigError, match="'hidden_sizes'"):
         MLPModule(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), hidden_sizes=())
+
+
+class TestFreeLogStd:
+    """A Box action space's log-std is one learned vector (RLlib's ``free_log_std``), not a head output."""
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (2,))
+
+    def test_the_log_std_starts_at_initial_log_std_and_is_in_the_state(self) -> None:
+        state = MLPModule(*self.spaces(), initial_log_std=-0.5).get_state()
+        assert state["pi.log_std"].tolist() == [-0.5, -0.5] and state["pi.log_std"].dtype == np.float32
+
+    def test_set_state_moves_the_log_std_of_every_observation(self) -> None:
+        a, b = MLPModule(*self.spaces(), seed=1), MLPModule(*self.spaces(), seed=1)
+        state = a.get_state()
+        state["pi.log_std"] = np.array([0.25, -1.5], np.float32)
+        b.set_state(state)
+        obs = {"obs": np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)}
+        np.testing.assert_array_equal(b.forward_exploration(obs)["action_dist_inputs"][:, 2:], [[0.25, -1.5]] * 4)
+        np.testing.assert_array_equal(  # the means are untouched
+            b.forward_exploration(obs)["action_dist_inputs"][:, :2],
+            a.forward_exploration(obs)["action_dist_inputs"][:, :2],
+        )
+        assert b.get_state()["pi.log_std"].tolist() == [0.25, -1.5]
+
+    def test_set_state_checks_the_log_std_shape(self) -> None:
+        m = MLPModule(*self.spaces())
+        state = m.get_state()
+        state["pi.log_std"] = np.zeros(3)
+        with pytest.raises(ValueError, match=r"'pi\.log_std' must have shape \(2,\)"):
+            m.set_state(state)
+
+    def test_a_discrete_action_space_has_no_log_std(self) -> None:
+        assert "pi.log_std" not in MLPModule(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)).get_state()

@@ -93,6 +93,33 @@ class TestCheckEnv:
         assert "\n" not in message
         assert message.endswith("turn the check off with --no-env-check (EnvRunnerGroupConfig(check_env=False))")
 
+    def test_an_env_that_raises_is_refused_unless_failing_sub_envs_are_rebuilt(self) -> None:
+        def creator(ctx: Any) -> gym.Env:
+            env = gym.make("CartPole-v1")
+            steps = {"n": 0}
+            step = env.step
+
+            def failing_step(action: Any) -> Any:
+                steps["n"] += 1
+                if steps["n"] == ctx["boom_at"]:
+                    raise RuntimeError("boom")
+                return step(action)
+
+            env.step = failing_step  # type: ignore[method-assign]
+            return env
+
+        for boom_at in (1, 40):  # within gymnasium's checker, and within the random steps
+            with pytest.raises(
+                EnvCheckError, match=r"^env '.*creator' raised during its check: RuntimeError\('boom'\)"
+            ):
+                check_env(creator, {"boom_at": boom_at})
+            check_env(creator, {"boom_at": boom_at}, tolerate_errors=True)  # the runners rebuild such sub-envs
+
+    def test_the_check_does_not_change_the_env_config_the_runners_get(self) -> None:
+        config = {"seen": []}
+        check_env(lambda ctx: ctx["seen"].append(1) or gym.make("CartPole-v1"), config)
+        assert config == {"seen": []}
+
     @pytest.mark.parametrize(
         "env_id", ["CartPole-v1", "Pendulum-v1", "FrozenLake-v1", "Taxi-v4", "DictObs-v0", "GoodCounting-v0"]
     )

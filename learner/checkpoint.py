@@ -1,0 +1,242 @@
+"""Training checkpoints: everything a run needs to continue, saved atomically, verified on load.
+
+A checkpoint is a directory ``ckpt-<iteration>`` under the run's ``checkpoints/``:
+
+- ``state.npz``: every array of the state (module weights, optimizer moments, a DQN target
+  network, connector and filter statistics), read back with ``allow_pickle=False``;
+- ``state.json``: the rest (counters, the stop rule's window of returns, RNG states, which
+  algorithm, env and observation space it belongs to), with each array replaced by a reference
+  into ``state.npz`` and the SHA-256 of every other file of the checkpoint;
+- ``replay.parquet`` (DQN): the replay buffer, in the replay's own checked Parquet format.
+
+Nothing is pickled: loading a checkpoint can never run code. A checkpoint is written into a
+temporary directory, each file fsynced, then renamed into place, so a crash leaves either the
+whole new checkpoint or none (the temporary directory is removed on the next save); the newest
+``keep`` are kept. Loading checks the format, every file's hash, and that the checkpoint is of
+the same algorithm, env and observation space as the run it resumes (``CheckpointError``).
+
+>>> import tempfile
+>>> state = TrainingState(algo="ppo", env="CartPole-v1", observation_space="Box(4,)", iteration=3, env_steps=96,
+...                       learner={"w": np.ones(2, np.float32), "rng": {"state": 2**100}})
+>>> with tempfile.TemporaryDirectory() as d:
+...     saver = Checkpointer(Path(d), every=1, keep=2)
+...     back = load_checkpoint(saver.save(state), algo="ppo", env="CartPole-v1", observation_space="Box(4,)")
+>>> back.env_steps, back.learner["w"].tolist(), back.learner["rng"]["state"] == 2**100
+(96, [1.0, 1.0], True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ray_sampler.errors import ConfigError
+from ray_sampler.validate import check_int
+
+__all__ = ["FORMAT", "CheckpointError", "Checkpointer", "TrainingState", "latest_checkpoint", "load_checkpoint"]
+
+FORMAT = "ray-sampler-checkpoint/1"
+"""The ``format`` of ``state.json``; another one is refused."""
+_ARRAY = "__ndarray__"
+_FLOAT = "__float__"  # NaN and inf, which JSON does not have
+_PREFIX = "ckpt-"
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint that cannot be resumed: missing, corrupt, or of another run's kind."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainingState:
+    """What a training loop saves to continue later."""
+
+    algo: str
+    """``ppo`` or ``dqn``."""
+    env: str
+    """The gymnasium id trained on."""
+    observation_space: str
+    """The env's observation space (its repr): a checkpoint of another space is refused."""
+    iteration: int
+    """Iterations done (DQN: reports done)."""
+    env_steps: int
+    """Env steps trained on."""
+    episodes: int = 0
+    """Episodes finished."""
+    elapsed_s: float = 0.0
+    """Wall time of the run so far."""
+    best_return_mean: float = math.nan
+    """The best full-window mean return so far."""
+    returns: list[float] = dataclasses.field(default_factory=list)
+    """The stop rule's window of the last finished episodes' returns."""
+    learner: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The learner's state (``Learner.get_state()``: module, optimizer, RNG; DQN: the target too)."""
+    connector_states: dict[str, Any] | None = None
+    """The runners' merged env-to-module connector states (filters' statistics), if any."""
+    counters: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The loop's own counters (DQN: gradient steps taken and owed)."""
+    replay_path: Path | None = None
+    """The replay buffer's Parquet file (DQN), when loaded."""
+
+
+def _encode(value: Any, arrays: dict[str, np.ndarray], path: str) -> Any:
+    """``value`` as JSON, its arrays moved into ``arrays`` under their path."""
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise CheckpointError(f"checkpoint: {path} is an object array (only plain arrays are saved)")
+        arrays[path] = value
+        return {_ARRAY: path}
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise CheckpointError(f"checkpoint: {path} has keys that are not strings")
+        return {k: _encode(v, arrays, f"{path}/{k}") for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode(v, arrays, f"{path}/{i}") for i, v in enumerate(value)]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return {_FLOAT: repr(value)}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise CheckpointError(f"checkpoint: {path} is a {type(value).__name__}, which is not saved")
+
+
+def _decode(value: Any, arrays: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {_ARRAY}:
+            return arrays[value[_ARRAY]]
+        if set(value) == {_FLOAT}:
+            return float(value[_FLOAT])
+        return {k: _decode(v, arrays) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    return value
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write(path: Path, data: bytes) -> None:
+    with path.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Checkpointer:
+    """Saves a run's checkpoints into ``directory`` every ``every`` iterations (0: never on its
+    own; ``save`` still works), keeping the newest ``keep``."""
+
+    def __init__(self, directory: Path, *, every: int, keep: int = 3) -> None:
+        check_int("checkpoint_every", every, minimum=0)
+        check_int("keep_checkpoints", keep, minimum=1)
+        self.directory = Path(directory)
+        self.every = every
+        self.keep = keep
+
+    def due(self, iteration: int) -> bool:
+        """Whether iteration ``iteration`` ends with a checkpoint."""
+        return self.every > 0 and iteration % self.every == 0
+
+    def save(self, state: TrainingState, *, save_replay: Callable[[str], Any] | None = None) -> Path:
+        """Writes ``state`` (and, with ``save_replay(path)``, the replay buffer) as a new checkpoint;
+        returns its directory."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for stale in self.directory.glob(f".{_PREFIX}*.tmp-*"):  # an interrupted save's leftovers
+            shutil.rmtree(stale, ignore_errors=True)
+        final = self.directory / f"{_PREFIX}{state.iteration:07d}"
+        tmp = self.directory / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            arrays: dict[str, np.ndarray] = {}
+            fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "replay_path"}
+            meta = {"format": FORMAT, **{k: _encode(v, arrays, k) for k, v in fields.items()}}
+            buffer = io.BytesIO()
+            np.savez(buffer, allow_pickle=False, **arrays)
+            _write(tmp / "state.npz", buffer.getvalue())
+            if save_replay is not None:
+                save_replay(str(tmp / "replay.parquet"))
+                with (tmp / "replay.parquet").open("rb") as f:
+                    os.fsync(f.fileno())
+            meta["files"] = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
+            _write(tmp / "state.json", json.dumps(meta, indent=1, sort_keys=True).encode())
+            _fsync_dir(tmp)
+            if final.exists():  # the same iteration saved again (a final save after a periodic one)
+                shutil.rmtree(final)
+            tmp.rename(final)
+            _fsync_dir(self.directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        for old in _checkpoints(self.directory)[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+
+def _checkpoints(directory: Path) -> list[Path]:
+    """The finished checkpoints in ``directory``, oldest first."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.is_dir() and p.name.startswith(_PREFIX))
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The newest finished checkpoint in ``directory`` (None: none)."""
+    found = _checkpoints(Path(directory))
+    return found[-1] if found else None
+
+
+def load_checkpoint(path: Path, *, algo: str, env: str, observation_space: str) -> TrainingState:
+    """The state saved at checkpoint directory ``path``, verified (format, hashes) and checked to
+    be of ``algo`` on ``env`` with ``observation_space``; CheckpointError otherwise."""
+    path = Path(path)
+    try:
+        meta = json.loads((path / "state.json").read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path} cannot be read: state.json: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint (format {got!r})")
+    files = meta.get("files")
+    if not isinstance(files, dict) or "state.npz" not in files:
+        raise CheckpointError(f"checkpoint {path} lists no files")
+    for name, digest in files.items():
+        file = path / str(name)
+        if not file.is_file() or _sha256(file) != digest:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name} is missing or does not match its hash")
+    kind = (meta.get("algo"), meta.get("env"), meta.get("observation_space"))
+    if kind != (algo, env, observation_space):
+        raise CheckpointError(
+            f"checkpoint {path} is of {kind[0]} on {kind[1]} with observations {kind[2]}; this run is {algo} "
+            f"on {env} with observations {observation_space}: resume it with its own config (--resume RUN_DIR)"
+        )
+    try:
+        with np.load(path / "state.npz", allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        values = {k: _decode(meta[k], arrays) for k in meta if k not in ("format", "files")}
+        return TrainingState(**values, replay_path=path / "replay.parquet" if "replay.parquet" in files else None)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {type(e).__name__}: {e}") from None

@@ -1,0 +1,100 @@
+"""Per-env PPO presets: tuned PPOTrainingConfig values, applied before the user's own settings.
+
+``ppo_preset(env_id, base)`` returns ``base`` with the preset of ``env_id`` applied (``base``
+itself for an env without one); fields a preset does not name keep ``base``'s values (seeds,
+the runner group, learners). The CLI applies it first, so the user's flags override it.
+
+Pendulum-v1 (issue #9). The reference is RLlib's tuned Pendulum PPO example; "tuning" below
+means single seed-0 runs of this preset with one value changed, to the 399,360-step budget or
+-300 (the preset itself took 108,544 env steps in the same session; runs of one seed vary by
+~30%: bench/RESULTS.md has the measured runs of several seeds):
+
+====================================== ===================== =============================================
+Field                                  Value                 Why
+====================================== ===================== =============================================
+``ppo.lr``                             3e-4                  RLlib's value. 1e-3 reached -300 sooner (57k
+                                                             steps), then fell back to -1,277 by 400k.
+``ppo.gamma``                          0.95                  RLlib's value; a short horizon keeps value
+                                                             targets small (a step costs at most 16.3, so
+                                                             discounted returns stay above -330).
+``ppo.lambda_``                        0.1                   RLlib's value: advantages lean on the value
+                                                             head. 0.95: -445 after 400k steps.
+``ppo.num_epochs``                     6                     RLlib's value.
+``ppo.minibatch_size``                 64                    32 steps per epoch on 2,048 rows. 256 (the
+                                                             default): -941 after 400k steps.
+``ppo.entropy_coeff``                  0.0                   The spread is the learned log-std; no bonus
+                                                             was needed to reach -300.
+``ppo.vf_clip_param``                  10.0                  RLlib's value: caps each step's squared value
+                                                             error, so the far-off targets of an untrained
+                                                             value head do not swamp the update.
+                                                             Uncapped: 238k steps.
+``ppo.grad_clip``                      None                  Policy and value share one global norm; the
+                                                             default clip at 0.5 took 203k steps.
+``env_runner.num_envs_per_env_runner`` 4                     With 256 steps each and 2 runners: 2,048 steps
+``env_runner.rollout_fragment_length`` 256                   per iteration, 192 gradient steps on them.
+``env_runner.normalize_actions``       True                  The Gaussian lives in [-1, 1], unsquashed to
+                                                             [-2, 2], so std 1 spans the torque range
+                                                             (clipping instead: 145k steps).
+``env_runner.module_config``           initial_log_std 0.0   Std 1 at the start; the base's own value wins,
+                                                             and a custom ``module_class`` gets none.
+``max_iterations``                     195                   195 x 2,048 = 399,360 env steps (~400k) with
+                                                             the default 2 runners.
+``target_return``                      -300.0                Pendulum-v1 has no ``reward_threshold``;
+                                                             RLlib's example stops at -300.
+====================================== ===================== =============================================
+
+No observation filter: Pendulum's observations (cos, sin, angular velocity in [-8, 8]) are
+already of order one, and the preset reaches -300 without one (``train_ppo`` would also have to
+sync a MeanStdFilter's state to the learner's pipeline, which it does not today).
+
+>>> from ray_sampler.sampling.config import EnvRunnerConfig
+>>> cfg = ppo_preset("Pendulum-v1", PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1")))
+>>> cfg.ppo.gamma, cfg.target_return, cfg.max_iterations
+(0.95, -300.0, 195)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from learner.train import PPOTrainingConfig
+
+__all__ = ["PRESET_ENVS", "ppo_preset"]
+
+PRESET_ENVS: tuple[str, ...] = ("Pendulum-v1",)
+"""The gymnasium ids that have a preset."""
+
+
+def _pendulum(base: PPOTrainingConfig) -> PPOTrainingConfig:
+    module_config = dict(base.env_runner.module_config)
+    if base.env_runner.module_class is None:  # the built-in MLPModule takes initial_log_std
+        module_config = {"initial_log_std": 0.0, **module_config}
+    runner = dataclasses.replace(
+        base.env_runner,
+        num_envs_per_env_runner=4,
+        rollout_fragment_length=256,
+        normalize_actions=True,
+        module_config=module_config,
+    )
+    ppo = dataclasses.replace(
+        base.ppo,
+        lr=3e-4,
+        gamma=0.95,
+        lambda_=0.1,
+        num_epochs=6,
+        minibatch_size=64,
+        entropy_coeff=0.0,
+        vf_clip_param=10.0,
+        grad_clip=None,
+    )
+    return dataclasses.replace(base, env_runner=runner, ppo=ppo, max_iterations=195, target_return=-300.0)
+
+
+_PRESETS = {"Pendulum-v1": _pendulum}
+
+
+def ppo_preset(env_id: str, base: PPOTrainingConfig) -> PPOTrainingConfig:
+    """``base`` with the preset of ``env_id`` applied; ``base`` itself for an env without one
+    (:data:`PRESET_ENVS` lists those that have one)."""
+    preset = _PRESETS.get(env_id)
+    return base if preset is None else preset(base)

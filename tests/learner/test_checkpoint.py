@@ -1,0 +1,161 @@
+"""Training checkpoints: the round trip, atomic saves, the newest kept, and every refusal."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from learner.checkpoint import Checkpointer, CheckpointError, TrainingState, latest_checkpoint, load_checkpoint
+
+SPACE = "Box(-inf, inf, (4,), float32)"
+
+
+def state(iteration: int = 3, **overrides: object) -> TrainingState:
+    fields: dict = {
+        "algo": "ppo",
+        "env": "CartPole-v1",
+        "observation_space": SPACE,
+        "iteration": iteration,
+        "env_steps": 96 * iteration,
+        "episodes": 7,
+        "elapsed_s": 1.5,
+        "best_return_mean": math.nan,
+        "returns": [10.0, 22.5],
+        "learner": {
+            "module": {"pi.0.w": np.arange(6, dtype=np.float32).reshape(2, 3), "log_std": np.array([-0.5])},
+            "optimizer": {"t": 12, "m": {"pi.0.w": np.full((2, 3), 0.25)}, "v": {}},
+            "rng": {"bit_generator": "PCG64", "state": {"state": 2**127 + 5, "inc": 3}, "has_uint32": 0},
+            "weights_version": 4,
+        },
+        "connector_states": {"MeanStdFilter": {"global": {"count": 8, "mean": np.ones(4)}}},
+        "counters": {"num_env_runner_restarts": 1, "num_env_steps_lost": 32},
+    }
+    return TrainingState(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def load(path: Path, **kind: str) -> TrainingState:
+    return load_checkpoint(path, **{"algo": "ppo", "env": "CartPole-v1", "observation_space": SPACE, **kind})
+
+
+def assert_same(a: object, b: object, where: str = "") -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, where
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), where
+    else:
+        assert a == b and type(a) is type(b), (where, a, b)
+
+
+def test_a_saved_state_loads_back_equal(tmp_path: Path) -> None:
+    saved = state()
+    back = load(Checkpointer(tmp_path, every=1).save(saved))
+    for name in ("iteration", "env_steps", "episodes", "elapsed_s", "returns", "learner", "connector_states"):
+        assert_same(getattr(saved, name), getattr(back, name), name)
+    assert math.isnan(back.best_return_mean) and back.counters == saved.counters and back.replay_path is None
+
+
+def test_every_keeps_the_newest_and_due_follows_every(tmp_path: Path) -> None:
+    saver = Checkpointer(tmp_path, every=2, keep=2)
+    assert [i for i in range(1, 7) if saver.due(i)] == [2, 4, 6]
+    assert not Checkpointer(tmp_path, every=0).due(4)
+    for i in (2, 4, 6):
+        saver.save(state(i))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000004", "ckpt-0000006"]
+    assert latest_checkpoint(tmp_path) == tmp_path / "ckpt-0000006"
+    assert latest_checkpoint(tmp_path / "none") is None
+
+
+def test_a_save_that_fails_leaves_no_partial_checkpoint_and_keeps_the_last(tmp_path: Path) -> None:
+    saver = Checkpointer(tmp_path, every=1)
+    first = saver.save(state(1))
+
+    def broken_replay(path: str) -> None:
+        Path(path).write_bytes(b"half a file")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        saver.save(state(2), save_replay=broken_replay)
+    assert list(tmp_path.iterdir()) == [first]  # no temporary directory, no ckpt-0000002
+    assert load(first).iteration == 1
+
+
+def test_a_replay_file_is_hashed_and_handed_back(tmp_path: Path) -> None:
+    saved = Checkpointer(tmp_path, every=1).save(state(), save_replay=lambda p: Path(p).write_bytes(b"PAR1..PAR1"))
+    back = load(saved)
+    assert back.replay_path == saved / "replay.parquet" and back.replay_path.read_bytes() == b"PAR1..PAR1"
+    (saved / "replay.parquet").write_bytes(b"PAR1..PAR2")
+    with pytest.raises(CheckpointError, match=r"is corrupt: replay.parquet is missing or does not match its hash"):
+        load(saved)
+
+
+@pytest.mark.parametrize(
+    ("kind", "match"),
+    [
+        ({"algo": "dqn"}, r"is of ppo on CartPole-v1 .*; this run is dqn on CartPole-v1"),
+        ({"env": "Acrobot-v1"}, r"this run is ppo on Acrobot-v1"),
+        (
+            {"observation_space": "Box(-inf, inf, (6,), float32)"},
+            r"with observations Box\(-inf, inf, \(6,\), float32\)",
+        ),
+    ],
+    ids=["algo", "env", "observation_shape"],
+)
+def test_a_checkpoint_of_another_kind_of_run_is_refused(tmp_path: Path, kind: dict, match: str) -> None:
+    saved = Checkpointer(tmp_path, every=1).save(state())
+    with pytest.raises(CheckpointError, match=match):
+        load(saved, **kind)
+
+
+def test_a_corrupt_array_file_is_refused(tmp_path: Path) -> None:
+    saved = Checkpointer(tmp_path, every=1).save(state())
+    data = bytearray((saved / "state.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (saved / "state.npz").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"is corrupt: state.npz is missing or does not match its hash"):
+        load(saved)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (
+            lambda meta: {**meta, "format": "other/9"},
+            r"is not a ray-sampler-checkpoint/1 checkpoint \(format 'other/9'\)",
+        ),
+        (lambda meta: {k: v for k, v in meta.items() if k != "files"}, r"lists no files"),
+        (lambda meta: {**meta, "iteration": None, "surprise": 1}, r"is corrupt: TypeError"),
+    ],
+    ids=["format", "files", "fields"],
+)
+def test_bad_metadata_is_refused(tmp_path: Path, edit: object, match: str) -> None:
+    saved = Checkpointer(tmp_path, every=1).save(state())
+    meta = json.loads((saved / "state.json").read_text())
+    (saved / "state.json").write_text(json.dumps(edit(meta)))  # type: ignore[operator]
+    with pytest.raises(CheckpointError, match=match):
+        load(saved)
+
+
+def test_unreadable_metadata_is_refused(tmp_path: Path) -> None:
+    saved = Checkpointer(tmp_path, every=1).save(state())
+    (saved / "state.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match=r"cannot be read: state.json: "):
+        load(saved)
+
+
+def test_nothing_is_pickled(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"learner/bad is an object array"):
+        Checkpointer(tmp_path, every=1).save(state(learner={"bad": np.array([object()], dtype=object)}))
+    with pytest.raises(CheckpointError, match=r"learner/fn is a function, which is not saved"):
+        Checkpointer(tmp_path, every=1).save(state(learner={"fn": lambda: 0}))
+    saved = Checkpointer(tmp_path, every=1).save(state())
+    with np.load(saved / "state.npz", allow_pickle=False) as npz:  # plain arrays only
+        assert all(npz[k].dtype != object for k in npz.files)

@@ -1,0 +1,93 @@
+"""ppo_preset: applied to Pendulum-v1 only, over the base's other fields; PPO on Pendulum-v1 through train_ppo."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from learner.learner import PPOConfig
+from learner.presets import PRESET_ENVS, ppo_preset
+from learner.train import PPOTrainingConfig, train_ppo
+from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+
+
+def pendulum_base(**runner: Any) -> PPOTrainingConfig:
+    return PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1", seed=3, **runner))
+
+
+def test_only_pendulum_has_a_preset() -> None:
+    assert PRESET_ENVS == ("Pendulum-v1",)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "MountainCarContinuous-v0", "pendulum-v1"])
+def test_an_env_without_a_preset_gets_the_base_unchanged(env_id: str) -> None:
+    base = PPOTrainingConfig(env_runner=EnvRunnerConfig(env=env_id), max_iterations=7)
+    assert ppo_preset(env_id, base) is base
+
+
+def test_the_pendulum_preset_sets_its_hyperparameters_and_budget() -> None:
+    cfg = ppo_preset("Pendulum-v1", pendulum_base())
+    assert cfg.ppo == PPOConfig(
+        lr=3e-4,
+        gamma=0.95,
+        lambda_=0.1,
+        num_epochs=6,
+        minibatch_size=64,
+        entropy_coeff=0.0,
+        vf_clip_param=10.0,
+        grad_clip=None,
+    )
+    runner = cfg.env_runner
+    assert (runner.num_envs_per_env_runner, runner.rollout_fragment_length, runner.normalize_actions) == (4, 256, True)
+    assert runner.module_config == {"initial_log_std": 0.0}
+    assert cfg.target_return == -300.0
+    steps_per_iteration = cfg.env_runner_group.num_env_runners * 4 * 256
+    assert cfg.max_iterations * steps_per_iteration == 399_360  # the ~400k env-step budget
+
+
+def test_the_pendulum_preset_keeps_the_base_s_other_fields() -> None:
+    base = dataclasses.replace(
+        pendulum_base(module_config={"hidden_sizes": (32,), "initial_log_std": -1.0}),
+        ppo=PPOConfig(seed=5, clip_param=0.3),
+        env_runner_group=EnvRunnerGroupConfig(num_env_runners=3),
+        num_learners=2,
+    )
+    cfg = ppo_preset("Pendulum-v1", base)
+    assert (cfg.ppo.seed, cfg.ppo.clip_param, cfg.ppo.lr) == (5, 0.3, 3e-4)
+    assert cfg.env_runner.seed == 3 and cfg.env_runner_group == base.env_runner_group and cfg.num_learners == 2
+    assert cfg.env_runner.module_config == {"hidden_sizes": (32,), "initial_log_std": -1.0}  # the base's wins
+
+
+def test_a_custom_module_class_gets_no_initial_log_std() -> None:
+    cfg = ppo_preset("Pendulum-v1", pendulum_base(module_class=RecordingMLP, module_config={"hidden_sizes": (8,)}))
+    assert cfg.env_runner.module_config == {"hidden_sizes": (8,)}
+
+
+class RecordingMLP(MLPModule):
+    """The built-in MLP, remembering every instance built in this process (the driver's: the learner's last)."""
+
+    built: ClassVar[list[MLPModule]] = []
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, **kwargs: Any) -> None:
+        super().__init__(observation_space, action_space, **kwargs)
+        RecordingMLP.built.append(self)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_train_ppo_runs_the_pendulum_preset_and_learns_the_log_std() -> None:
+    RecordingMLP.built.clear()
+    cfg = ppo_preset("Pendulum-v1", pendulum_base(module_class=RecordingMLP, module_config={"initial_log_std": -0.5}))
+    small_runner = dataclasses.replace(cfg.env_runner, num_envs_per_env_runner=2, rollout_fragment_length=50)
+    cfg = dataclasses.replace(cfg, env_runner=small_runner, max_iterations=2)
+    lines: list[str] = []
+    result = train_ppo(cfg, log=lines.append)
+    assert result.iterations == 2 and result.env_steps == 2 * 2 * 2 * 50 and not result.reached
+    assert [line.split(":")[0] for line in lines] == ["iter 1", "iter 2", "did not reach mean return -300"]
+    learner_module = RecordingMLP.built[-1]  # the learner group builds its module after the runners' check
+    log_std = learner_module.get_state()["pi.log_std"]
+    assert log_std.shape == (1,) and np.isfinite(log_std).all() and log_std[0] != np.float32(-0.5)
