@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ray_sampler.cli import main
+from ray_sampler.cli import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_YAML = ROOT / "cluster.yaml"
@@ -94,7 +94,9 @@ def _cli(*argv: str) -> tuple[int, str]:
 @functools.cache
 def _subcommands() -> frozenset[str]:
     _, usage = _cli("--help")
-    return frozenset(re.search(r"\{([\w,-]+)\}", usage).group(1).split(","))
+    listed = frozenset(re.findall(r"^  ([\w-]+)  ", usage, flags=re.M))  # the usage's list of commands
+    assert listed == frozenset(COMMANDS), usage
+    return listed
 
 
 def _invocations(text: str) -> list[list[str]]:

@@ -27,15 +27,16 @@ def check_address(address: str) -> str:
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Exits with one line if nothing answers at a ``host:port`` address (Ray itself retries for minutes)."""
+    """ConfigError (a usage error: exit 2) if nothing answers at a ``host:port`` address (Ray itself
+    retries for minutes)."""
     if address == "auto":
         return  # Ray finds the address on this machine, or says at once that there is none
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as e:
-        raise SystemExit(
-            f"ray-sampler: cannot attach to the Ray cluster at {address!r}: nothing answers at {host}:{port} ({e})"
+        raise ConfigError(
+            f"--address: cannot attach to the Ray cluster at {address!r}: nothing answers at {host}:{port} ({e})"
         ) from None
 
 
@@ -66,8 +67,8 @@ def ray_cluster(address: str, *, num_cpus: int, verbose: bool = False) -> Iterat
                 ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ray.exceptions.RayError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise SystemExit(
-                    f"ray-sampler: cannot attach to the Ray cluster at {address!r}: {first} (is it up? with token "
+                raise ConfigError(
+                    f"--address: cannot attach to the Ray cluster at {address!r}: {first} (is it up? with token "
                     "authentication, set RAY_AUTH_MODE=token and the cluster's token: see the README)"
                 ) from None
             where = f"Ray cluster at {address} ({ray.cluster_resources().get('CPU', 0):g} CPUs)"

@@ -95,6 +95,7 @@ class TrainPPO(RunOptions):
     """The PPO training config (learner.train.PPOTrainingConfig)."""
 
     algo = "ppo"
+    command_name = "train"
 
     def to_config(self) -> PPOTrainingConfig:
         """The training config with the run options (env, seed, hidden sizes) applied."""
@@ -116,6 +117,7 @@ class TrainDQN(RunOptions):
     """The DQN training config (learner.train_dqn.DQNTrainingConfig)."""
 
     algo = "dqn"
+    command_name = "train-dqn"
 
     def to_config(self) -> DQNTrainingConfig:
         """The training config with the run options (env, seed, hidden sizes) applied."""
@@ -256,7 +258,7 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
         )
     with run_dir, ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose) as where:
         print(
-            f"ray-sampler train: {command.algo.upper()} on {command.env}, "
+            f"ray-sampler {command.command_name}: {command.algo.upper()} on {command.env}, "
             f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
             f"sub-envs ({where})",
             flush=True,

@@ -49,15 +49,14 @@ def node_count(cluster: RayStartCluster) -> int:
     return int(done.stdout.strip().splitlines()[-1])
 
 
-def test_train_attaches_with_address_and_leaves_the_cluster_up(cluster: RayStartCluster) -> None:
-    done = cluster.run(
-        [*CLI, "train", "--address", cluster.address, "--max-iterations", "2", "--target-return", "none"], timeout_s=240
-    )
+def test_train_attaches_with_address_and_leaves_the_cluster_up(cluster: RayStartCluster, tmp_path: Path) -> None:
+    args = ["--max-iterations", "2", "--target-return", "none", "--runs-dir", str(tmp_path)]
+    done = cluster.run([*CLI, "train", "--address", cluster.address, *args], timeout_s=240)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     where = f"(Ray cluster at {cluster.address} (2 CPUs))"
     assert lines[0] == f"ray-sampler train: PPO on CartPole-v1, 2 env runners x 8 sub-envs {where}"
-    assert [line.split(":")[0] for line in lines if line.startswith("iter ")] == ["iter 1", "iter 2"]
+    assert [line.split(":")[0] for line in lines if line.startswith("iter ")] == ["iter 1/2", "iter 2/2"]
     ran = [j for j in drivers(cluster) if "ray_sampler train --address" in (j["entrypoint"] or "")]
     assert len(ran) == 1 and ran[0]["type"] == "JobType.DRIVER" and ran[0]["status"] == "SUCCEEDED"
     assert cluster.is_running()
@@ -109,9 +108,10 @@ def test_an_unreachable_address_is_one_line() -> None:
         timeout=180,
         check=False,
     )
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert re.fullmatch(
-        r"ray-sampler: cannot attach to the Ray cluster at '127\.0\.0\.1:\d+': nothing answers at 127\.0\.0\.1:\d+ "
+        r"ray-sampler sample: error: --address: cannot attach to the Ray cluster at '127\.0\.0\.1:\d+': "
+        r"nothing answers at 127\.0\.0\.1:\d+ "
         r"\(\[Errno 111\] Connection refused\)",
         out.stderr.strip(),
     ), out.stderr[-2000:]
@@ -124,7 +124,7 @@ def test_addresses_of_every_form_are_accepted(address: str) -> None:
 
 @pytest.mark.parametrize("address", ["http://head:8265", "head", "10.0.0.5:", ":6379", "ray://"])
 def test_malformed_addresses_name_the_flag(address: str) -> None:
-    with pytest.raises(ConfigError, match=r"^'address' \(--address or RAY_ADDRESS\) must be auto, local, host:port"):
+    with pytest.raises(ConfigError, match=r"^--address \(or RAY_ADDRESS\) must be auto, local, host:port"):
         check_address(address)
 
 

@@ -1,0 +1,344 @@
+"""README.md and docs/*.md: every code block runs (or, where it cannot, is checked); links stay inside.
+
+Every fenced block names its language, one of ``python``, ``bash``, ``console``, ``toml`` and ``text``:
+
+- ``python``: run as it stands, each in a fresh interpreter (``sys.executable -c``), one after the
+  other, in an empty temporary directory (the blocks write files such as ``replay.parquet``) with
+  the repository on ``PYTHONPATH`` and ``RAY_ADDRESS=local``, so a block's own ``ray.init()``
+  starts a new local Ray instead of attaching to a cluster another process left running. A block
+  must exit 0 within ``PYTHON_TIMEOUT_S``. Nothing is skipped: a block that would be slow keeps a
+  small budget in its own text.
+- ``bash``: each line is a command (``\\`` continues a line, ``#`` starts a comment, ``&&`` chains
+  commands, a trailing ``&`` is dropped), the lines of one block run in order in one temporary
+  directory (so ``runs/`` made by one command is there for the next). Each command is:
+
+  * **run**: ``ray-sampler ...`` (also ``.venv/bin/ray-sampler``), through the virtualenv's
+    script, with ``*`` expanded in the block's directory. Its exit status must be 0; for
+    ``train`` and ``train-dqn`` 0 or 1 (a missed target), never 2. Training commands get a small
+    budget appended unless they name one: ``train`` ``--max-iterations 2``, ``train-dqn``
+    ``--max-env-steps 1500``; so the README's first command, the main job, runs for two
+    iterations here.
+  * **checked, not run**, where running would install software, start a cloud or Kubernetes
+    cluster, or take minutes: ``python3 -m venv DIR`` (only makes a virtualenv); ``pip install``
+    (``.`` must be this project and every extra it names must exist in ``pyproject.toml``); the
+    test command (the README's second line must be exactly the last line of ``.ci/run``, which
+    runs it); ``ray up|down|dashboard|attach FILE`` and ``kubectl apply -f FILE`` (the file must
+    exist); ``ray job submit ... -- ENTRYPOINT`` (its ``--working-dir`` must exist and a
+    ``ray-sampler`` entrypoint's flags must be options of that command: it names a remote
+    cluster); ``python SCRIPT ...`` (the script must exist: the examples have their own tests,
+    the benchmarks take minutes); ``export`` (sets the environment of the commands after it).
+  * Anything else fails the test: a new kind of command needs a rule here first.
+- ``console``: lines starting with ``$ `` are commands, handled as in ``bash``; the lines after
+  one are its output. A command shown with output that says ``error:`` must exit 2, and the
+  first output line, up to its first digit (the figures differ between machines), must begin a
+  line of what it really printed.
+- ``toml``: a ``--config`` file: ``train`` or ``train-dqn`` must read it into a training config
+  (without starting anything); ``text``: shown output and diagrams, not code.
+
+No block is skipped. Links: every relative link target is a file or directory of the repository
+and an anchor after ``#`` is one of its headings; no ``http://`` or ``https://`` appears outside
+code. Every test a page cites (``tests/x.py::test_name``, and the ``::test_name`` or bare
+``test_name`` after it) exists. Each page under docs/ is linked from the README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LANGUAGES = {"python", "bash", "console", "toml", "text"}
+PYTHON_TIMEOUT_S = 240
+COMMAND_TIMEOUT_S = 240
+BUDGETS = {"train": ["--max-iterations", "2"], "train-dqn": ["--max-env-steps", "1500"]}
+TRAINING = {"train", "train-dqn"}
+_BIN = Path(sys.executable).parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int
+    language: str
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}-{self.language}"
+
+
+def _blocks(path: Path) -> list[Block]:
+    """The fenced blocks of a Markdown file, those indented in a list item too (indent removed)."""
+    blocks, lines = [], path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        match = re.match(r"^( *)```(\S*)\s*$", lines[i])
+        if match:
+            indent = match.group(1)
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            body = [line.removeprefix(indent) for line in lines[i + 1 : end]]
+            blocks.append(Block(path, i + 1, match.group(2), "\n".join(body) + "\n"))
+            i = end
+        i += 1
+    return blocks
+
+
+BLOCKS = [block for path in DOCUMENTS for block in _blocks(path)]
+
+
+def _of(*languages: str) -> list[Block]:
+    return [block for block in BLOCKS if block.language in languages]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env["RAY_ADDRESS"] = "local"
+    env["COLUMNS"] = "200"
+    return env
+
+
+# -- commands ------------------------------------------------------------------------------------------
+
+
+def _logical_lines(text: str) -> list[str]:
+    return [line for line in re.sub(r"\\\n\s*", " ", text).splitlines() if line.strip()]
+
+
+def _commands(line: str) -> list[list[str]]:
+    """The commands of one shell line: split on ``&&``, comments and a trailing ``&`` dropped."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars="&")
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token == "&&":
+            commands.append([])
+        elif token != "&":
+            commands[-1].append(token)
+    return [command for command in commands if command]
+
+
+def _extras() -> set[str]:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return set(pyproject["project"]["optional-dependencies"])
+
+
+def _help_flags(command: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ray_sampler", command, "--help"], capture_output=True, text=True, env=_env(), timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return set(re.findall(r"(?<![\w-])-{1,2}[a-z][\w.-]*", proc.stdout))
+
+
+def _check_ray_sampler_flags(args: list[str]) -> None:
+    flags = {arg.split("=", 1)[0] for arg in args[1:] if arg.startswith("-")}
+    unknown = flags - _help_flags(args[0])
+    assert not unknown, f"ray-sampler {args[0]}: no such options {sorted(unknown)}"
+
+
+def _run_ray_sampler(args: list[str], cwd: Path, expected_output: list[str]) -> None:
+    args = [match for arg in args for match in (sorted(glob.glob(arg, root_dir=cwd)) or [arg] if "*" in arg else [arg])]
+    command = args[0] if args else ""
+    if command in BUDGETS and "--help" not in args:
+        budget_flag = BUDGETS[command][0]
+        if budget_flag not in args:
+            args = [*args, *BUDGETS[command]]
+    proc = subprocess.run(
+        [str(_BIN / "ray-sampler"), *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    shown = " ".join(["ray-sampler", *args])
+    output = proc.stdout + proc.stderr
+    if any("error:" in line for line in expected_output):
+        assert proc.returncode == 2, f"{shown}: exit {proc.returncode}, a usage error was shown\n{output[-3000:]}"
+    else:
+        allowed = {0, 1} if command in TRAINING else {0}
+        assert proc.returncode in allowed, f"{shown}: exit {proc.returncode}\n{output[-3000:]}"
+    if expected_output:
+        prefix = re.split(r"\d", expected_output[0], maxsplit=1)[0]
+        assert any(line.startswith(prefix) for line in output.splitlines()), f"{shown}: no line starts {prefix!r}"
+
+
+def _check_exists(path: str, what: str) -> None:
+    assert (ROOT / path).exists(), f"{what} names {path!r}, which is not in the repository"
+
+
+def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[str]) -> None:
+    while command and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", command[0]):
+        command = command[1:]  # environment assignments of this command
+    program, args = command[0], command[1:]
+    name = Path(program).name
+    if name == "ray-sampler":
+        _run_ray_sampler(args, cwd, expected_output)
+    elif program == "export":
+        assert all("=" in arg for arg in args), line
+    elif name.startswith("python") and args[:2] == ["-m", "venv"]:
+        assert len(args) == 3, line
+    elif name.startswith("python") and args[:2] == ["-m", "pytest"]:
+        ci_last_line = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+        assert line.strip() == ci_last_line, "the test command must be exactly what .ci/run runs"
+    elif name == "pip" and args[:1] == ["install"]:
+        for spec in (arg for arg in args[1:] if not arg.startswith("-")):
+            match = re.fullmatch(r"(\.|ray-sampler)(?:\[([\w,-]+)\])?", spec)
+            assert match, f"{line}: installs {spec!r}, not this project"
+            unknown = set(filter(None, (match.group(2) or "").split(","))) - _extras()
+            assert not unknown, f"{line}: no such extras {sorted(unknown)} in pyproject.toml"
+    elif name.startswith("python") and args and args[0].endswith(".py"):
+        _check_exists(args[0], line)
+    elif program == "ray" and args[:1] and args[0] in ("up", "down", "dashboard", "attach"):
+        _check_exists(next(arg for arg in args[1:] if not arg.startswith("-")), line)
+    elif program == "ray" and args[:2] == ["job", "submit"]:
+        if "--working-dir" in args:
+            _check_exists(args[args.index("--working-dir") + 1], line)
+        entrypoint = args[args.index("--") + 1 :]
+        if Path(entrypoint[0]).name == "ray-sampler":
+            _check_ray_sampler_flags(entrypoint[1:])
+    elif program == "kubectl" and args[:1] == ["apply"]:
+        _check_exists(args[args.index("-f") + 1], line)
+    else:
+        raise AssertionError(f"no rule for {line!r}: add one to tests/test_readme.py's docstring and code")
+
+
+@pytest.mark.parametrize("block", _of("bash"), ids=lambda block: block.id)
+def test_bash_block(block: Block, tmp_path: Path) -> None:
+    for line in _logical_lines(block.text):
+        for command in _commands(line):
+            _handle(command, line=line, cwd=tmp_path, expected_output=[])
+
+
+@pytest.mark.parametrize("block", _of("console"), ids=lambda block: block.id)
+def test_console_block(block: Block, tmp_path: Path) -> None:
+    entries: list[tuple[str, list[str]]] = []
+    for line in _logical_lines(block.text):
+        if line.startswith("$ "):
+            entries.append((line[2:], []))
+        else:
+            assert entries, f"{block.id}: output before any command"
+            entries[-1][1].append(line)
+    assert entries, f"{block.id}: a console block shows at least one '$ ' command"
+    for line, output in entries:
+        for command in _commands(line):
+            _handle(command, line=line, cwd=tmp_path, expected_output=output)
+
+
+# -- python --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block", _of("python"), ids=lambda block: block.id)
+def test_python_block(block: Block, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", block.text],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=PYTHON_TIMEOUT_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, f"{block.id} failed:\n{proc.stderr[-4000:]}"
+
+
+@pytest.mark.parametrize("block", _of("toml"), ids=lambda block: block.id)
+def test_toml_block(block: Block, tmp_path: Path) -> None:
+    from ray_sampler.cli.options import UsageError
+    from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args
+
+    tomllib.loads(block.text)
+    path = tmp_path / "config.toml"
+    path.write_text(block.text)
+    errors = []
+    for command in (TrainPPO, TrainDQN):
+        try:
+            command_from_args(command, ["--config", str(path)], prog="ray-sampler").to_config()
+            return
+        except UsageError as e:
+            errors.append(str(e))
+    raise AssertionError(f"{block.id} is no --config file of train or train-dqn: {errors}")
+
+
+def test_every_block_names_a_known_language() -> None:
+    unknown = [block.id for block in BLOCKS if block.language not in LANGUAGES]
+    assert not unknown, f"fenced blocks without a language from {sorted(LANGUAGES)}: {unknown}"
+
+
+def test_the_readme_opens_with_the_main_job_and_the_test_command() -> None:
+    first = _blocks(ROOT / "README.md")[0]
+    lines = _logical_lines(first.text)
+    assert first.language == "bash" and len(lines) == 2
+    assert lines[0].endswith("ray-sampler train")
+    assert lines[1] == (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+
+
+# -- links ---------------------------------------------------------------------------------------------
+
+
+def _prose(path: Path, *, keep_inline: bool = False) -> str:
+    """The document without its fenced blocks, and without its inline code unless ``keep_inline``."""
+    text = re.sub(r"^ *```.*?^ *```", "", path.read_text(), flags=re.S | re.M)
+    return text if keep_inline else re.sub(r"`[^`\n]*`", "", text)
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_relative_links_resolve(path: Path) -> None:
+    targets = re.findall(r"\]\(([^)\s]+)\)", _prose(path))
+    missing = [t for t in targets if not t.startswith("#") and not (path.parent / t.split("#")[0]).exists()]
+    assert not missing, f"{path.name}: links to missing files {missing}"
+    for target in targets:
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path
+        assert resolved.is_relative_to(ROOT), f"{path.name}: {target} leaves the repository"
+        if anchor:
+            assert anchor in _anchors(resolved), f"{path.name}: {target} names no heading of {resolved.name}"
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"^ *```.*?^ *```", "", path.read_text(), flags=re.S | re.M), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_links_outside_the_repository(path: Path) -> None:
+    found = re.findall(r"https?://\S+", _prose(path))
+    assert not found, f"{path.name}: links outside the repository {found}"
+
+
+def test_docs_are_linked_from_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    unlinked = [p.name for p in DOCUMENTS[1:] if f"(docs/{p.name}" not in readme]
+    assert not unlinked, f"docs pages not linked from README.md: {unlinked}"
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_cited_tests_exist(path: Path) -> None:
+    """``tests/x.py::name`` (and a following ``::name`` or bare ``test_name``, which refer to the
+    last file cited) names a file of the repository and a test or test class in it."""
+    cited: Path | None = None
+    for span in re.findall(r"`([^`\n]+)`", _prose(path, keep_inline=True)):
+        match = re.fullmatch(r"(tests/[\w/]+\.py)?((?:::)?\w+(?:::\w+)*)?", span)
+        if not match or not (match.group(1) or "::" in span or span.startswith("test_")):
+            continue
+        if match.group(1):
+            cited = ROOT / match.group(1)
+            assert cited.is_file(), f"{path.name} cites {match.group(1)}, which does not exist"
+        assert cited is not None, f"{path.name}: {span!r} before any test file is cited"
+        source = cited.read_text()
+        for name in filter(None, (match.group(2) or "").split("::")):
+            assert re.search(rf"^\s*(def|class) {name}\b", source, re.M), f"{path.name}: no {name} in {cited.name}"
