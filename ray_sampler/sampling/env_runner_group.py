@@ -24,18 +24,11 @@
   from the driver): in truncate mode no env step is lost or duplicated; in complete mode
   (whole episodes only) running episodes are dropped and counted in the metrics.
 - A runner whose actor dies (``RayActorError``: SIGKILL, ``ray.kill``, a lost node) or whose call
-  raises is replaced by a new actor under the same ``worker_index`` (so the same ``vector_index``
-  and ``env_config`` for its sub-envs) that takes the last broadcast weights and connector states
-  before its first sample (calls to one actor run in order). It gets a fresh seed derived from
-  ``(seed, worker_index, restart number)``, so it never repeats its predecessor's episodes or
-  episode ids: no chunk ever continues an episode of a dead actor. During a sampling call the
-  replacement gets the call's request at once. The group makes the replacement itself rather
-  than through Ray's ``max_restarts``: a Ray restart re-runs ``__init__`` with the first
-  arguments (the same seed, so the same ids) and without the weights, and retried calls would
-  hide what was lost; here each restart is counted, with the steps of the request that died,
-  the steps the runner held for a dead replay actor and the episodes left running
-  (``GroupMetrics``), and logged (``runner_failures``). The
+  raises is replaced by a new actor under the same ``worker_index``, with the last broadcast
+  weights and connector states and a fresh seed; what died with it is counted and logged
+  (``runner_failures.py`` says how, and why not through Ray's ``max_restarts``). The
   ``EnvRunnerGroupConfig`` fault-tolerance fields bound it; past them ``EnvRunnerFailedError``.
+- The env and the module are checked on the driver before any actor starts (``preflight.py``).
 
 The group never calls ``ray.init``; start Ray first.
 """
@@ -56,11 +49,10 @@ from ray_sampler.errors import EnvRunnerFailedError, RaySamplerError
 from ray_sampler.handles import call
 from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.sampling.env_check import check_env
-from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
-from ray_sampler.sampling.env_runner import EnvRunner, build_module
+from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
 from ray_sampler.sampling.placement import RunnerPlacement
+from ray_sampler.sampling.preflight import prepare_env
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_failures import RunnerFailures
 from ray_sampler.validate import check_int
@@ -80,27 +72,7 @@ class EnvRunnerGroup:
 
     def __init__(self, config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig | None = None) -> None:
         self.group_config = group_config or EnvRunnerGroupConfig()
-        env_as_given = config.env  # a registered name, before it is replaced by its creator below
-        if isinstance(config.env, str):
-            creator = resolve_creator(config.env)  # an unknown name fails here, before any actor starts
-            if is_registered_env(config.env):
-                # A registered name lives in this process only (and wins over a gymnasium id of the
-                # same name): ship the creator itself.
-                config = dataclasses.replace(config, env=creator)
-        if self.group_config.validate_env_locally:
-            env = make_vector_env(config, worker_index=0, num_workers=self.group_config.num_env_runners)
-            try:
-                build_module(config, env.single_observation_space, env.single_action_space)
-            finally:
-                env.close()
-            if self.group_config.check_env:
-                check_env(
-                    env_as_given,
-                    config.env_config,
-                    seed=config.seed,
-                    max_episode_steps=config.max_episode_steps,
-                    tolerate_errors=config.restart_failed_sub_environments,
-                )
+        config = prepare_env(config, self.group_config)  # the driver-side checks, before any actor starts
         if not ray.is_initialized():
             raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
         self.config = config

@@ -5,6 +5,17 @@ replacement (``record``): it counts the failure, the steps of the request that d
 runner held for a dead replay, and the episodes left running, and either allows a restart (adding
 one log line) or raises ``EnvRunnerFailedError`` naming every failed runner and its last cause.
 
+How the group replaces a runner: a new actor under the same ``worker_index`` (so the same
+``vector_index`` and ``env_config`` for its sub-envs) takes the last broadcast weights and
+connector states before its first sample (calls to one actor run in order). It gets a fresh seed
+derived from ``(seed, worker_index, restart number)``, so it never repeats its predecessor's
+episodes or episode ids: no chunk ever continues an episode of a dead actor. During a sampling
+call the replacement gets the call's request at once. The group makes the replacement itself
+rather than through Ray's ``max_restarts``: a Ray restart re-runs ``__init__`` with the first
+arguments (the same seed, so the same ids) and without the weights, and retried calls would hide
+what was lost; here each restart is counted (``GroupMetrics``: the steps of the request that died,
+those held for a dead replay actor, the episodes left running) and logged (``runner_failures``).
+
 >>> from ray_sampler.sampling.config import EnvRunnerGroupConfig
 >>> failures = RunnerFailures(EnvRunnerGroupConfig(max_num_env_runner_restarts=1))
 >>> failures.record(2, ValueError("boom"), num_env_steps_lost=8)

@@ -91,6 +91,7 @@ def test_sample_job_prints_a_line_per_iteration() -> None:
 def test_train_job_prints_progress_learns_and_keeps_a_run_directory(tmp_path: Path) -> None:
     out = run_cli("train", "--max-iterations", "6", "--num-env-runners", "2", runs_dir=tmp_path)
     assert out.returncode == 1, out.stderr[-2000:]  # the target (CartPole-v1's reward_threshold) was missed
+    assert "Token authentication is enabled" not in out.stderr  # Ray's own lines are hidden without -v
     lines = out.stdout.splitlines()
     assert lines[0] == "ray-sampler train: PPO on CartPole-v1, 2 env runners x 8 sub-envs (local Ray cluster)"
     assert lines[1] == "stop once the mean return of the last 100 finished episodes reaches 475"
@@ -244,9 +245,10 @@ class TestExitCodes:
     """0: target reached or budget used without a target; 1: target missed; 2: usage; 130: Ctrl-C."""
 
     def test_a_run_without_a_target_that_uses_its_budget_exits_0(self, tmp_path: Path) -> None:
-        args = ("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1")
+        args = ("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1", "-v")
         out = run_cli(*args, runs_dir=tmp_path)
         assert out.returncode == 0, out.stderr[-2000:]
+        assert "Token authentication is enabled" in out.stderr  # -v: Ray's own lines show
         lines = out.stdout.splitlines()
         assert lines[1].startswith("no target return: the run uses its budget; ")
         assert any(line.startswith("Budget used: mean return ") for line in lines)
