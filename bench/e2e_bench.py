@@ -4,7 +4,7 @@
 
 Figures, each beside a baseline measured in the same run:
 
-1. PPO (``learner.train.train_ppo``, 2 env runners x 8 sub-envs, one local learner) per seed:
+1. PPO (``learner.train.train_ppo``, 2 env runners x 4 sub-envs, one local learner) per seed:
    env steps and seconds until the mean return of the last 100 episodes reaches 450, as the
    training loop (``seconds``) and as the whole process from ``ray.init`` (``whole_s``).
    Baselines: RLlib 2.60's default PPO with 2 env runners (bench/rllib_e2e.py in its own venv,
@@ -48,7 +48,8 @@ def child(algo: str, seed: int) -> dict[str, Any]:
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         # The configs of `ray-sampler train --seed N --target-return 450` / `train-dqn ...`: RLlib's run
-        # (rllib_e2e.py) stops at episode_return_mean >= 450, a mean over the last 100 episodes, as ours.
+        # (rllib_e2e.py) stops at episode_return_mean >= 450, which in RLlib 2.60 averages the episodes
+        # that finished in its last iteration: a looser rule than our 100 episodes (bench/RESULTS.md).
         from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args
 
         args = ["--seed", str(seed), "--target-return", "450"]

@@ -20,7 +20,7 @@ Field                                  Value                 Why
 ``ppo.lambda_``                        0.1                   RLlib's value: advantages lean on the value
                                                              head. 0.95: -445 after 400k steps.
 ``ppo.num_epochs``                     6                     RLlib's value.
-``ppo.minibatch_size``                 64                    32 steps per epoch on 2,048 rows. 256 (the
+``ppo.minibatch_size``                 64                    32 steps per epoch on 2,048 rows. 256 (then
                                                              default): -941 after 400k steps.
 ``ppo.entropy_coeff``                  0.0                   The spread is the learned log-std; no bonus
                                                              was needed to reach -300.

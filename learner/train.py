@@ -43,7 +43,7 @@ __all__ = [
 
 
 def _default_ppo_runner() -> EnvRunnerConfig:
-    return EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=8, rollout_fragment_length=128, seed=0)
+    return EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=4, rollout_fragment_length=128, seed=0)
 
 
 def _default_ppo_runner_group() -> EnvRunnerGroupConfig:
@@ -58,8 +58,9 @@ class PPOTrainingConfig:
     ``module_config``; the built-in MLP seeded with ``env_runner.seed``), so both start equal."""
 
     env_runner: EnvRunnerConfig = dataclasses.field(default_factory=_default_ppo_runner)
-    """What each runner steps (a gymnasium id) and how it samples: 8 CartPole-v1 sub-envs, 128 steps
-    each per iteration, seed 0."""
+    """What each runner steps (a gymnasium id) and how it samples: 4 CartPole-v1 sub-envs, 128 steps
+    each per iteration, seed 0 (with 2 runners, 1,024 env steps per iteration: half of the 2,048
+    before issue #9's tuning, so twice the updates per env step; bench/RESULTS.md)."""
     env_runner_group: EnvRunnerGroupConfig = dataclasses.field(default_factory=_default_ppo_runner_group)
     """The runner actors: 2, half a CPU each."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
@@ -68,14 +69,15 @@ class PPOTrainingConfig:
     """Learner actors (0: one local learner)."""
     num_cpus_per_learner: float = 0.5
     """CPUs each learner actor reserves."""
-    max_iterations: int = 60
-    """Stop after this many iterations."""
+    max_iterations: int = 120
+    """Stop after this many iterations (122,880 env steps with the default runners)."""
     target_return: float | str | None = "auto"
     """Stop once the mean return of the last ``stop_window`` finished episodes reaches this; ``"auto"``:
     the env spec's ``reward_threshold`` (475 for CartPole-v1); None, or ``"auto"`` for an env without
     one: no target, the run uses its budget."""
     stop_window: int = 100
-    """Finished episodes in the stop rule's mean (RLlib's ``episode_return_mean`` is over 100)."""
+    """Finished episodes in the stop rule's mean (stricter than RLlib 2.60's ``episode_return_mean``,
+    which averages the episodes that finished in its last iteration: bench/RESULTS.md, issue #9)."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)

@@ -114,7 +114,8 @@ class DQNTrainingConfig:
     the env spec's ``reward_threshold`` (475 for CartPole-v1); None, or ``"auto"`` for an env without
     one: no target, the run uses its budget."""
     stop_window: int = 100
-    """Finished episodes in the stop rule's mean (RLlib's ``episode_return_mean`` is over 100)."""
+    """Finished episodes in the stop rule's mean (stricter than RLlib 2.60's ``episode_return_mean``,
+    which averages the episodes that finished in its last iteration: bench/RESULTS.md, issue #9)."""
     replay_restart_timeout_s: float = 60.0
     """Longest a dead replay actor's replacement may take to restore its checkpoint and start."""
 

@@ -55,7 +55,7 @@ def test_train_attaches_with_address_and_leaves_the_cluster_up(cluster: RayStart
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     where = f"(Ray cluster at {cluster.address} (2 CPUs))"
-    assert lines[0] == f"ray-sampler train: PPO on CartPole-v1, 2 env runners x 8 sub-envs {where}"
+    assert lines[0] == f"ray-sampler train: PPO on CartPole-v1, 2 env runners x 4 sub-envs {where}"
     assert [line.split(":")[0] for line in lines if line.startswith("iter ")] == ["iter 1/2", "iter 2/2"]
     ran = [j for j in drivers(cluster) if "ray_sampler train --address" in (j["entrypoint"] or "")]
     assert len(ran) == 1 and ran[0]["type"] == "JobType.DRIVER" and ran[0]["status"] == "SUCCEEDED"
