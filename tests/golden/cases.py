@@ -108,7 +108,8 @@ def learner_cases() -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     runner = _runner("cartpole", "truncate_episodes", True, 1, seed=11)
     episodes = runner.sample()
-    ppo = Learner(MLPModule(runner.observation_space, runner.action_space, seed=0), PPOConfig(num_epochs=2))
+    config = PPOConfig(num_epochs=2, lr=1e-3, minibatch_size=256)  # the pinned update's own, not the defaults
+    ppo = Learner(MLPModule(runner.observation_space, runner.action_space, seed=0), config)
     metrics = ppo.update_from_episodes(episodes)
     for k, v in ppo.module.get_state().items():
         out[f"ppo/weights/{k}"] = np.asarray(v)

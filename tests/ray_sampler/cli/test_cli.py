@@ -281,6 +281,9 @@ class TestExitCodes:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            # As from a terminal: a suite run in the background of a shell (`.ci/run &`) ignores
+            # SIGINT, and a child inherits that, so Ctrl-C would never reach it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         assert proc.stdout is not None
         for line in proc.stdout:  # training has begun: runners and a learner are up
@@ -288,7 +291,7 @@ class TestExitCodes:
                 break
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=120)
-        assert proc.returncode == 130, err[-2000:]
+        assert proc.returncode == 130, (rest[-2000:], err[-2000:])
         assert "Traceback" not in err + rest
         assert err.strip().splitlines()[-1] == "ray-sampler train: interrupted; actors stopped"
         assert "Interrupted: mean return " in rest  # the summary of what was done
