@@ -1,6 +1,6 @@
 """End-to-end benchmark: wall clock and env steps to a mean return of 450 on CartPole-v1.
 
-    .venv/bin/python bench/e2e_bench.py [--seeds 0,1,2] [--algos ppo,dqn] [--rllib-python PATH]
+    .venv/bin/python bench/e2e_bench.py [--seeds 0,1,2] [--algos ppo,dqn,ppo-torch] [--rllib-python PATH]
 
 Figures, each beside a baseline measured in the same run:
 
@@ -13,6 +13,8 @@ Figures, each beside a baseline measured in the same run:
    the least any sampler could spend on those steps.
 2. DQN (``learner.train_dqn.train_dqn``: 2 runners -> ReplayActor -> local learner) per seed,
    uniform and prioritized replay, the same figures (RLlib's PPO stays the reference).
+   ``ppo-torch`` and ``dqn-prioritized-torch``: the same runs with ``--framework torch`` (torch
+   modules and learners; needs ``ray-sampler[torch]``).
 3. The learner connector pipeline (columns + GAE with the value bootstrap) on a 4,000-step
    batch: env steps/s (median of 5, fresh episodes each time) beside RLlib's own learner
    connector on 4,000 steps, and its share of the PPO iterations' wall time in the runs of 1.
@@ -30,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import run_json
+from bench_common import raw_stepping_s, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,6 +55,9 @@ def child(algo: str, seed: int) -> dict[str, Any]:
         from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args
 
         args = ["--seed", str(seed), "--target-return", "450"]
+        if algo.endswith("-torch"):  # the same run with torch modules and learners (issue #10)
+            args += ["--framework", "torch"]
+            algo = algo.removesuffix("-torch")
         if algo == "ppo":
             from learner.train import train_ppo
 
@@ -87,22 +92,6 @@ def connector_throughput() -> dict[str, float]:
     return {"steps_per_s": statistics.median(rates[1:]), "num_episodes_last": len(episodes)}
 
 
-def raw_stepping_s(env_steps: int, num_envs: int = 16) -> float:
-    """Seconds gymnasium's SyncVectorEnv of CartPole-v1 takes for ``env_steps`` random steps."""
-    import gymnasium as gym
-    import numpy as np
-
-    env = gym.make_vec("CartPole-v1", num_envs, vectorization_mode="sync")
-    env.reset(seed=0)
-    actions = np.random.default_rng(0).integers(0, 2, (env_steps // num_envs + 1, num_envs))
-    t0 = time.perf_counter()
-    for a in actions:
-        env.step(a)
-    elapsed = time.perf_counter() - t0
-    env.close()
-    return elapsed
-
-
 def _median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -112,7 +101,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--algos", default="ppo,dqn,dqn-prioritized")
     parser.add_argument("--rllib-python", default=str(ROOT / ".venv-rllib" / "bin" / "python"))
-    parser.add_argument("--child", choices=["ppo", "dqn", "dqn-prioritized"])
+    parser.add_argument("--child", choices=["ppo", "dqn", "dqn-prioritized", "ppo-torch", "dqn-prioritized-torch"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.child:
@@ -139,7 +128,7 @@ def main() -> None:
     rllib_by_seed = {r["seed"]: r for r in theirs}
     for algo in algos:
         for r in ours[algo]:
-            r["raw_gym_s"] = raw_stepping_s(r["env_steps"])
+            r["raw_gym_s"] = raw_stepping_s("CartPole-v1", r["env_steps"])
             other = rllib_by_seed.get(r["seed"])
             ratio = f"{r['whole_s'] / other['whole_s']:.2f}" if other and other.get("reached") else "n/a"
             print(
@@ -147,7 +136,7 @@ def main() -> None:
                 f"{r['whole_s']:>9.1f}{r['raw_gym_s']:>10.2f}{ratio:>15}"
             )
     for r in theirs:
-        r["raw_gym_s"] = raw_stepping_s(r["env_steps"])
+        r["raw_gym_s"] = raw_stepping_s("CartPole-v1", r["env_steps"])
         print(
             f"{'RLlib 2.60 PPO':<24}{r['seed']:>5}{r['reached']!s:>9}{r['env_steps']:>11}{r['seconds']:>9.1f}"
             f"{r['whole_s']:>9.1f}{r['raw_gym_s']:>10.2f}{'1.00':>15}"

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import run_json
+from bench_common import raw_stepping_s, run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,22 +51,6 @@ def child(seed: int) -> dict[str, Any]:
     return {**result, "whole_s": time.perf_counter() - t_start}  # a TrainResult reads as a Mapping too
 
 
-def raw_stepping_s(env_steps: int, num_envs: int = 8) -> float:
-    """Seconds gymnasium's SyncVectorEnv of Pendulum-v1 takes for ``env_steps`` random steps."""
-    import gymnasium as gym
-    import numpy as np
-
-    env = gym.make_vec("Pendulum-v1", num_envs, vectorization_mode="sync")
-    env.reset(seed=0)
-    actions = np.random.default_rng(0).uniform(-2.0, 2.0, (env_steps // num_envs + 1, num_envs, 1))
-    t0 = time.perf_counter()
-    for a in actions.astype(np.float32):
-        env.step(a)
-    elapsed = time.perf_counter() - t0
-    env.close()
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
@@ -87,7 +71,7 @@ def main() -> None:
         f"{'raw gym s':>11}{'loop / raw':>12}"
     )
     for r in runs:
-        r["raw_gym_s"] = raw_stepping_s(r["env_steps"])
+        r["raw_gym_s"] = raw_stepping_s("Pendulum-v1", r["env_steps"], 8)
         print(
             f"{r['seed']:>4}{r['reached']!s:>9}{r['mean_return']:>13.1f}{r['env_steps']:>11}{r['iterations']:>7}"
             f"{r['seconds']:>9.1f}{r['whole_s']:>9.1f}{r['raw_gym_s']:>11.2f}{r['seconds'] / r['raw_gym_s']:>12.1f}"

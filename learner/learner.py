@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from enum import Enum
 from typing import Any
 
 import numpy as np
 
-from connectors.learner import DEFAULT_MODULE_ID, AddColumnsFromEpisodesToTrainBatch, GeneralAdvantageEstimation
+from connectors.common import MeanStdFilter
+from connectors.learner import (
+    DEFAULT_MODULE_ID,
+    AddColumnsFromEpisodesToTrainBatch,
+    AddStatesFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    GeneralAdvantageEstimation,
+)
 from connectors.pipeline import ConnectorPipelineV2
 from learner.metrics import PPOUpdateMetrics
 from learner.optim import Adam
@@ -25,17 +33,28 @@ from learner.ppo_loss import ppo_loss_and_grads
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.rl_module import is_stateful
 from ray_sampler.validate import (
     check_bool,
+    check_enum,
     check_int,
     check_number,
     check_optional,
     check_pieces,
     check_probability,
     check_type,
+    replace_field,
 )
 
-__all__ = ["Learner", "PPOConfig", "minibatch_plan"]
+__all__ = ["Learner", "ObservationFilter", "PPOConfig", "batch_steps", "minibatch_plan"]
+
+
+class ObservationFilter(str, Enum):
+    """How observations are normalized before the module sees them (None: they are not)."""
+
+    MEAN_STD = "mean_std"
+    """Running mean and std (MeanStdFilter), learned in the runners, merged exactly across them
+    every iteration, and applied alike in the learner's pipeline."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,6 +88,13 @@ class PPOConfig:
     """Advantages scaled to zero mean and unit std per batch."""
     seed: int = 0
     """Seed of the minibatch shuffling."""
+    observation_filter: ObservationFilter | str | None = None
+    """None, or ``"mean_std"``: observations normalized by running moments, the same in the
+    runners and the learners (RLlib's MeanStdFilter connector; the training loop syncs its moments
+    every iteration)."""
+    max_seq_len: int = 20
+    """Stateful modules: the longest sequence a train batch holds (episodes are split into
+    sequences of at most this many steps, zero-padded, each from its stored first state)."""
 
     def __post_init__(self) -> None:
         for name in ("lr", "clip_param"):
@@ -83,6 +109,11 @@ class PPOConfig:
         check_optional(check_number, "vf_clip_param", self.vf_clip_param, minimum=0, exclusive_minimum=True)
         check_bool("standardize_advantages", self.standardize_advantages)
         check_int("seed", self.seed, minimum=0)
+        check_int("max_seq_len", self.max_seq_len, minimum=1)
+        if self.observation_filter is not None:
+            replace_field(
+                self, "observation_filter", check_enum("observation_filter", ObservationFilter, self.observation_filter)
+            )
 
 
 def minibatch_plan(num_rows: int, num_minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -97,23 +128,46 @@ def minibatch_plan(num_rows: int, num_minibatches: int, rng: np.random.Generator
 _TRAIN_KEYS = (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP, Columns.ADVANTAGES, Columns.VALUE_TARGETS)
 
 
+def batch_steps(batch: dict[str, Any]) -> int:
+    """The env steps a train batch holds: its rows, or with a time dimension its sequences' lengths."""
+    if Columns.SEQ_LENS in batch:
+        return int(np.sum(batch[Columns.SEQ_LENS]))
+    return len(batch[Columns.ADVANTAGES])
+
+
 class Learner:
     """PPO on the built-in numpy MLPModule (see the module docstring)."""
+
+    trains_stateful_modules = False
+    """Whether this learner class trains stateful (recurrent) modules: the numpy PPO has no
+    backpropagation through time; TorchPPOLearner does."""
 
     def __init__(self, module: Any, config: PPOConfig | None = None, *, user_pieces: tuple[Any, ...] = ()) -> None:
         self.module = module
         self.config: PPOConfig = PPOConfig() if config is None else check_type("config", config, PPOConfig)
         user_pieces = check_pieces("user_pieces", user_pieces)
+        stateful = is_stateful(module)
+        if stateful and not self.trains_stateful_modules:
+            raise ConfigError(
+                f"{type(self).__name__} cannot train the stateful module {type(module).__name__}: "
+                "use framework 'torch' (TorchPPOLearner)"
+            )
         self.optimizer = Adam(lr=self.config.lr, grad_clip=self.config.grad_clip)
+        max_seq_len = self.config.max_seq_len
+        filtered = self.config.observation_filter is ObservationFilter.MEAN_STD
+        sequences = [AddStatesFromEpisodesToBatch(max_seq_len), AddTimeDimToBatchAndZeroPad(max_seq_len)]
         self.pipeline = ConnectorPipelineV2(
             [
                 *user_pieces,
                 AddColumnsFromEpisodesToTrainBatch(),
+                *([MeanStdFilter(module_id=DEFAULT_MODULE_ID, update=False)] if filtered else []),
                 GeneralAdvantageEstimation(
                     gamma=self.config.gamma,
                     lambda_=self.config.lambda_,
                     standardize_advantages=self.config.standardize_advantages,
+                    max_seq_len=max_seq_len,
                 ),
+                *(sequences if stateful else []),
             ],
             name="LearnerPipeline",
         )
@@ -131,9 +185,10 @@ class Learner:
     def set_batch(
         self, episodes: list[SingleAgentEpisode] | None = None, *, batch: dict[str, np.ndarray] | None = None
     ) -> int:
-        """Keeps the batch (built from ``episodes``, or given) the next gradient steps use; its rows."""
+        """Keeps the batch (built from ``episodes``, or given) the next gradient steps use; the env
+        steps it holds (``batch_steps``: its rows, or for a stateful module its sequences' steps)."""
         self._batch = batch if batch is not None else self.build_batch(episodes or [])
-        return len(self._batch[Columns.ADVANTAGES])
+        return batch_steps(self._batch)
 
     def plan_epoch(self, num_minibatches: int) -> None:
         """Shuffles the kept batch into ``num_minibatches`` minibatches for the next epoch."""
@@ -173,9 +228,11 @@ class Learner:
         return dataclasses.replace(self.update_from_batch(batch), learner_connector_s=pipeline_s)
 
     def update_from_batch(self, batch: dict[str, np.ndarray]) -> PPOUpdateMetrics:
-        """``num_epochs`` passes of shuffled minibatch steps over ``batch``; metrics."""
-        num_rows = self.set_batch(batch=batch)
-        num_minibatches = max(1, -(-num_rows // self.config.minibatch_size))
+        """``num_epochs`` passes of shuffled minibatch steps over ``batch``; metrics. ``minibatch_size``
+        counts env steps; a stateful module's minibatches are whole sequences, as many as fit it."""
+        num_steps = self.set_batch(batch=batch)
+        num_rows = len(batch[Columns.ADVANTAGES])
+        num_minibatches = max(1, min(num_rows, -(-num_steps // self.config.minibatch_size)))
         terms: dict[str, Any] = {}
         norms = []
         for _ in range(self.config.num_epochs):
@@ -187,10 +244,15 @@ class Learner:
         return PPOUpdateMetrics(
             **terms,
             grad_norm_mean=float(np.mean(norms)),
-            batch_size=num_rows,
+            batch_size=num_steps,
             num_gradient_steps=len(norms),
             weights_version=self.weights_version,
         )
+
+    def set_connector_states(self, states: dict[str, Any]) -> None:
+        """Loads merged env-to-module connector states (by piece name, e.g. the runners' MeanStdFilter
+        moments) into the learner pipeline's pieces of the same name."""
+        self.pipeline.set_state(states)
 
     # ---------------------------------------------------------------- state
     def get_state(self) -> dict[str, Any]:

@@ -238,6 +238,11 @@ class LearnerGroup:
         ref = ray.put(state)
         self._get([a.set_state.remote(ref) for a in self.actors])
 
+    def set_connector_states(self, states: dict[str, Any]) -> None:
+        """Loads merged env-to-module connector states (e.g. MeanStdFilter moments) into every
+        learner's pipeline (``Learner.set_connector_states``)."""
+        self._each("set_connector_states", [(states,)] * max(1, len(self.actors)))
+
     def stop(self) -> None:
         if self.actors:
             import ray

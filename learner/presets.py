@@ -47,6 +47,34 @@ No observation filter: Pendulum's observations (cos, sin, angular velocity in [-
 already of order one, and the preset reaches -300 without one (``train_ppo`` would also have to
 sync a MeanStdFilter's state to the learner's pipeline, which it does not today).
 
+StatelessCartPole-v1 (issue #10): CartPole with the velocities hidden needs memory, so the
+preset trains a torch LSTM (``TorchLSTMModule``: a 64-unit tanh encoder, a 64-cell LSTM, 64-unit
+heads; needs ``ray-sampler[torch]``). Each value was tried in single seed-0 runs of 60 iterations
+(bench/RESULTS.md has the measured runs):
+
+====================================== ===================== =============================================
+Field                                  Value                 Why
+====================================== ===================== =============================================
+``framework``                          torch                 The LSTM is a torch module (the numpy PPO has
+                                                             no backpropagation through time).
+``env_runner.module_class``            TorchLSTMModule       A user's own module class is kept.
+``ppo.observation_filter``             mean_std              The observations (cart position, pole angle)
+                                                             are a few hundredths: unscaled, the LSTM
+                                                             learned nothing in 40k steps (mean return
+                                                             ~21, as random); normalized, 312 at 61k.
+``ppo.vf_coeff``                       0.05                  Policy and value heads share the LSTM; a
+                                                             small value weight (RLlib's example: 0.05)
+                                                             keeps the value error from dominating it.
+``ppo.grad_clip``                      None                  With the value loss scaled down, no clip was
+                                                             needed.
+``ppo.lr``, ``ppo.num_epochs``         1e-3, 6               RLlib's example: 3e-4 with a 4,000-step batch;
+                                                             ours updates every 1,024 steps.
+``ppo.max_seq_len``                    20                    RLlib's value.
+``max_iterations``                     300                   307,200 env steps.
+``target_return``                      350.0                 The env has no ``reward_threshold``; RLlib's
+                                                             tuned example stops at 350.
+====================================== ===================== =============================================
+
 >>> from ray_sampler.sampling.config import EnvRunnerConfig
 >>> cfg = ppo_preset("Pendulum-v1", PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1")))
 >>> cfg.ppo.gamma, cfg.target_return, cfg.max_iterations
@@ -57,11 +85,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from learner.frameworks import module_framework, require_torch
 from learner.train import PPOTrainingConfig
 
 __all__ = ["PRESET_ENVS", "ppo_preset"]
 
-PRESET_ENVS: tuple[str, ...] = ("Pendulum-v1",)
+PRESET_ENVS: tuple[str, ...] = ("Pendulum-v1", "StatelessCartPole-v1")
 """The gymnasium ids that have a preset."""
 
 
@@ -90,7 +119,29 @@ def _pendulum(base: PPOTrainingConfig) -> PPOTrainingConfig:
     return dataclasses.replace(base, env_runner=runner, ppo=ppo, max_iterations=195, target_return=-300.0)
 
 
-_PRESETS = {"Pendulum-v1": _pendulum}
+def _stateless_cartpole(base: PPOTrainingConfig) -> PPOTrainingConfig:
+    runner = base.env_runner
+    if runner.module_class is None or module_framework(runner.module_class) == "numpy":  # a built-in MLP
+        require_torch()  # a clear error without the torch extra
+        from ray_sampler.modules.torch_lstm import TorchLSTMModule  # imports torch: only for this preset
+
+        seed = {"seed": runner.seed} if runner.seed is not None else {}
+        runner = dataclasses.replace(runner, module_class=TorchLSTMModule, module_config=seed)
+    ppo = dataclasses.replace(
+        base.ppo,
+        lr=1e-3,
+        num_epochs=6,
+        vf_coeff=0.05,
+        grad_clip=None,
+        observation_filter="mean_std",
+        max_seq_len=20,
+    )
+    return dataclasses.replace(
+        base, env_runner=runner, ppo=ppo, framework="torch", max_iterations=300, target_return=350.0
+    )
+
+
+_PRESETS = {"Pendulum-v1": _pendulum, "StatelessCartPole-v1": _stateless_cartpole}
 
 
 def ppo_preset(env_id: str, base: PPOTrainingConfig) -> PPOTrainingConfig:

@@ -16,8 +16,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from connectors.common import MeanStdFilter
 from learner.checkpoint import Checkpointer, TrainingState
-from learner.learner import PPOConfig
+from learner.frameworks import Framework, ppo_learner_class, with_framework
+from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
 from ray_sampler.errors import ConfigError
@@ -26,7 +28,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.placement import runner_demand
-from ray_sampler.validate import check_int, check_number, check_type
+from ray_sampler.validate import check_enum, check_int, check_number, check_type, replace_field
 
 __all__ = [
     "PPOTrainingConfig",
@@ -65,6 +67,9 @@ class PPOTrainingConfig:
     """The runner actors: 2, half a CPU each."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
     """PPO's hyperparameters (learning rate, epochs, minibatches, the shuffling seed)."""
+    framework: Framework | str = Framework.NUMPY
+    """``"numpy"`` (no extra needed) or ``"torch"`` (``ray-sampler[torch]``): the learner, and the
+    built-in module the runners and learners build (learner/frameworks.py)."""
     num_learners: int = 0
     """Learner actors (0: one local learner)."""
     num_cpus_per_learner: float = 0.5
@@ -81,6 +86,8 @@ class PPOTrainingConfig:
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
+        replace_field(self, "framework", check_enum("framework", Framework, self.framework))
+        replace_field(self, "env_runner", with_framework(self.framework, self.env_runner))
         check_type("ppo", self.ppo, PPOConfig)
         check_int("num_learners", self.num_learners, minimum=0)
         check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
@@ -278,11 +285,20 @@ def train_ppo(
     assert isinstance(cfg.env_runner.env, str), "PPOTrainingConfig checks that env is a gymnasium id"
     spaces = env_spaces(cfg.env_runner.env)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
-    runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
+    filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
+    runner_config = (
+        dataclasses.replace(
+            cfg.env_runner, env_to_module_connectors=(*cfg.env_runner.env_to_module_connectors, MeanStdFilter())
+        )
+        if filtered
+        else cfg.env_runner
+    )
+    runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
     try:
         learners = LearnerGroup(
             lambda: build_module(cfg.env_runner, *spaces),
             cfg.ppo,
+            learner_class=ppo_learner_class(cfg.framework),
             num_learners=cfg.num_learners,
             num_cpus_per_learner=cfg.num_cpus_per_learner,
         )
@@ -324,6 +340,8 @@ def train_ppo(
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
                 log(line)
             tracker.add(runners.metrics.episode_returns)
+            if filtered:  # the learners normalize as the runners did: with the moments merged from all
+                learners.set_connector_states(runners.sync_connector_states())
             metrics = learners.update_from_episodes(episodes)
             timings["sample_s"] += t1 - t0
             timings["update_s"] += time.perf_counter() - t1
@@ -339,7 +357,7 @@ def train_ppo(
             )
             completed = (it, steps)
             if checkpointer is not None and checkpointer.due(it):
-                if cfg.env_runner.env_to_module_connectors:
+                if cfg.env_runner.env_to_module_connectors or filtered:
                     runners.sync_connector_states()  # the filters' statistics, merged, go in the checkpoint
                 checkpointer.save(state())
             if on_iteration is not None:

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from learner.checkpoint import Checkpointer, TrainingState
-from learner.dqn import DQNConfig, DQNLearner
+from learner.dqn import DQNConfig
+from learner.frameworks import Framework, dqn_learner_class, with_framework
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNTrainResult, IterationRecord
 from learner.replay_recovery import SupervisedReplay
@@ -42,7 +43,15 @@ from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
-from ray_sampler.validate import check_callable, check_int, check_number, check_probability, check_type
+from ray_sampler.validate import (
+    check_callable,
+    check_enum,
+    check_int,
+    check_number,
+    check_probability,
+    check_type,
+    replace_field,
+)
 from replay.actor import ReplayConfig
 
 __all__ = ["DQNTrainingConfig", "epsilon_at", "train_dqn"]
@@ -93,6 +102,9 @@ class DQNTrainingConfig:
     """The replay actor: 50,000 env steps, sampling (and learning) from 1,000 on, prioritized (see
     bench/RESULTS.md: with these defaults prioritized replay reached 450 in every measured run,
     uniform in most), seed 0."""
+    framework: Framework | str = Framework.NUMPY
+    """``"numpy"`` (no extra needed) or ``"torch"`` (``ray-sampler[torch]``): the learner, and the
+    built-in Q-network the runners and learners build (learner/frameworks.py)."""
     num_learners: int = 0
     """Learner actors pulling from the replay (0: one local learner)."""
     num_cpus_per_learner: float = 0.5
@@ -122,6 +134,8 @@ class DQNTrainingConfig:
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
         check_callable("env_runner.module_class", self.env_runner.module_class, "a Q-network module class")
+        replace_field(self, "framework", check_enum("framework", Framework, self.framework))
+        replace_field(self, "env_runner", with_framework(self.framework, self.env_runner))
         check_type("dqn", self.dqn, DQNConfig)
         check_type("replay", self.replay, ReplayConfig)
         for name in ("batch_size", "n_step", "epsilon_steps", "max_env_steps"):
@@ -172,7 +186,7 @@ def train_dqn(
     learners = LearnerGroup(
         lambda: build_module(cfg.env_runner, *spaces),
         cfg.dqn,
-        learner_class=DQNLearner,
+        learner_class=dqn_learner_class(cfg.framework),
         num_learners=cfg.num_learners,
         num_cpus_per_learner=cfg.num_cpus_per_learner,
     )

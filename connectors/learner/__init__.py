@@ -7,6 +7,9 @@
 - ``GeneralAdvantageEstimation``: advantages and value targets, bootstrapped right across cuts.
 - ``NStepReturns``: discounted n-step returns within each chunk, the n used and the bootstrap
   observation.
+- ``AddStatesFromEpisodesToBatch`` and ``AddTimeDimToBatchAndZeroPad``: for stateful modules,
+  each step sequence's ``state_in`` and per-step columns as zero-padded [S, max_seq_len] sequences
+  (``sequences`` holds the plan and the helpers, ``sequence_values`` among them).
 - ``PrevActionsPrevRewards`` and ``FrameStacking``: the seed's trajectory views (``shift=-1``,
   ``shift=[-2,-1]``, ``"-50:-1"``) as pieces.
 
@@ -20,17 +23,37 @@ from connectors.learner.general_advantage_estimation import GeneralAdvantageEsti
 from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
 from connectors.learner.n_step_returns import NStepReturns
 from connectors.learner.prev_actions_prev_rewards import PrevActionsPrevRewards
+from connectors.learner.sequences import (
+    AddStatesFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    SequencePlan,
+    add_time_dim,
+    loss_mask,
+    remove_time_dim,
+    sequence_initial_states,
+    sequence_plan,
+    sequence_values,
+)
 
 __all__ = [
     "DEFAULT_MODULE_ID",
     "AddColumnsFromEpisodesToTrainBatch",
     "AddNextObservationsFromEpisodesToTrainBatch",
+    "AddStatesFromEpisodesToBatch",
+    "AddTimeDimToBatchAndZeroPad",
     "FrameStacking",
     "GeneralAdvantageEstimation",
     "LearnerPiece",
     "NStepReturns",
     "PrevActionsPrevRewards",
+    "SequencePlan",
+    "add_time_dim",
     "columnar_of",
     "gae",
+    "loss_mask",
+    "remove_time_dim",
+    "sequence_initial_states",
+    "sequence_plan",
+    "sequence_values",
     "step_index",
 ]

@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 
 from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
+from connectors.learner.sequences import sequence_values
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.columns import Columns
-from ray_sampler.validate import check_probability
+from ray_sampler.modules.rl_module import is_stateful
+from ray_sampler.validate import check_int, check_probability
 
 __all__ = ["GeneralAdvantageEstimation", "gae"]
 
@@ -23,6 +25,9 @@ class GeneralAdvantageEstimation(LearnerPiece):
     cuts; a terminal bootstraps 0. Values come from the stored observations (through
     ``shared_data["value_obs_transform"]``, which MeanStdFilter sets), not from ``batch["obs"]``:
     a FrameStacking piece does not reach them.
+
+    A stateful module gets them as sequences of at most ``max_seq_len`` observations with their
+    ``state_in`` (``sequence_values``); its episodes must then hold ``state_out`` per step.
     """
 
     def __init__(
@@ -31,12 +36,14 @@ class GeneralAdvantageEstimation(LearnerPiece):
         gamma: float = 0.99,
         lambda_: float = 0.95,
         standardize_advantages: bool = True,
+        max_seq_len: int = 20,
         module_id: str = DEFAULT_MODULE_ID,
     ) -> None:
         super().__init__(module_id=module_id)
         self.gamma = check_probability("gamma", gamma)
         self.lambda_ = check_probability("lambda_", lambda_)
         self.standardize = standardize_advantages
+        self.max_seq_len = check_int("max_seq_len", max_seq_len, minimum=1)
 
     def __call__(
         self,
@@ -53,7 +60,10 @@ class GeneralAdvantageEstimation(LearnerPiece):
         # Values of every stored observation (the bootstrap ones included); an observation transform
         # an earlier piece registered (e.g. MeanStdFilter) applies here too.
         transform = (shared_data or {}).get("value_obs_transform", lambda obs: obs)
-        values_all = np.asarray(rl_module.compute_values(transform(col.data.observations)), np.float64)
+        if is_stateful(rl_module):
+            values_all = np.asarray(sequence_values(rl_module, col, self.max_seq_len, transform), np.float64)
+        else:
+            values_all = np.asarray(rl_module.compute_values(transform(col.data.observations)), np.float64)
         obs_row = col.obs_offsets[chunk] + k
         values = values_all[obs_row]
         terminal = (k == col.lens[chunk] - 1) & col.terminated[chunk]

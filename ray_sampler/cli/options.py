@@ -109,7 +109,9 @@ def _project_dataclasses(info: StructTypeInfo) -> StructConstructorSpec | None:
             cli_type = Annotated[field.type, tyro.conf.Suppress]
         elif alias:
             cli_type = Annotated[cli_type, tyro.conf.arg(aliases=(alias,))]
-        fields.append(dataclasses.replace(field, type=cli_type, helptext=_help(helptext)))
+        # An enum default shows (and round-trips) as its value: "numpy", not Framework.NUMPY.
+        default = field.default.value if isinstance(field.default, enum.Enum) else field.default
+        fields.append(dataclasses.replace(field, type=cli_type, helptext=_help(helptext), default=default))
     return StructConstructorSpec(instantiate=_instantiate(cls, spec.instantiate), fields=tuple(fields))
 
 

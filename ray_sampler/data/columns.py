@@ -14,6 +14,10 @@ class Columns:
     ACTION_DIST_INPUTS = "action_dist_inputs"
     ACTION_LOGP = "action_logp"
     VF_PREDS = "vf_preds"
+    STATE_IN = "state_in"
+    """A stateful module's state before the step (forward batch; train batch: one per sequence)."""
+    STATE_OUT = "state_out"
+    """A stateful module's state after the step (module output; stored per step in extra_model_outputs)."""
 
     # Train-batch columns (what the learner connector pieces write, one row per step).
     REWARDS = "rewards"
@@ -28,6 +32,10 @@ class Columns:
     N_STEP_NEXT_OBS = "n_step_next_obs"
     PREV_ACTIONS = "prev_actions"
     PREV_REWARDS = "prev_rewards"
+    LOSS_MASK = "loss_mask"
+    """Time-dimension train batches: True at real steps, False at zero padding ([B, T])."""
+    SEQ_LENS = "seq_lens"
+    """Time-dimension train batches: each sequence's real length ([B])."""
 
     # Replay-sample columns beside the train-batch ones (what a replay buffer's sample() adds).
     WEIGHTS = "weights"

@@ -12,6 +12,8 @@ Index rules (documented once here; every episode getter follows them):
   alike (slices included: they are not clipped), unless ``fill`` is given: then each such
   position gets an item shaped like the stored ones with every leaf set to ``fill`` (in numpy
   form, and for numpy items, ``fill`` is cast to the leaf's dtype as any numpy assignment is).
+  With ``one_hot_discrete=True`` a filled position is ``fill`` across the whole one-hot width of
+  each Discrete/MultiDiscrete leaf (zeros for ``fill=0``, as in RLlib), never the one-hot of ``fill``.
 - Slices of numpy data are views; everything else is a fresh object.
 
 >>> buf = LookbackBuffer(["a", "b", "c"], lookback=1)
@@ -84,19 +86,20 @@ class LookbackBuffer:
         one_hot_discrete: bool = False,
     ) -> Any:
         """Items at ``indices`` (see the module docstring for the rules)."""
-        out = self._get(indices, neg_index_as_lookback, fill)
+        out, filled = self._get(indices, neg_index_as_lookback, fill)
         if one_hot_discrete:
-            single = not isinstance(indices, (slice, list, tuple, np.ndarray)) and indices is not None
-            out = self._one_hot(out, single)
+            out = self._one_hot(out, filled, fill)
         return out
 
     def _pos(self, i: int, total: int, neg_index_as_lookback: bool) -> int:
         return self.lookback + i if i >= 0 or neg_index_as_lookback else total + i
 
-    def _get(self, indices: Indices, nal: bool, fill: Any) -> Any:
+    def _get(self, indices: Indices, nal: bool, fill: Any) -> tuple[Any, Any]:
+        """The items and which of them are filled: a ``bool`` for one item, else ``None`` (none
+        filled) or a boolean array over the returned positions."""
         total = self.num_total()
         if indices is None:
-            return self.view(self.lookback, total)
+            return self.view(self.lookback, total), None
         if isinstance(indices, np.ndarray) and indices.ndim == 0:
             indices = int(indices)
         if isinstance(indices, slice):
@@ -109,7 +112,7 @@ class LookbackBuffer:
             stop = total if indices.stop is None else self._pos(indices.stop, total, nal)
             stop = max(stop, start)
             if step == 1 and start >= 0 and stop <= total:
-                return self.view(start, stop)
+                return self.view(start, stop), None
             return self._gather(list(range(start, stop, step)), total, fill, indices)
         if isinstance(indices, (list, tuple, np.ndarray)):
             positions = [self._pos(int(i), total, nal) for i in indices]
@@ -118,10 +121,10 @@ class LookbackBuffer:
             raise TypeError(f"'indices' must be an int, a list of ints, a slice or None (got {indices!r})")
         pos = self._pos(int(indices), total, nal)
         if 0 <= pos < total:
-            return self._item(pos)
+            return self._item(pos), False
         if fill is None:
             raise self._index_error(indices)
-        return self._fill_item(fill)
+        return self._fill_item(fill), True
 
     def _index_error(self, indices: Any) -> IndexError:
         return IndexError(
@@ -141,17 +144,17 @@ class LookbackBuffer:
             return self.data[start:stop]
         return tree.map_structure(lambda a: a[start:stop], self.data)
 
-    def _gather(self, positions: list[int], total: int, fill: Any, indices: Any) -> Any:
-        outside = [not 0 <= p < total for p in positions]
-        if any(outside) and fill is None:
+    def _gather(self, positions: list[int], total: int, fill: Any, indices: Any) -> tuple[Any, np.ndarray]:
+        p = np.asarray(positions, dtype=np.int64)
+        mask = (p < 0) | (p >= total)
+        if mask.any() and fill is None:
             raise self._index_error(indices)
         if isinstance(self.data, list):
-            filler = self._fill_item(fill) if any(outside) else None
-            return [filler if out else self.data[p] for p, out in zip(positions, outside)]
+            filler = self._fill_item(fill) if mask.any() else None
+            return [filler if out else self.data[i] for i, out in zip(positions, mask)], mask
         if total == 0:
-            return tree.stack([self._fill_item(fill)] * len(positions)) if positions else self.view(0, 0)
-        idx = np.clip(np.asarray(positions, dtype=np.int64), 0, total - 1)
-        mask = np.asarray(outside, dtype=bool)
+            return (tree.stack([self._fill_item(fill)] * len(positions)) if positions else self.view(0, 0)), mask
+        idx = np.clip(p, 0, total - 1)
 
         def gather_leaf(a: np.ndarray) -> np.ndarray:
             out = a[idx]
@@ -159,7 +162,7 @@ class LookbackBuffer:
                 out[mask] = fill
             return out
 
-        return tree.map_structure(gather_leaf, self.data)
+        return tree.map_structure(gather_leaf, self.data), mask
 
     def _fill_item(self, fill: Any) -> Any:
         """One item shaped like the stored ones (or like ``space``) with every leaf ``fill``."""
@@ -169,12 +172,18 @@ class LookbackBuffer:
             return _space_fill(self.space, fill)
         return fill
 
-    def _one_hot(self, out: Any, single: bool) -> Any:
-        if self.space is None or not _has_discrete_leaf(self.space):
-            raise SpaceError(f"one_hot_discrete=True needs a Discrete or MultiDiscrete space (got {self.space!r})")
-        if not single and isinstance(out, list):
-            return [_map_space(_one_hot_leaf, self.space, item) for item in out]
-        return _map_space(_one_hot_leaf, self.space, out)
+    def _one_hot(self, out: Any, filled: Any, fill: Any) -> Any:
+        """One-hot Discrete/MultiDiscrete leaves; ``filled`` (from ``_get``) positions get ``fill``."""
+        space = self.space
+        if space is None or not _has_discrete_leaf(space):
+            raise SpaceError(f"one_hot_discrete=True needs a Discrete or MultiDiscrete space (got {space!r})")
+
+        def convert(item: Any, flags: Any) -> Any:
+            return _map_space(lambda s, v: _one_hot_leaf(s, v, flags, fill), space, item)
+
+        if isinstance(out, list) and not isinstance(filled, bool):  # several items in list form
+            return [convert(x, f) for x, f in zip(out, np.zeros(len(out), bool) if filled is None else filled)]
+        return convert(out, filled)
 
     # ---------------------------------------------------------------- writing
     def append(self, item: Any) -> None:
@@ -258,15 +267,21 @@ def _has_discrete_leaf(space: gym.Space) -> bool:
     return isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
 
 
-def _one_hot_leaf(space: gym.Space, value: Any) -> Any:
+def _one_hot_leaf(space: gym.Space, value: Any, filled: Any = None, fill: Any = None) -> Any:
     """One-hot float32 vectors (last axis) for Discrete; per-dimension ones concatenated for
-    MultiDiscrete. Values outside the space (e.g. a ``fill``) give all-zero vectors."""
+    MultiDiscrete; other leaves as they are. Rows flagged by ``filled`` (a bool for one item, a
+    boolean array over the leading axis, or ``None``) are ``fill`` across the whole width, as
+    RLlib's fill dummies are; stored values outside the space give all-zero vectors."""
     v = np.asarray(value)
     if isinstance(space, gym.spaces.Discrete):
-        return ((v - space.start)[..., None] == np.arange(space.n)).astype(np.float32)
-    if isinstance(space, gym.spaces.MultiDiscrete):
+        out = ((v - space.start)[..., None] == np.arange(space.n)).astype(np.float32)
+    elif isinstance(space, gym.spaces.MultiDiscrete):
         nvec = np.asarray(space.nvec).reshape(-1)
         flat = (v - np.asarray(space.start)).reshape(*v.shape[: v.ndim - np.ndim(space.nvec)], -1)
         parts = [(flat[..., j, None] == np.arange(n)).astype(np.float32) for j, n in enumerate(nvec)]
-        return np.concatenate(parts, axis=-1)
-    return value
+        out = np.concatenate(parts, axis=-1)
+    else:
+        return value
+    if filled is not None and np.any(filled):
+        out[filled] = fill  # a fresh array: never writes into the stored data
+    return out

@@ -12,7 +12,7 @@ from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError, SpaceError
 from ray_sampler.modules.mlp import ACTIVATIONS, forward, init_layer
 
-__all__ = ["QModule"]
+__all__ = ["QModule", "check_q_module_args", "checked_epsilon"]
 
 
 class QModule:
@@ -36,10 +36,7 @@ class QModule:
         epsilon: float = 1.0,
         activation: str = "relu",
     ) -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise SpaceError(f"QModule needs a Discrete action space (got {action_space})")
-        if activation not in ACTIVATIONS:
-            raise ConfigError(f"'activation' must be one of {ACTIVATIONS} (got {activation!r})")
+        check_q_module_args("QModule", action_space, activation)
         self.activation = activation
         self.observation_space, self.action_space = observation_space, action_space
         rng = np.random.default_rng(seed)
@@ -49,7 +46,7 @@ class QModule:
         for layer, (a, b) in enumerate(itertools.pairwise(sizes)):
             gain = 1.0 if layer == len(sizes) - 2 else float(np.sqrt(2))
             self.params[f"q.{layer}.w"], self.params[f"q.{layer}.b"] = init_layer(rng, a, b, gain)
-        self.epsilon = _checked_epsilon(epsilon)
+        self.epsilon = checked_epsilon(epsilon)
 
     def q_values(self, obs: Any) -> np.ndarray:
         x = np.asarray(obs, np.float32).reshape(len(obs), -1)
@@ -82,10 +79,19 @@ class QModule:
             raise ValueError(f"QModule.set_state: keys differ (got {sorted(weights)})")
         self.params = {k: np.asarray(v, np.float32).copy() for k, v in weights.items()}
         if "epsilon" in state:
-            self.epsilon = _checked_epsilon(state["epsilon"])
+            self.epsilon = checked_epsilon(state["epsilon"])
 
 
-def _checked_epsilon(epsilon: Any) -> float:
+def check_q_module_args(owner: str, action_space: gym.Space, activation: str) -> None:
+    """A Q-network module's arguments: a Discrete action space and a known activation."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise SpaceError(f"{owner} needs a Discrete action space (got {action_space})")
+    if activation not in ACTIVATIONS:
+        raise ConfigError(f"'activation' must be one of {ACTIVATIONS} (got {activation!r})")
+
+
+def checked_epsilon(epsilon: Any) -> float:
+    """``epsilon`` as a float in [0, 1]; ConfigError otherwise."""
     value = float(epsilon)
     if not 0.0 <= value <= 1.0:
         raise ConfigError(f"'epsilon' must be in [0, 1] (got {epsilon!r})")

@@ -93,6 +93,10 @@ class EnvRunnerConfig:
     None: the built-in numpy MLP."""
     module_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments of the module class."""
+    num_torch_threads: int = 1
+    """Intra-op threads of a torch module's forward passes in each runner (``torch.set_num_threads``,
+    set when the runner builds a torch module; a runner in the driver's process sets the driver's):
+    one per runner, so runners on one node do not oversubscribe its cores."""
     env_to_module_connectors: tuple[Any, ...] = ()
     """User ConnectorV2 pieces that run before the default env-to-module pieces."""
     module_to_env_connectors: tuple[Any, ...] = ()
@@ -127,6 +131,7 @@ class EnvRunnerConfig:
         replace_field(self, "count_steps_by", check_enum("count_steps_by", CountStepsBy, self.count_steps_by))
         check_optional(check_callable, "module_class", self.module_class)
         check_dict("module_config", self.module_config)
+        check_int("num_torch_threads", self.num_torch_threads, minimum=1)
         check_bool("normalize_actions", self.normalize_actions)
         check_bool("columnar_sampling", self.columnar_sampling)
         check_bool("restart_failed_sub_environments", self.restart_failed_sub_environments)

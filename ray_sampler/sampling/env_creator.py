@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import ray_sampler.envs  # noqa: F401  # registers the project's envs (StatelessCartPole-v1) where envs are made
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.sub_envs import SubEnvVector

@@ -46,6 +46,7 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, EnvError
 from ray_sampler.handles import call
 from ray_sampler.modules import MLPModule, RandomModule
+from ray_sampler.modules.rl_module import initial_state, is_stateful
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.engines import Collected, PerStepEngine, SamplingEngine, VectorizedEngine
 from ray_sampler.sampling.env_creator import make_vector_env, sub_env_seeds
@@ -78,7 +79,34 @@ def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: 
     ]
     if missing:
         raise ConfigError(f"'module_class' must build an RLModule; {type(module).__name__} lacks {missing}")
+    if is_stateful(module):
+        _check_stateful(config, module)
     return module
+
+
+def _check_stateful(config: EnvRunnerConfig, module: Any) -> None:
+    """A stateful module needs an initial state of arrays, and continuation chunks that keep the
+    previous step's ``state_out`` (the learner starts a chunk's first sequence from it)."""
+    name = type(module).__name__
+    try:
+        state = initial_state(module)
+    except Exception as e:
+        raise ConfigError(f"stateful module {name}: get_initial_state() failed: {e}") from e
+    if not state or not all(isinstance(k, str) for k in state):
+        raise ConfigError(f"stateful module {name}: get_initial_state() must return a non-empty dict of arrays")
+    if config.batch_mode is BatchMode.TRUNCATE_EPISODES and config.episode_lookback_horizon < 1:
+        raise ConfigError(
+            f"'episode_lookback_horizon' must be >= 1 for the stateful module {name} in truncate mode "
+            f"(got {config.episode_lookback_horizon}): a chunk's first state_in is its lookback's last state_out"
+        )
+
+
+def _set_torch_threads(module: Any, num_threads: int) -> None:
+    """One runner's torch intra-op threads (``EnvRunnerConfig.num_torch_threads``), for a torch module."""
+    if getattr(module, "framework", None) == "torch":
+        import torch
+
+        torch.set_num_threads(num_threads)
 
 
 class EnvRunner:
@@ -97,6 +125,7 @@ class EnvRunner:
         )
         policy_seed, random_seed, _ = (int(s.generate_state(1)[0]) for s in seq.spawn(3))
         self.module = build_module(config, self.observation_space, self.action_space)
+        _set_torch_threads(self.module, config.num_torch_threads)
         random_module = RandomModule(self.observation_space, self.action_space, seed=random_seed)
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
         self.module_to_env = default_module_to_env(

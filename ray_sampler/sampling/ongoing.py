@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ray_sampler.data import tree
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.sampling.advance import advance_cursors
 from ray_sampler.sampling.cursors import CursorBatch
@@ -123,8 +124,16 @@ class OngoingEpisodes:
         its resets start; returns the episodes it finished."""
         episodes, step, out = self._episodes, record.step, record.extras
         finished = []
-        # Per-sub-env values are pulled out once per step (C-level list/zip), not per access.
-        extras = [dict(zip(out, values)) for values in zip(*(list(v) for v in out.values()))] if out else None
+        # Per-sub-env values are pulled out once per step (C-level list/zip), not per access; nested
+        # outputs (a stateful module's state_out) split leaf by leaf.
+        extras = (
+            [
+                dict(zip(out, values))
+                for values in zip(*(tree.unstack(v) if isinstance(v, dict) else list(v) for v in out.values()))
+            ]
+            if out
+            else None
+        )
         rows = zip(
             episodes,
             step.next_obs_rows(),

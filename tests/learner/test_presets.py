@@ -1,4 +1,5 @@
-"""ppo_preset: applied to Pendulum-v1 only, over the base's other fields; PPO on Pendulum-v1 through train_ppo."""
+"""ppo_preset: applied to Pendulum-v1 and StatelessCartPole-v1 only, over the base's other fields; PPO on
+Pendulum-v1 through train_ppo."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from learner.learner import PPOConfig
 from learner.presets import PRESET_ENVS, ppo_preset
 from learner.train import PPOTrainingConfig, train_ppo
 from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.modules.torch_lstm import TorchLSTMModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 
 
@@ -20,8 +22,27 @@ def pendulum_base(**runner: Any) -> PPOTrainingConfig:
     return PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1", seed=3, **runner))
 
 
-def test_only_pendulum_has_a_preset() -> None:
-    assert PRESET_ENVS == ("Pendulum-v1",)
+def test_pendulum_and_stateless_cartpole_have_presets() -> None:
+    assert PRESET_ENVS == ("Pendulum-v1", "StatelessCartPole-v1")
+
+
+def test_the_stateless_cartpole_preset_trains_a_torch_lstm_with_normalized_observations() -> None:
+    base = PPOTrainingConfig(env_runner=EnvRunnerConfig(env="StatelessCartPole-v1", seed=4), num_learners=1)
+    cfg = ppo_preset("StatelessCartPole-v1", base)
+    assert cfg.framework == "torch" and cfg.env_runner.module_class is TorchLSTMModule
+    assert cfg.env_runner.module_config == {"seed": 4}
+    assert cfg.ppo == dataclasses.replace(
+        base.ppo, lr=1e-3, num_epochs=6, vf_coeff=0.05, grad_clip=None, observation_filter="mean_std", max_seq_len=20
+    )
+    assert (cfg.max_iterations, cfg.target_return, cfg.num_learners) == (300, 350.0, 1)
+    # A user's own torch module class is kept; the flags applied after the preset override it.
+    runner = dataclasses.replace(base.env_runner, module_class=RecordingTorchLSTM)
+    own = dataclasses.replace(base, framework="torch", env_runner=runner)
+    assert ppo_preset("StatelessCartPole-v1", own).env_runner.module_class is RecordingTorchLSTM
+
+
+class RecordingTorchLSTM(TorchLSTMModule):
+    """A user's own LSTM module class."""
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "MountainCarContinuous-v0", "pendulum-v1"])

@@ -57,6 +57,7 @@ def test_default_config_is_the_default_run() -> None:
     loop = {f.name: getattr(DEFAULT, f.name) for f in dataclasses.fields(DEFAULT)}
     del loop["env_runner"], loop["env_runner_group"], loop["dqn"], loop["replay"]
     assert loop == {
+        "framework": "numpy",
         "num_learners": 0,
         "num_cpus_per_learner": 0.5,
         "batch_size": 64,

@@ -11,6 +11,8 @@ EXPECTED = {
     "ACTION_DIST_INPUTS": "action_dist_inputs",
     "ACTION_LOGP": "action_logp",
     "VF_PREDS": "vf_preds",
+    "STATE_IN": "state_in",
+    "STATE_OUT": "state_out",
     "REWARDS": "rewards",
     "TERMINATEDS": "terminateds",
     "TRUNCATEDS": "truncateds",
@@ -23,6 +25,8 @@ EXPECTED = {
     "N_STEP_NEXT_OBS": "n_step_next_obs",
     "PREV_ACTIONS": "prev_actions",
     "PREV_REWARDS": "prev_rewards",
+    "LOSS_MASK": "loss_mask",
+    "SEQ_LENS": "seq_lens",
     "WEIGHTS": "weights",
     "KEYS": "keys",
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -97,3 +99,80 @@ def test_seed_neg_index_as_lookback(capsys: pytest.CaptureFixture[str]) -> None:
         "[-1.0, 0.0, 1.0]",
         "[0.0, 1.0, 2.0]",
     ]
+
+
+# ``fill`` with ``one_hot_discrete``: the seed's two lookback examples with Discrete actions (and
+# observations) in place of the strings. As in RLlib, a filled position is ``fill`` across the
+# one-hot width (zeros for fill=0), not the one-hot of the value ``fill``; real positions stay one-hot.
+E3 = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+Z3 = [0.0, 0.0, 0.0]
+
+
+def check_one_hot(got: object, expected: list) -> None:
+    arr = np.asarray(got)
+    assert arr.dtype == np.float32
+    np.testing.assert_array_equal(arr, np.asarray(expected, np.float32))
+
+
+@pytest.mark.parametrize("numpy_form", [False, True])
+def test_seed_lookback_and_fill_one_hot(numpy_form: bool) -> None:
+    episode = SingleAgentEpisode(
+        observations=[0, 1, 2, 0],
+        observation_space=gym.spaces.Discrete(3),
+        actions=[0, 1, 2],  # "a0", "a1", "a2"
+        action_space=gym.spaces.Discrete(3),
+        rewards=[0.0, 1.0, 2.0],
+        len_lookback_buffer=3,
+    )
+    if numpy_form:
+        episode.to_numpy()
+    assert len(episode) == 0
+    # The seed's fill example, without and with one-hot.
+    assert list(episode.get_rewards(slice(-5, None), fill=0.0)) == [0.0, 0.0, 0.0, 1.0, 2.0]
+    assert list(episode.get_actions(slice(-5, None), fill=0)) == [0, 0, 0, 1, 2]
+    check_one_hot(episode.get_actions(slice(-3, None), one_hot_discrete=True), E3)
+    check_one_hot(episode.get_actions(slice(-5, None), fill=0, one_hot_discrete=True), [Z3, Z3, *E3])
+    check_one_hot(episode.get_actions(-5, fill=0, one_hot_discrete=True), Z3)
+    check_one_hot(episode.get_actions(-3, fill=0, one_hot_discrete=True), E3[0])
+    check_one_hot(episode.get_actions(0, fill=0, one_hot_discrete=True), Z3)  # past the end (len 0)
+    check_one_hot(episode.get_actions([-4, -1, 0], fill=0, one_hot_discrete=True), [Z3, E3[2], Z3])
+    check_one_hot(episode.get_actions(slice(-5, None), fill=-1, one_hot_discrete=True), [[-1.0] * 3] * 2 + E3)
+    check_one_hot(episode.get_observations(slice(-6, None), fill=0, one_hot_discrete=True), [Z3, Z3, *E3, E3[0]])
+    with pytest.raises(IndexError):
+        episode.get_actions(-4, one_hot_discrete=True)
+
+
+@pytest.mark.parametrize("numpy_form", [False, True])
+def test_seed_neg_index_as_lookback_fill_one_hot(numpy_form: bool) -> None:
+    episode = SingleAgentEpisode(
+        observations=[0, 1, 2, 0, 1, 2, 0],
+        observation_space=gym.spaces.Discrete(3),
+        actions=[0, 1, 2, 0, 1, 2],  # "a-3", "a-2", "a-1" (lookback), "a0", "a1", "a2"
+        action_space=gym.spaces.Discrete(3),
+        rewards=[-3.0, -2.0, -1.0, 0.0, 1.0, 2.0],
+        len_lookback_buffer=3,
+    )
+    if numpy_form:
+        episode.to_numpy()
+    assert len(episode) == 3
+    # The seed's loop, looking 4 timesteps back (past the 3-step lookback, so filled) instead of 2.
+    rewards, actions = [], []
+    for global_ts in [0, 1, 2]:
+        sl = slice(global_ts - 4, global_ts + 1)
+        rewards.append(list(episode.get_rewards(sl, neg_index_as_lookback=True, fill=0.0)))
+        actions.append(episode.get_actions(sl, neg_index_as_lookback=True, fill=0, one_hot_discrete=True))
+    assert rewards == [[0.0, -3.0, -2.0, -1.0, 0.0], [-3.0, -2.0, -1.0, 0.0, 1.0], [-2.0, -1.0, 0.0, 1.0, 2.0]]
+    check_one_hot(actions[0], [Z3, *E3, E3[0]])
+    check_one_hot(actions[1], [*E3, *E3[:2]])
+    check_one_hot(actions[2], [E3[1], E3[2], *E3])
+    check_one_hot(episode.get_actions(-4, neg_index_as_lookback=True, fill=0, one_hot_discrete=True), Z3)
+    check_one_hot(episode.get_actions(-3, neg_index_as_lookback=True, fill=0, one_hot_discrete=True), E3[0])
+    check_one_hot(episode.get_actions(-1, neg_index_as_lookback=True, fill=0, one_hot_discrete=True), E3[2])
+    check_one_hot(
+        episode.get_actions([-5, -1, 0, 3], neg_index_as_lookback=True, fill=0, one_hot_discrete=True),
+        [Z3, E3[2], E3[0], Z3],
+    )
+    check_one_hot(
+        episode.get_observations(slice(-5, 0), neg_index_as_lookback=True, fill=0, one_hot_discrete=True),
+        [Z3, Z3, *E3],
+    )

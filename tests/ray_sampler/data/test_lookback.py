@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from ray_sampler.data import tree
 from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import SpaceError
 
@@ -123,8 +124,8 @@ def test_one_hot_discrete(form: str) -> None:
         buf.to_numpy()
     assert buf.get(1, one_hot_discrete=True).tolist() == [0.0, 0.0, 1.0]
     assert np.asarray(buf.get([0, 2], one_hot_discrete=True)).tolist() == [[1, 0, 0], [0, 1, 0]]
-    # A filled position (outside the space) is all zeros.
-    assert buf.get(-4, fill=-1, one_hot_discrete=True).tolist() == [0.0, 0.0, 0.0]
+    # A filled position is ``fill`` across the one-hot width (RLlib's dummy fill), not a one-hot.
+    assert buf.get(-4, fill=-1, one_hot_discrete=True).tolist() == [-1.0, -1.0, -1.0]
 
 
 def test_one_hot_discrete_with_start_and_multi_discrete() -> None:
@@ -132,6 +133,113 @@ def test_one_hot_discrete_with_start_and_multi_discrete() -> None:
     assert buf.get(0, one_hot_discrete=True).tolist() == [1.0, 0.0, 0.0]
     md = LookbackBuffer([np.array([2, 0])], space=gym.spaces.MultiDiscrete([3, 2]))
     assert md.get(0, one_hot_discrete=True).tolist() == [0.0, 0.0, 1.0, 1.0, 0.0]
+
+
+def one_hot_buf(form: str, space: gym.Space, items: list, lookback: int = 1) -> LookbackBuffer:
+    buf = LookbackBuffer(list(items), lookback=lookback, space=space)
+    if form == "numpy":
+        buf.to_numpy()
+    return buf
+
+
+def check_one_hot(got: object, expected: list) -> None:
+    """Exact values and float32, whether ``got`` is an array (numpy form) or a list of arrays."""
+    arr = np.asarray(got)
+    assert arr.dtype == np.float32
+    np.testing.assert_array_equal(arr, np.asarray(expected, np.float32))
+
+
+Z3 = [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("fill", [0, 1, -1])
+def test_one_hot_fill_positions_hold_fill_across_the_width(form: str, fill: int) -> None:
+    # Items: 1 (lookback), then 0, 2 (data). Filled positions are [fill] * 3, never a one-hot of fill.
+    buf = one_hot_buf(form, gym.spaces.Discrete(3), [1, 0, 2])
+    f3 = [float(fill)] * 3
+    check_one_hot(buf.get(-4, fill=fill, one_hot_discrete=True), f3)  # single, before the lookback
+    check_one_hot(buf.get(2, fill=fill, one_hot_discrete=True), f3)  # single, past the end
+    check_one_hot(buf.get(-2, neg_index_as_lookback=True, fill=fill, one_hot_discrete=True), f3)
+    check_one_hot(buf.get(-1, neg_index_as_lookback=True, fill=fill, one_hot_discrete=True), [0, 1, 0])
+    check_one_hot(buf.get(slice(-5, None), fill=fill, one_hot_discrete=True), [f3, f3, [0, 1, 0], [1, 0, 0], [0, 0, 1]])
+    check_one_hot(buf.get([-4, 0, 3, 1], fill=fill, one_hot_discrete=True), [f3, [1, 0, 0], f3, [0, 0, 1]])
+    check_one_hot(
+        buf.get(slice(-3, 1), neg_index_as_lookback=True, fill=fill, one_hot_discrete=True),
+        [f3, f3, [0, 1, 0], [1, 0, 0]],
+    )
+    check_one_hot(buf.get(slice(0, 4, 2), fill=fill, one_hot_discrete=True), [[1, 0, 0], f3])
+    # Real positions stay one-hot, and the stored data is untouched.
+    check_one_hot(buf.get(slice(-3, None), fill=fill, one_hot_discrete=True), [[0, 1, 0], [1, 0, 0], [0, 0, 1]])
+    assert as_list(buf.get(slice(-3, None))) == [1, 0, 2]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_one_hot_all_fill(form: str) -> None:
+    buf = one_hot_buf(form, gym.spaces.Discrete(3), [1, 0, 2])
+    check_one_hot(buf.get(slice(-9, -6), fill=0, one_hot_discrete=True), [Z3, Z3, Z3])
+    check_one_hot(buf.get([-9, 5], fill=0, one_hot_discrete=True), [Z3, Z3])
+    check_one_hot(buf.get(slice(-6, -4), neg_index_as_lookback=True, fill=0, one_hot_discrete=True), [Z3, Z3])
+    # An empty buffer: every position is filled, shaped by the space.
+    empty = one_hot_buf(form, gym.spaces.Discrete(3), [], lookback=0)
+    check_one_hot(empty.get(-1, fill=0, one_hot_discrete=True), Z3)
+    check_one_hot(empty.get(slice(-2, None), fill=0, one_hot_discrete=True), [Z3, Z3])
+    check_one_hot(empty.get([0, 1], fill=2, one_hot_discrete=True), [[2, 2, 2], [2, 2, 2]])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_one_hot_fill_with_discrete_start(form: str) -> None:
+    # Discrete(3, start=-1): value 0 is a real action, so fill=0 used to come back as its one-hot.
+    buf = one_hot_buf(form, gym.spaces.Discrete(3, start=-1), [-1, 1])
+    check_one_hot(buf.get(slice(-3, None), fill=0, one_hot_discrete=True), [Z3, [1, 0, 0], [0, 0, 1]])
+    check_one_hot(buf.get(-3, fill=0, one_hot_discrete=True), Z3)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_one_hot_fill_multi_discrete(form: str) -> None:
+    # MultiDiscrete([3, 2]): width 3 + 2 = 5; items [2, 0] (lookback), [0, 1] (data).
+    buf = one_hot_buf(form, gym.spaces.MultiDiscrete([3, 2]), [np.array([2, 0]), np.array([0, 1])])
+    z5 = [0.0] * 5
+    check_one_hot(buf.get(-3, fill=0, one_hot_discrete=True), z5)
+    check_one_hot(buf.get(-1, neg_index_as_lookback=True, fill=0, one_hot_discrete=True), [0, 0, 1, 1, 0])
+    check_one_hot(buf.get(slice(-4, None), fill=0, one_hot_discrete=True), [z5, z5, [0, 0, 1, 1, 0], [1, 0, 0, 0, 1]])
+    check_one_hot(buf.get([1, 0, -3], fill=-1, one_hot_discrete=True), [[-1.0] * 5, [1, 0, 0, 0, 1], [-1.0] * 5])
+    check_one_hot(
+        buf.get(slice(-2, 1), neg_index_as_lookback=True, fill=0, one_hot_discrete=True),
+        [z5, [0, 0, 1, 1, 0], [1, 0, 0, 0, 1]],
+    )
+    # Multi-dimensional nvec: the one-hot width is the sum over all dimensions (2 + 2 + 2 + 2).
+    md2 = one_hot_buf(form, gym.spaces.MultiDiscrete([[2, 2], [2, 2]]), [np.array([[1, 0], [0, 1]])], lookback=0)
+    check_one_hot(md2.get([-2, 0], fill=0, one_hot_discrete=True), [[0.0] * 8, [0, 1, 1, 0, 1, 0, 0, 1]])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_one_hot_fill_nested_space(form: str) -> None:
+    space = gym.spaces.Dict(
+        {
+            "d": gym.spaces.Discrete(3),
+            "t": gym.spaces.Tuple([gym.spaces.MultiDiscrete([2, 2]), gym.spaces.Box(-5, 5, (2,), np.float32)]),
+        }
+    )
+    items = [
+        {"d": 2, "t": (np.array([1, 0]), np.array([1.5, 2.5], np.float32))},
+        {"d": 0, "t": (np.array([0, 1]), np.array([3.5, 4.5], np.float32))},
+    ]
+    buf = one_hot_buf(form, space, items)
+    one = buf.get(-3, fill=0, one_hot_discrete=True)
+    check_one_hot(one["d"], Z3)
+    check_one_hot(one["t"][0], [0, 0, 0, 0])
+    np.testing.assert_array_equal(one["t"][1], np.zeros(2, np.float32))  # Box leaves: fill, not one-hot
+    got = buf.get(slice(-3, None), fill=0, one_hot_discrete=True)
+    rows = [got[i] for i in range(3)] if form == "list" else tree.unstack(got)
+    check_one_hot([r["d"] for r in rows], [Z3, [0, 0, 1], [1, 0, 0]])
+    check_one_hot([r["t"][0] for r in rows], [[0, 0, 0, 0], [0, 1, 1, 0], [1, 0, 0, 1]])
+    np.testing.assert_array_equal(np.asarray([r["t"][1] for r in rows]), [[0, 0], [1.5, 2.5], [3.5, 4.5]])
+    mixed = buf.get([0, -1, 1], neg_index_as_lookback=True, fill=-1, one_hot_discrete=True)
+    rows = list(mixed) if form == "list" else tree.unstack(mixed)
+    check_one_hot([r["d"] for r in rows], [[1, 0, 0], [0, 0, 1], [-1, -1, -1]])
+    check_one_hot([r["t"][0] for r in rows], [[1, 0, 0, 1], [0, 1, 1, 0], [-1, -1, -1, -1]])
+    np.testing.assert_array_equal(np.asarray([r["t"][1] for r in rows]), [[3.5, 4.5], [1.5, 2.5], [-1, -1]])
 
 
 def test_one_hot_discrete_needs_a_discrete_space() -> None:
