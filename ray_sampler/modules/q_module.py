@@ -36,11 +36,11 @@ class QModule:
         epsilon: float = 1.0,
         activation: str = "relu",
     ) -> None:
-        check_q_module_args("QModule", action_space, activation)
+        discrete = check_q_module_args("QModule", action_space, activation)
         self.activation = activation
-        self.observation_space, self.action_space = observation_space, action_space
+        self.observation_space, self.action_space = observation_space, discrete
         rng = np.random.default_rng(seed)
-        sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(action_space.n))
+        sizes = (gym.spaces.flatdim(observation_space), *hidden_sizes, int(discrete.n))
         self._depth = len(sizes) - 1
         self.params: dict[str, np.ndarray] = {}
         for layer, (a, b) in enumerate(itertools.pairwise(sizes)):
@@ -82,12 +82,13 @@ class QModule:
             self.epsilon = checked_epsilon(state["epsilon"])
 
 
-def check_q_module_args(owner: str, action_space: gym.Space, activation: str) -> None:
-    """A Q-network module's arguments: a Discrete action space and a known activation."""
+def check_q_module_args(owner: str, action_space: gym.Space, activation: str) -> gym.spaces.Discrete:
+    """A Q-network module's arguments: a Discrete action space (returned) and a known activation."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise SpaceError(f"{owner} needs a Discrete action space (got {action_space})")
     if activation not in ACTIVATIONS:
         raise ConfigError(f"'activation' must be one of {ACTIVATIONS} (got {activation!r})")
+    return action_space
 
 
 def checked_epsilon(epsilon: Any) -> float:

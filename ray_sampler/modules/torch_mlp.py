@@ -125,10 +125,10 @@ class TorchQModule(TorchRLModule):
         epsilon: float = 1.0,
         activation: str = "relu",
     ) -> None:
-        check_q_module_args("TorchQModule", action_space, activation)
-        super().__init__(observation_space, action_space)
+        discrete = check_q_module_args("TorchQModule", action_space, activation)
+        super().__init__(observation_space, discrete)
         self.activation = activation
-        self.num_actions, self.action_start = int(action_space.n), int(action_space.start)
+        self.num_actions, self.action_start = int(discrete.n), int(discrete.start)
         sizes = (gym.spaces.flatdim(observation_space), *check_hidden_sizes(hidden_sizes), self.num_actions)
         with seeded(seed):
             self.q = mlp_layers(sizes, 1.0)
