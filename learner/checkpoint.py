@@ -178,7 +178,8 @@ class Checkpointer:
             np.savez(buffer, allow_pickle=False, **arrays)
             _write(tmp / "state.npz", buffer.getvalue())
             if save_replay is not None:
-                save_replay(str(tmp / "replay.parquet"))
+                # Absolute: the replay actor writes it, and an actor's working directory is not ours.
+                save_replay(str((tmp / "replay.parquet").resolve()))
                 with (tmp / "replay.parquet").open("rb") as f:
                     os.fsync(f.fileno())
             meta["files"] = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}

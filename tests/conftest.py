@@ -15,3 +15,12 @@ def ray_session() -> Iterator[None]:
     ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_address(ray_session: None) -> str:
+    """The session's Ray instance's address, for a command run in a subprocess to attach to
+    (``--address``, ``RAY_ADDRESS``) rather than start a Ray of its own (about 10 s on a 2-core
+    machine): for tests whose subject is not how a command starts Ray (that is checked where it
+    is: tests/ray_sampler/cli/test_cli.py, test_cli_cluster.py)."""
+    return ray.get_runtime_context().gcs_address

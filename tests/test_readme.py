@@ -5,22 +5,29 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
 - ``python``: run as it stands, each in a fresh interpreter (``sys.executable -c``), one after the
   other, in an empty temporary directory (the blocks write files such as ``replay.parquet``) with
   the repository on ``PYTHONPATH`` and ``RAY_ADDRESS=local``, so a block's own ``ray.init()``
-  starts a new local Ray instead of attaching to a cluster another process left running. A block
-  must exit 0 within ``PYTHON_TIMEOUT_S``. Nothing is skipped: a block that would be slow keeps a
-  small budget in its own text.
+  starts a new local Ray instead of attaching to a cluster another process left running (nor the
+  session's: its actors would resolve a block's relative paths, ``replay.save("replay.parquet")``,
+  in the session's working directory). A block must exit 0 within ``PYTHON_TIMEOUT_S``. Nothing is
+  skipped: a block that would be slow keeps a small budget in its own text.
 - ``bash``: each line is a command (``\\`` continues a line, ``#`` starts a comment, ``&&`` chains
   commands, a trailing ``&`` is dropped), the lines of one block run in order in one temporary
   directory (so ``runs/`` made by one command is there for the next). Each command is:
 
   * **run**: ``ray-sampler ...`` (also ``.venv/bin/ray-sampler``), through the virtualenv's
-    script, with ``*`` expanded in the block's directory. Its exit status must be 0; for
-    ``train`` and ``train-dqn`` 0 or 1 (a missed target), never 2. Training commands get a small
-    budget appended unless they name one: ``train`` ``--max-iterations 2``, ``train-dqn``
-    ``--max-env-steps 1500``; so the README's first command, the main job, runs for two
-    iterations here.
+    script, with ``*`` expanded in the block's directory, attached (``RAY_ADDRESS``) to this test
+    session's own Ray (``ray_address``: a new local instance, never a cluster another process
+    left running) rather than starting one each (about 10 s on 2 cores); how a command starts its
+    own Ray is checked by tests/ray_sampler/cli/test_cli.py, and a ``console`` block's commands
+    start their own, as shown. The session's actors resolve relative paths in its working
+    directory: a command that hands an actor a relative path would need a Ray of its own. Its
+    exit status must be 0; for ``train`` and ``train-dqn`` 0 or 1 (a missed target), never 2.
+    Training commands get a small budget appended unless they name one: ``train``
+    ``--max-iterations 2``, ``train-dqn`` ``--max-env-steps 1500``; so the README's first command,
+    the main job, runs for two iterations here.
   * **checked, not run**, where running would install software, start a cloud or Kubernetes
     cluster, or take minutes: ``python3 -m venv DIR`` (only makes a virtualenv); ``pip install``
-    (``.`` must be this project and every extra it names must exist in ``pyproject.toml``); the
+    (``.`` must be this project and every extra it names must exist in ``pyproject.toml``;
+    ``torch==V`` must be the pin ``.ci/run`` installs); the
     test command (the README's second line must be exactly the last line of ``.ci/run``, which
     runs it); ``ray up|down|dashboard|attach FILE`` and ``kubectl apply -f FILE`` (the file must
     exist); ``ray job submit ... -- ENTRYPOINT`` (its ``--working-dir`` must exist and a
@@ -100,11 +107,11 @@ def _of(*languages: str) -> list[Block]:
     return [block for block in BLOCKS if block.language in languages]
 
 
-def _env() -> dict[str, str]:
+def _env(ray_address: str = "local") -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["RAY_ADDRESS"] = "local"
+    env["RAY_ADDRESS"] = ray_address
     env["COLUMNS"] = "200"
     return env
 
@@ -148,7 +155,7 @@ def _check_ray_sampler_flags(args: list[str]) -> None:
     assert not unknown, f"ray-sampler {args[0]}: no such options {sorted(unknown)}"
 
 
-def _run_ray_sampler(args: list[str], cwd: Path, expected_output: list[str]) -> None:
+def _run_ray_sampler(args: list[str], cwd: Path, expected_output: list[str], ray_address: str) -> None:
     args = [match for arg in args for match in (sorted(glob.glob(arg, root_dir=cwd)) or [arg] if "*" in arg else [arg])]
     command = args[0] if args else ""
     if command in BUDGETS and "--help" not in args:
@@ -158,7 +165,7 @@ def _run_ray_sampler(args: list[str], cwd: Path, expected_output: list[str]) -> 
     proc = subprocess.run(
         [str(_BIN / "ray-sampler"), *args],
         cwd=cwd,
-        env=_env(),
+        env=_env(ray_address),
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT_S,
@@ -180,13 +187,13 @@ def _check_exists(path: str, what: str) -> None:
     assert (ROOT / path).exists(), f"{what} names {path!r}, which is not in the repository"
 
 
-def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[str]) -> None:
+def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[str], ray_address: str) -> None:
     while command and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", command[0]):
         command = command[1:]  # environment assignments of this command
     program, args = command[0], command[1:]
     name = Path(program).name
     if name == "ray-sampler":
-        _run_ray_sampler(args, cwd, expected_output)
+        _run_ray_sampler(args, cwd, expected_output, ray_address)
     elif program == "export":
         assert all("=" in arg for arg in args), line
     elif name.startswith("python") and args[:2] == ["-m", "venv"]:
@@ -196,6 +203,9 @@ def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[s
         assert line.strip() == ci_last_line, "the test command must be exactly what .ci/run runs"
     elif name == "pip" and args[:1] == ["install"]:
         for spec in (arg for arg in args[1:] if not arg.startswith("-")):
+            if spec.startswith("torch=="):  # the pinned torch CI installs before the extras
+                assert f"pip install -q {spec} " in (ROOT / ".ci" / "run").read_text(), f"{line}: not CI's torch pin"
+                continue
             match = re.fullmatch(r"(\.|ray-sampler)(?:\[([\w,-]+)\])?", spec)
             assert match, f"{line}: installs {spec!r}, not this project"
             unknown = set(filter(None, (match.group(2) or "").split(","))) - _extras()
@@ -217,10 +227,10 @@ def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[s
 
 
 @pytest.mark.parametrize("block", _of("bash"), ids=lambda block: block.id)
-def test_bash_block(block: Block, tmp_path: Path) -> None:
+def test_bash_block(block: Block, tmp_path: Path, ray_address: str) -> None:
     for line in _logical_lines(block.text):
         for command in _commands(line):
-            _handle(command, line=line, cwd=tmp_path, expected_output=[])
+            _handle(command, line=line, cwd=tmp_path, expected_output=[], ray_address=ray_address)
 
 
 @pytest.mark.parametrize("block", _of("console"), ids=lambda block: block.id)
@@ -235,7 +245,7 @@ def test_console_block(block: Block, tmp_path: Path) -> None:
     assert entries, f"{block.id}: a console block shows at least one '$ ' command"
     for line, output in entries:
         for command in _commands(line):
-            _handle(command, line=line, cwd=tmp_path, expected_output=output)
+            _handle(command, line=line, cwd=tmp_path, expected_output=output, ray_address="local")
 
 
 # -- python --------------------------------------------------------------------------------------------

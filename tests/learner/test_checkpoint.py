@@ -97,6 +97,17 @@ def test_a_replay_file_is_hashed_and_handed_back(tmp_path: Path) -> None:
         load(saved)
 
 
+def test_the_replay_is_handed_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The replay actor writes the file, and an actor (on an attached cluster) has its own working directory.
+    monkeypatch.chdir(tmp_path)
+    paths: list[str] = []
+    saved = Checkpointer(Path("run/checkpoints"), every=1).save(
+        state(), save_replay=lambda p: paths.append(p) or Path(p).write_bytes(b"PAR1")
+    )
+    assert Path(paths[0]).is_absolute() and Path(paths[0]).parent.parent == (tmp_path / "run/checkpoints")
+    assert load(tmp_path / saved).replay_path is not None
+
+
 @pytest.mark.parametrize(
     ("kind", "match"),
     [

@@ -14,13 +14,13 @@ from learner.dqn import DQNLearner
 from learner.frameworks import Framework, dqn_learner_class, ppo_learner_class, with_framework
 from learner.learner import Learner
 from learner.torch_learner import TorchDQNLearner, TorchPPOLearner
-from learner.train import PPOTrainingConfig, train_ppo
+from learner.train import PPOTrainingConfig
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules import MLPModule, QModule
 from ray_sampler.modules.torch_lstm import TorchLSTMModule
 from ray_sampler.modules.torch_mlp import TorchMLPModule, TorchQModule
-from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import build_module
 
 RUNNER = EnvRunnerConfig(env="CartPole-v1", seed=5)
@@ -85,22 +85,8 @@ def test_each_framework_has_its_learners() -> None:
     assert dqn_learner_class("numpy") is DQNLearner and dqn_learner_class("torch") is TorchDQNLearner
 
 
-GROUP = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
-
-
-@pytest.mark.usefixtures("ray_session")
-def test_ppo_trains_torch_modules_on_ray_runners() -> None:
-    runner = dataclasses.replace(RUNNER, num_envs_per_env_runner=2, rollout_fragment_length=64)
-    cfg = PPOTrainingConfig(
-        env_runner=runner, env_runner_group=GROUP, framework="torch", max_iterations=3, target_return=None
-    )
-    lines: list[str] = []
-    result = train_ppo(cfg, log=lines.append)
-    assert result.env_steps == 3 * 2 * 2 * 64 and result.iterations == 3
-    assert [line.split(":")[0] for line in lines[:3]] == ["iter 1", "iter 2", "iter 3"]
-    assert "weights v4" in lines[2]  # three updates went out to the runners
-
-
+# PPO with torch modules on Ray runners: tests/examples/test_examples.py (the user-module and LSTM
+# examples) and README's `ray-sampler train --framework torch` (tests/test_readme.py).
 @pytest.mark.usefixtures("ray_session")
 def test_dqn_trains_a_torch_q_network_through_the_replay() -> None:
     base = DQNTrainingConfig()
@@ -116,3 +102,16 @@ def test_dqn_trains_a_torch_q_network_through_the_replay() -> None:
     result = train_dqn(cfg, log=lambda line: None)
     assert result.env_steps >= 1024 and result.num_updates > 0
     assert result.runner_env_steps_sent == result.replay_num_env_steps_received
+
+
+def test_the_command_line_picks_the_framework() -> None:
+    from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args
+
+    ppo = command_from_args(TrainPPO, ["--framework", "torch", "--seed", "2"], prog="t").to_config()
+    assert ppo.framework == "torch" and ppo.env_runner.module_class is TorchMLPModule
+    assert ppo.env_runner.module_config["seed"] == 2
+    dqn = command_from_args(TrainDQN, ["--framework", "torch"], prog="t").to_config()
+    assert dqn.framework == "torch" and dqn.env_runner.module_class is TorchQModule
+    assert command_from_args(TrainPPO, [], prog="t").to_config().env_runner.module_class is None
+    stateless = command_from_args(TrainPPO, ["--env", "StatelessCartPole-v1"], prog="t").to_config()
+    assert stateless.env_runner.module_class is TorchLSTMModule and stateless.ppo.observation_filter == "mean_std"

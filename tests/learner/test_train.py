@@ -173,31 +173,39 @@ def test_ppo_keeps_training_through_a_sub_env_failure_and_logs_the_recovery() ->
     assert lines[1].startswith("iter 1:")
 
 
-def run_multinode_scenario(strategy: str) -> dict[str, Any]:
-    """tests/learner/multinode_scenario.py in its own process (it joins its own 3-node Cluster)."""
+def run_multinode_scenario(*strategies: str) -> dict[str, Any]:
+    """tests/learner/multinode_scenario.py in its own process (it joins its own 3-node Cluster and
+    trains once per strategy on it): strategy -> its findings."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.learner.multinode_scenario", strategy],
+        [sys.executable, "-m", "tests.learner.multinode_scenario", *strategies],
         cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_spread_runners_train_on_every_node_of_a_three_node_cluster() -> None:
-    found = run_multinode_scenario("SPREAD")
+@pytest.fixture(scope="module")
+def multinode() -> dict[str, Any]:
+    """One 3-node cluster for both strategies (a run gives back every CPU before the next starts)."""
+    return run_multinode_scenario("SPREAD", "PACK")
+
+
+def test_spread_runners_train_on_every_node_of_a_three_node_cluster(multinode: dict[str, Any]) -> None:
+    found = multinode["SPREAD"]
     assert sorted(found["runner_nodes"].values()) == found["node_ids"]  # one runner on each node
     assert found["num_updates"] == 3 and found["env_steps"] == 3 * 3 * 4 * 64
     assert found["lines"][-1].startswith("did not reach mean return 475: ")
     assert found["cpus_back_after_stop"]
 
 
-def test_packed_runners_share_nodes() -> None:
-    found = run_multinode_scenario("PACK")
-    assert len(set(found["runner_nodes"].values())) == 2  # 2 CPUs a node: two runners on one
+def test_packed_runners_share_nodes(multinode: dict[str, Any]) -> None:
+    found = multinode["PACK"]
+    assert len(found["runner_nodes"]) == 3 and len(set(found["runner_nodes"].values())) == 2  # 2 CPUs a node
     assert found["num_updates"] == 3
+    assert found["cpus_back_after_stop"]

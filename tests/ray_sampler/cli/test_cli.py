@@ -241,27 +241,41 @@ def run_cli(*args: str, runs_dir: Path, timeout_s: float = 240) -> subprocess.Co
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
 
 
+@pytest.fixture(scope="module")
+def budget_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One short run without a target and without checkpoints (``-v``), and its runs directory:
+    TestExitCodes checks what it printed, TestResume resumes its run directory (which has no checkpoint)."""
+    runs_dir = tmp_path_factory.mktemp("budget-run")
+    args = ("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1", "-v")
+    return run_cli(*args, runs_dir=runs_dir), runs_dir
+
+
+def _no_ray(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("Ray was started for a command line that is wrong")
+
+
 class TestExitCodes:
     """0: target reached or budget used without a target; 1: target missed; 2: usage; 130: Ctrl-C."""
 
-    def test_a_run_without_a_target_that_uses_its_budget_exits_0(self, tmp_path: Path) -> None:
-        args = ("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1", "-v")
-        out = run_cli(*args, runs_dir=tmp_path)
+    def test_a_run_without_a_target_that_uses_its_budget_exits_0(
+        self, budget_run: tuple[subprocess.CompletedProcess[str], Path]
+    ) -> None:
+        out, _ = budget_run
         assert out.returncode == 0, out.stderr[-2000:]
         assert "Started a local Ray instance" in out.stderr  # -v: Ray's own lines show
         lines = out.stdout.splitlines()
         assert lines[1].startswith("no target return: the run uses its budget; ")
         assert any(line.startswith("Budget used: mean return ") for line in lines)
 
-    def test_a_run_that_reaches_its_target_exits_0(self, tmp_path: Path) -> None:
-        out = run_cli("train", "--max-iterations", "3", "--target-return", "5", "--stop-window", "5", runs_dir=tmp_path)
+    def test_a_run_that_reaches_its_target_exits_0(self, tmp_path: Path, ray_address: str) -> None:
+        args = ["train", "--max-iterations", "3", "--target-return", "5", "--stop-window", "5"]
+        args += ["--num-env-runners", "1", "--address", ray_address]  # attached: this test is about the exit code
+        out = run_cli(*args, runs_dir=tmp_path)
         assert out.returncode == 0, out.stderr[-2000:]
         assert any(line.startswith("Target reached: mean return ") for line in out.stdout.splitlines())
 
-    def test_a_run_that_misses_its_target_exits_1_and_says_so(self, tmp_path: Path) -> None:
-        out = run_cli("train", "--max-iterations", "1", "--target-return", "400", runs_dir=tmp_path)
-        assert out.returncode == 1, out.stderr[-2000:]
-        assert any(line.startswith("Target missed: mean return ") for line in out.stdout.splitlines())
+    # A missed target (exit 1, "Target missed: mean return ...") is checked by
+    # test_train_job_prints_progress_learns_and_keeps_a_run_directory.
 
     def test_a_usage_error_exits_2_with_one_line(self, tmp_path: Path) -> None:
         out = run_cli("train", "--stop-window", "0", runs_dir=tmp_path)
@@ -275,6 +289,7 @@ class TestExitCodes:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         args = ["train", "--max-iterations", "500", "--target-return", "none", "--runs-dir", str(tmp_path)]
         args += ["--checkpoint-every", "1000"]  # none is due: the one saved is Ctrl-C's
+        args += ["--num-env-runners", "1", "--rollout-fragment-length", "32"]  # short iterations
         proc = subprocess.Popen(
             [sys.executable, "-m", "ray_sampler", *args],
             stdout=subprocess.PIPE,
@@ -305,12 +320,25 @@ class TestExitCodes:
 
 
 class TestResume:
-    def test_a_run_resumed_from_its_checkpoint_carries_on_its_counters_metrics_and_curve(self, tmp_path: Path) -> None:
+    def test_a_run_resumed_from_its_checkpoint_carries_on_its_counters_metrics_and_curve(
+        self, tmp_path: Path, ray_address: str
+    ) -> None:
+        # Both runs attach to the session's Ray (--address): this test is about resuming, not starting Ray.
         args = ("--target-return", "none", "--num-env-runners", "1", "--rollout-fragment-length", "32")
+        args += ("--address", ray_address)
         first = run_cli("train", "--max-iterations", "2", "--checkpoint-every", "1", *args, runs_dir=tmp_path)
         assert first.returncode == 0, first.stderr[-2000:]
         (run_dir,) = tmp_path.iterdir()
-        resumed = run_cli("train", "--resume", str(run_dir), "--max-iterations", "3", runs_dir=tmp_path / "unused")
+        resumed = run_cli(
+            "train",
+            "--resume",
+            str(run_dir),
+            "--max-iterations",
+            "3",
+            "--address",
+            ray_address,
+            runs_dir=tmp_path / "unused",
+        )
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         assert "resumed from iteration 2 (256 env steps)" in resumed.stdout.splitlines()
         assert [line.split(":")[0] for line in resumed.stdout.splitlines() if line.startswith("iter ")] == ["iter 3/3"]
@@ -323,17 +351,29 @@ class TestResume:
         ]
         assert not (tmp_path / "unused").exists()  # the run went on in its own directory
 
-    def test_resuming_with_another_algorithm_or_without_checkpoints_exits_2(self, tmp_path: Path) -> None:
-        args = ("--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1")
-        first = run_cli("train", *args, runs_dir=tmp_path)
+    def test_resuming_with_another_algorithm_or_without_checkpoints_exits_2(
+        self,
+        budget_run: tuple[subprocess.CompletedProcess[str], Path],
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # Both are refused before Ray starts (in this process: main() as the command line runs it).
+        import ray_sampler.cli.train
+
+        first, runs_dir = budget_run
         assert first.returncode == 0, first.stderr[-2000:]
-        (run_dir,) = tmp_path.iterdir()
-        none = run_cli("train", "--resume", str(run_dir), runs_dir=tmp_path)
-        assert none.returncode == 2
-        assert none.stderr.strip() == (
+        (run_dir,) = runs_dir.iterdir()  # a finished run, saved without --checkpoint-every
+        monkeypatch.setattr(ray_sampler.cli.train, "ray_cluster", _no_ray)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as none:
+            main(["train", "--resume", str(run_dir), "--runs-dir", str(runs_dir)])
+        assert none.value.code == 2
+        assert capsys.readouterr().err.strip() == (
             f"ray-sampler train: error: --resume: '{run_dir}' has no checkpoint (save some with --checkpoint-every N)"
         )
-        other = run_cli("train-dqn", "--resume", str(run_dir), runs_dir=tmp_path)
-        assert other.returncode == 2
-        (line,) = other.stderr.strip().splitlines()
+        with pytest.raises(SystemExit) as other:
+            main(["train-dqn", "--resume", str(run_dir), "--runs-dir", str(runs_dir)])
+        assert other.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"ray-sampler train-dqn: error: --resume: '{run_dir}' is not a run of this command (")
+        assert [p.name for p in runs_dir.iterdir()] == [run_dir.name]  # no new run directory was made

@@ -2,11 +2,14 @@
 
 Starts a ``ray.cluster_utils.Cluster`` (a head and 2 worker nodes, 2 CPUs each; runners take 1
 CPU, so 4 runners put at least 2 on the worker nodes and the survivors of one node's loss hold
-all 4), samples, removes the worker node holding the most runners (its raylet told to shut down,
-or with ``--abrupt`` killed outright, so that only the health checks find it), samples on, and
-prints one JSON line of findings. It stops only the cluster it started.
+all 4) and runs each scenario named, one after the other, on it: a new runner group samples, the
+worker node holding the most runners is removed (its raylet told to shut down: ``graceful`` and
+``no-restart``, which runs the group with restarts off; or killed outright: ``abrupt``, so that only
+the health checks find it), the group samples on. Before the next scenario a new worker node takes
+the removed one's place and every CPU is free again. Prints one JSON line: scenario -> its
+findings. It stops only the cluster it started (one cluster for all: starting one takes seconds).
 
-    python -m tests.ray_sampler.sampling.node_loss_scenario [--no-restart] [--abrupt]
+    python -m tests.ray_sampler.sampling.node_loss_scenario graceful abrupt no-restart
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import EnvRunnerFailedError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
-from tests.helpers import StampEnv, stamp_creator
+from tests.helpers import StampEnv, cpus_back_to, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous
 
 NUM_RUNNERS = 4
@@ -60,59 +63,79 @@ def node_ids(group: EnvRunnerGroup) -> dict[int, str | None]:
     return found
 
 
-def run(*, restart: bool, abrupt: bool) -> dict[str, Any]:
+SCENARIOS = {
+    "graceful": {"restart": True, "abrupt": False},
+    "abrupt": {"restart": True, "abrupt": True},
+    "no-restart": {"restart": False, "abrupt": False},
+}
+
+
+def lose_a_node(cluster: Cluster, workers: list[Any], *, restart: bool, abrupt: bool) -> tuple[dict[str, Any], Any]:
+    """One scenario on the running cluster: its findings and the worker node it removed."""
     findings: dict[str, Any] = {"error": None, "sample_s": [], "runner_failures": []}
     chunks: list[SingleAgentEpisode] = []
+    config = EnvRunnerConfig(env=process_stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=10)
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=NUM_RUNNERS,
+        num_cpus_per_env_runner=1.0,
+        sample_timeout_s=SAMPLE_TIMEOUT_S,
+        delay_between_env_runner_restarts_s=0.0,
+        restart_failed_env_runners=restart,
+    )
+    with EnvRunnerGroup(config, group_config) as group:
+        chunks += group.sample()
+        before = node_ids(group)
+        victim = max(workers, key=lambda n: sum(v == n.node_id for v in before.values()))
+        findings["runners_on_removed_node"] = sorted(i for i, n in before.items() if n == victim.node_id)
+        cluster.remove_node(victim, allow_graceful=not abrupt)
+        try:
+            for _ in range(NUM_CALLS_AFTER_LOSS):
+                start = time.monotonic()
+                chunks += group.sample()
+                findings["sample_s"].append(round(time.monotonic() - start, 3))
+                findings["runner_failures"] += group.metrics.runner_failures
+        except EnvRunnerFailedError as e:
+            findings["error"] = f"EnvRunnerFailedError: {e}"
+        after = node_ids(group)
+        findings.update(
+            num_env_runner_restarts=group.metrics.num_env_runner_restarts,
+            num_healthy_env_runners=group.metrics.num_healthy_env_runners,
+            worker_indices=group.worker_indices,
+            runners_on_removed_node_after=sorted(i for i, n in after.items() if n == victim.node_id),
+            num_episodes_abandoned=group.metrics.num_episodes_abandoned,
+            num_chunks=len(chunks),
+            num_env_steps=sum(len(c) for c in chunks),
+        )
+    try:
+        assert_steps_once_and_continuous(chunks)
+        findings["continuity_error"] = None
+    except AssertionError as e:
+        findings["continuity_error"] = str(e) or "AssertionError"
+    return findings, victim
+
+
+def run(scenarios: list[str]) -> dict[str, Any]:
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 2, "include_dashboard": False, "_system_config": SYSTEM_CONFIG},
     )
+    found: dict[str, Any] = {}
     try:
         workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-        config = EnvRunnerConfig(env=process_stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=10)
-        group_config = EnvRunnerGroupConfig(
-            num_env_runners=NUM_RUNNERS,
-            num_cpus_per_env_runner=1.0,
-            sample_timeout_s=SAMPLE_TIMEOUT_S,
-            delay_between_env_runner_restarts_s=0.0,
-            restart_failed_env_runners=restart,
-        )
-        with EnvRunnerGroup(config, group_config) as group:
-            chunks += group.sample()
-            before = node_ids(group)
-            victim = max(workers, key=lambda n: sum(v == n.node_id for v in before.values()))
-            findings["runners_on_removed_node"] = sorted(i for i, n in before.items() if n == victim.node_id)
-            cluster.remove_node(victim, allow_graceful=not abrupt)
-            try:
-                for _ in range(NUM_CALLS_AFTER_LOSS):
-                    start = time.monotonic()
-                    chunks += group.sample()
-                    findings["sample_s"].append(round(time.monotonic() - start, 3))
-                    findings["runner_failures"] += group.metrics.runner_failures
-            except EnvRunnerFailedError as e:
-                findings["error"] = f"EnvRunnerFailedError: {e}"
-            after = node_ids(group)
-            findings.update(
-                num_env_runner_restarts=group.metrics.num_env_runner_restarts,
-                num_healthy_env_runners=group.metrics.num_healthy_env_runners,
-                worker_indices=group.worker_indices,
-                runners_on_removed_node_after=sorted(i for i, n in after.items() if n == victim.node_id),
-                num_episodes_abandoned=group.metrics.num_episodes_abandoned,
-                num_chunks=len(chunks),
-                num_env_steps=sum(len(c) for c in chunks),
-            )
-        try:
-            assert_steps_once_and_continuous(chunks)
-            findings["continuity_error"] = None
-        except AssertionError as e:
-            findings["continuity_error"] = str(e) or "AssertionError"
+        for name in scenarios:
+            while len(workers) < 2:  # a new worker node in place of the one the last scenario removed
+                workers.append(cluster.add_node(num_cpus=2))
+                cluster.wait_for_nodes()
+            assert cpus_back_to(6.0, timeout_s=60), "the CPUs of the last scenario's runners did not come back"
+            found[name], removed = lose_a_node(cluster, workers, **SCENARIOS[name])
+            workers.remove(removed)
     finally:
         ray.shutdown()
         cluster.shutdown()
-    return findings
+    return found
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(restart="--no-restart" not in sys.argv[1:], abrupt="--abrupt" in sys.argv[1:])), flush=True)
+    print(json.dumps(run(sys.argv[1:])), flush=True)

@@ -1,8 +1,9 @@
 """Node loss: a worker node removed from a 3-node ``ray.cluster_utils.Cluster`` takes its runners
 with it; they are replaced on the surviving nodes and sampling goes on within ``sample_timeout_s``.
 
-Each scenario runs in its own process (``node_loss_scenario.py``): a process joins one Ray, and the
-session's Ray is not stopped for it."""
+The scenarios run in a process of their own (``node_loss_scenario.py``; a process joins one Ray, and
+the session's Ray is not stopped for it), one after the other on one cluster: each with a new runner
+group, a new worker node in place of the one the last scenario removed, and every CPU free."""
 
 from __future__ import annotations
 
@@ -21,23 +22,29 @@ from tests.ray_sampler.sampling.node_loss_scenario import NUM_CALLS_AFTER_LOSS, 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-def run_scenario(*args: str) -> dict[str, Any]:
+def run_scenarios(*names: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.ray_sampler.sampling.node_loss_scenario", *args],
+        [sys.executable, "-m", "tests.ray_sampler.sampling.node_loss_scenario", *names],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def scenarios() -> dict[str, Any]:
+    """Every scenario, one after the other on one 3-node cluster (a fresh group and worker node each)."""
+    return run_scenarios("graceful", "abrupt", "no-restart")
+
+
 @pytest.mark.parametrize("removal", ["graceful", "abrupt"])
-def test_sampling_continues_on_the_surviving_nodes(removal: str) -> None:
-    found = run_scenario(*(["--abrupt"] if removal == "abrupt" else []))
+def test_sampling_continues_on_the_surviving_nodes(removal: str, scenarios: dict[str, Any]) -> None:
+    found = scenarios[removal]
     assert found["error"] is None
     lost = found["runners_on_removed_node"]
     assert lost, "no runner ran on the removed node"
@@ -52,8 +59,8 @@ def test_sampling_continues_on_the_surviving_nodes(removal: str) -> None:
     assert found["continuity_error"] is None
 
 
-def test_node_loss_without_restarts_raises_naming_the_runner() -> None:
-    found = run_scenario("--no-restart")
+def test_node_loss_without_restarts_raises_naming_the_runner(scenarios: dict[str, Any]) -> None:
+    found = scenarios["no-restart"]
     lost = "|".join(str(i) for i in found["runners_on_removed_node"])
     assert re.fullmatch(
         rf"EnvRunnerFailedError: env runner ({lost}) failed: "
