@@ -89,6 +89,11 @@ class DQNConfig:
     """Huber loss threshold."""
     grad_clip: float | None = 10.0
     """Global gradient-norm clip."""
+    num_torch_threads: int = 1
+    """Intra-op threads of a torch learner (``torch.set_num_threads`` in its process: the driver's for
+    the local learner); the numpy learner ignores it. 1 keeps a small machine's cores for the
+    runners: with 2 threads on 2 cores beside the runners, OpenMP's waiting threads made a
+    StatelessCartPole update ~20x slower. Raise it for learner actors given more CPUs."""
 
     def __post_init__(self) -> None:
         for name in ("lr", "huber_delta"):
@@ -97,6 +102,7 @@ class DQNConfig:
         check_int("target_update_every", self.target_update_every, minimum=1)
         check_probability("gamma", self.gamma)
         check_bool("double_q", self.double_q)
+        check_int("num_torch_threads", self.num_torch_threads, minimum=1)
 
 
 class DQNLearner:

@@ -92,6 +92,11 @@ class PPOConfig:
     """None, or ``"mean_std"``: observations normalized by running moments, the same in the
     runners and the learners (RLlib's MeanStdFilter connector; the training loop syncs its moments
     every iteration)."""
+    num_torch_threads: int = 1
+    """Intra-op threads of a torch learner (``torch.set_num_threads`` in its process: the driver's for
+    the local learner); the numpy learner ignores it. 1 keeps a small machine's cores for the
+    runners: with 2 threads on 2 cores beside the runners, OpenMP's waiting threads made a
+    StatelessCartPole update ~20x slower. Raise it for learner actors given more CPUs."""
     max_seq_len: int = 20
     """Stateful modules: the longest sequence a train batch holds (episodes are split into
     sequences of at most this many steps, zero-padded, each from its stored first state)."""
@@ -110,6 +115,7 @@ class PPOConfig:
         check_bool("standardize_advantages", self.standardize_advantages)
         check_int("seed", self.seed, minimum=0)
         check_int("max_seq_len", self.max_seq_len, minimum=1)
+        check_int("num_torch_threads", self.num_torch_threads, minimum=1)
         if self.observation_filter is not None:
             replace_field(
                 self, "observation_filter", check_enum("observation_filter", ObservationFilter, self.observation_filter)

@@ -178,6 +178,7 @@ class TorchPPOLearner(Learner):
         self, module: TorchRLModule, config: PPOConfig | None = None, *, user_pieces: tuple[Any, ...] = ()
     ) -> None:
         super().__init__(module, config, user_pieces=user_pieces)
+        torch.set_num_threads(self.config.num_torch_threads)
         self.optimizer = TorchAdam(module, lr=self.config.lr, grad_clip=self.config.grad_clip)
 
     def compute_gradients(self, minibatch_index: int) -> tuple[dict[str, float], dict[str, np.ndarray], int]:
@@ -246,6 +247,7 @@ class TorchDQNLearner(DQNLearner):
             )
         self.module = module
         self.config: DQNConfig = DQNConfig() if config is None else check_type("config", config, DQNConfig)
+        torch.set_num_threads(self.config.num_torch_threads)
         self.target = copy.deepcopy(module).requires_grad_(False)
         self.optimizer = TorchAdam(module, lr=self.config.lr, grad_clip=self.config.grad_clip)
         self.num_updates = 0

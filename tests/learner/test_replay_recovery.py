@@ -96,7 +96,7 @@ def test_a_replay_killed_mid_save_comes_back_from_the_previous_checkpoint(tmp_pa
     try:
         replay.add([episode("small", 10)])
         replay.call("save")
-        big = [episode(f"big-{i}", 20_000) for i in range(20)]
+        big = [episode(f"big-{i}", 20_000).to_numpy() for i in range(20)]  # arrays: quick to send to the actor
         replay.add(big)
         save = replay.actor.save.remote()
         deadline = time.monotonic() + 30

@@ -410,3 +410,14 @@ def test_a_local_learner_group_trains_a_torch_module_on_cartpole_episodes() -> N
     assert after.keys() == before.keys() and all(not np.array_equal(after[k], before[k]) for k in before)
     runner.set_state({"module": after})  # the new weights go back to the runner, which samples on
     assert sum(len(e) for e in runner.sample()) == 128
+
+
+def test_a_torch_learner_sets_its_processes_intra_op_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        TorchPPOLearner(TorchMLPModule(OBS_SPACE, gym.spaces.Discrete(2)), PPOConfig(num_torch_threads=2))
+        assert torch.get_num_threads() == 2
+        TorchDQNLearner(TorchQModule(OBS_SPACE, gym.spaces.Discrete(2)), DQNConfig(num_torch_threads=1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -96,15 +96,34 @@ def dead_processes(chunks: list[SingleAgentEpisode]) -> set[tuple[int, int]]:
     return set(by_process(chunks)) - set(last.values())
 
 
-KILLS = [(1, "ray_kill"), (2, "sigkill"), (3, "ray_kill"), (1, "sigkill")]  # the last kills a replacement
+# Both ways to kill, two workers dying and a replacement killed (the last); ``SHORT_KILLS`` keeps
+# both ways and the killed replacement on one worker, for the combinations the full list does not run.
+KILLS = [(1, "ray_kill"), (2, "sigkill"), (1, "sigkill")]
+SHORT_KILLS = [(1, "ray_kill"), (1, "sigkill")]
 
 
-@pytest.mark.parametrize("keep_sampling", [False, True], ids=["one_call_at_a_time", "keep_sampling"])
-@pytest.mark.parametrize("batch_mode", ["truncate_episodes", "complete_episodes"], ids=["truncate", "complete"])
-def test_killed_runners_are_replaced_and_sampling_goes_on(batch_mode: str, keep_sampling: bool) -> None:
-    with group_of(batch_mode=batch_mode, keep_sampling=keep_sampling) as group:
+@pytest.mark.parametrize(
+    ("batch_mode", "keep_sampling", "num_env_runners", "kills"),
+    [
+        ("truncate_episodes", False, 3, KILLS),
+        ("complete_episodes", True, 3, KILLS),
+        ("truncate_episodes", True, 2, SHORT_KILLS),
+        ("complete_episodes", False, 2, SHORT_KILLS),
+    ],
+    ids=[
+        "truncate-one_call_at_a_time",
+        "complete-keep_sampling",
+        "truncate-keep_sampling",
+        "complete-one_call_at_a_time",
+    ],
+)
+def test_killed_runners_are_replaced_and_sampling_goes_on(
+    batch_mode: str, keep_sampling: bool, num_env_runners: int, kills: list[tuple[int, str]]
+) -> None:
+    workers = list(range(1, num_env_runners + 1))
+    with group_of(num_env_runners, batch_mode=batch_mode, keep_sampling=keep_sampling) as group:
         chunks = group.sample()
-        for index, how in KILLS:
+        for index, how in kills:
             actor = group.actor(index)
             if keep_sampling:
                 # Every runner has its next request in flight between calls: kill it there.
@@ -120,16 +139,16 @@ def test_killed_runners_are_replaced_and_sampling_goes_on(batch_mode: str, keep_
                 chunks += group.sample()
                 timer.join()
             chunks += group.sample()
-            assert group.worker_indices == [1, 2, 3, 4]
+            assert group.worker_indices == workers
         chunks += group.sample()
         metrics = group.metrics
-        assert metrics.num_env_runner_restarts == len(KILLS)
-        assert metrics.num_healthy_env_runners == 4 and group.num_env_runners == 4
-        assert metrics.num_env_steps_lost == len(KILLS) * STEPS_PER_REQUEST
-        assert sorted(metrics.weights_versions) == [1, 2, 3, 4]  # every runner answered the last call
+        assert metrics.num_env_runner_restarts == len(kills)
+        assert metrics.num_healthy_env_runners == num_env_runners and group.num_env_runners == num_env_runners
+        assert metrics.num_env_steps_lost == len(kills) * STEPS_PER_REQUEST
+        assert sorted(metrics.weights_versions) == workers  # every runner answered the last call
         assert_steps_once_and_continuous(chunks)
         dead = dead_processes(chunks)
-        assert len(dead) == len(KILLS)
+        assert len(dead) == len(kills)
         # No chunk continues an episode of a dead runner: their ids are nowhere else.
         processes = by_process(chunks)
         for key in dead:
