@@ -14,13 +14,13 @@ from learner.dqn import DQNLearner
 from learner.frameworks import Framework, dqn_learner_class, ppo_learner_class, with_framework
 from learner.learner import Learner
 from learner.torch_learner import TorchDQNLearner, TorchPPOLearner
-from learner.train import PPOTrainingConfig
+from learner.train import PPOTrainingConfig, train_ppo
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules import MLPModule, QModule
 from ray_sampler.modules.torch_lstm import TorchLSTMModule
 from ray_sampler.modules.torch_mlp import TorchMLPModule, TorchQModule
-from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
 
 RUNNER = EnvRunnerConfig(env="CartPole-v1", seed=5)
@@ -85,8 +85,7 @@ def test_each_framework_has_its_learners() -> None:
     assert dqn_learner_class("numpy") is DQNLearner and dqn_learner_class("torch") is TorchDQNLearner
 
 
-# PPO with torch modules on Ray runners: tests/examples/test_examples.py (the user-module and LSTM
-# examples) and README's `ray-sampler train --framework torch` (tests/test_readme.py).
+# PPO with a user torch module and the LSTM on Ray runners: tests/examples/test_examples.py.
 @pytest.mark.usefixtures("ray_session")
 def test_dqn_trains_a_torch_q_network_through_the_replay() -> None:
     base = DQNTrainingConfig()
@@ -115,3 +114,13 @@ def test_the_command_line_picks_the_framework() -> None:
     assert command_from_args(TrainPPO, [], prog="t").to_config().env_runner.module_class is None
     stateless = command_from_args(TrainPPO, ["--env", "StatelessCartPole-v1"], prog="t").to_config()
     assert stateless.env_runner.module_class is TorchLSTMModule and stateless.ppo.observation_filter == "mean_std"
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_ppo_trains_the_built_in_torch_mlp_on_ray_runners() -> None:
+    runner = dataclasses.replace(RUNNER, num_envs_per_env_runner=2, rollout_fragment_length=32)
+    group = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)
+    cfg = PPOTrainingConfig(env_runner=runner, env_runner_group=group, framework="torch", max_iterations=2)
+    lines: list[str] = []
+    result = train_ppo(dataclasses.replace(cfg, target_return=None), log=lines.append)
+    assert result.env_steps == 2 * 2 * 32 and "weights v3" in lines[1]
