@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ray_sampler.data import (
         SCHEMA_VERSION,
         ColumnarEpisodes,
+        InfiniteLookbackBuffer,
         LookbackBuffer,
         SingleAgentEpisode,
         arrow_to_columnar,
@@ -49,6 +50,7 @@ _LAYER_OF = {
         (
             "SCHEMA_VERSION",
             "ColumnarEpisodes",
+            "InfiniteLookbackBuffer",
             "LookbackBuffer",
             "SingleAgentEpisode",
             "arrow_to_columnar",
@@ -90,6 +92,7 @@ __all__ = [
     "EnvRunnerGroup",
     "EnvRunnerGroupConfig",
     "EpisodeError",
+    "InfiniteLookbackBuffer",
     "LookbackBuffer",
     "MLPModule",
     "QModule",

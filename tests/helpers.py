@@ -146,9 +146,10 @@ def episode_from_space(
 
 
 def full_state(ep: SingleAgentEpisode) -> dict[str, Any]:
-    """Everything in ``ep``, lookback included, in numpy form (``ep`` itself is not changed)."""
+    """Everything in ``ep``, lookback included, in numpy form (``ep`` itself is not changed); the
+    recording clock (``get_duration_s``) is left out: it is not data."""
     state = SingleAgentEpisode.from_state(ep.get_state()).to_numpy().get_state()
-    del state["observation_space"], state["action_space"]
+    del state["observation_space"], state["action_space"], state["start_time"], state["last_step_time"]
     return state
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, concat_columnar, episodes_to_columnar
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.data.lookback import LookbackBuffer
+from ray_sampler.data.lookback import InfiniteLookbackBuffer, LookbackBuffer
 
 if TYPE_CHECKING:
     from ray_sampler.data.arrow_format import SCHEMA_VERSION, arrow_to_columnar, columnar_to_arrow
@@ -20,6 +20,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ColumnarEpisodes",
     "Columns",
+    "InfiniteLookbackBuffer",
     "LookbackBuffer",
     "SingleAgentEpisode",
     "arrow_to_columnar",

@@ -10,7 +10,8 @@ Layout (E chunks; chunk ``i`` has ``lens[i]`` steps and ``lookback_lens[i]`` loo
 - ``lookback``, a :class:`StepRows` of the same columns kept apart (``lookback_lens[i]`` rows per
   chunk for every column, observations included);
 - infos, sparse on each side: only non-empty info dicts are kept, with their row numbers among
-  that side's observations (``info_rows``/``info_values``).
+  that side's observations (``info_rows``/``info_values``);
+- ``custom_data``, sparse too: chunk index -> that chunk's non-empty ``custom_data`` dict.
 
 ``episodes_to_columnar`` packs (list-form or numpy'd chunks alike); ``columnar_to_episodes``
 unpacks into numpy'd episodes equal to ``[e.to_numpy() for e in episodes]``.
@@ -96,6 +97,8 @@ class ColumnarEpisodes:
     """The rows of the chunks' lookback buffers."""
     observation_space: gym.Space | None = None
     action_space: gym.Space | None = None
+    custom_data: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Each chunk's ``SingleAgentEpisode.custom_data``, by chunk index, where not empty."""
 
     @property
     def num_episodes(self) -> int:
@@ -143,6 +146,9 @@ class ColumnarEpisodes:
             raise DataFormatError("'t_started' must be >= the chunk's lookback length (>= 0)")
         if self.data.extra_model_outputs.keys() != self.lookback.extra_model_outputs.keys():
             raise DataFormatError("data and lookback 'extra_model_outputs' must have the same keys")
+        custom = self.custom_data.items()
+        if any(not isinstance(i, int) or not 0 <= i < e or not isinstance(d, dict) for i, d in custom):
+            raise DataFormatError(f"'custom_data' must map chunk indices in [0, {e}) to dicts")
         steps, lb = int(self.lens.sum()), int(self.lookback_lens.sum())
         self.data.validate("data", steps + e, steps)
         self.lookback.validate("lookback", lb, lb)
@@ -283,6 +289,7 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
         lookback=look.result(data),
         observation_space=obs_space,
         action_space=act_space,
+        custom_data={i: ep.custom_data for i, ep in enumerate(episodes) if ep.custom_data},
     )
 
 
@@ -319,6 +326,7 @@ def columnar_to_episodes(col: ColumnarEpisodes) -> list[SingleAgentEpisode]:
                 truncated=bool(col.truncated[i]),
                 observation_space=col.observation_space,
                 action_space=col.action_space,
+                custom_data=dict(col.custom_data[i]) if i in col.custom_data else None,
             )
         )
     return out
@@ -369,4 +377,9 @@ def concat_columnar(parts: list[ColumnarEpisodes]) -> ColumnarEpisodes:
         lookback=_concat_sides([p.lookback for p in parts], [int(p.lookback_lens.sum()) for p in parts], keys),
         observation_space=parts[0].observation_space,
         action_space=parts[0].action_space,
+        custom_data={
+            int(first) + i: d
+            for p, first in zip(parts, np.cumsum([0] + [q.num_episodes for q in parts[:-1]]))
+            for i, d in p.custom_data.items()
+        },
     )

@@ -17,43 +17,35 @@ rules of every getter are those of :mod:`ray_sampler.data.lookback`.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler.data import tree
-from ray_sampler.data.lookback import Indices, LookbackBuffer
+from ray_sampler.data.episode_chunks import EpisodeChunks
+from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import EpisodeError
-from ray_sampler.validate import check_int
 
 __all__ = ["SingleAgentEpisode"]
 
 
-class SingleAgentEpisode:
+class SingleAgentEpisode(EpisodeChunks):
     """A single-agent trajectory chunk: observations, actions, rewards, infos, model outputs.
 
     Constructor data (lists of items, or structures of arrays with a leading time axis) is
     episode data unless ``len_lookback_buffer`` says how many of its first steps are
-    lookback (``"auto"``: all of them, RLlib's default). ``t_started`` is the global
-    timestep of the chunk's first step.
+    lookback (``"auto"``: all of them, RLlib's default; more than the steps given: all of
+    them, as RLlib clips). ``t_started`` is the global timestep of the chunk's first step;
+    None takes it from the data, which then starts at the episode's reset: the lookback
+    steps come before the chunk, so ``t_started = len_lookback_buffer``.
+
+    ``custom_data`` is a dict for the user's own per-episode values (see ``cut``,
+    ``concat_episode``, ``slice`` and ``get_state``; the columnar transfer form carries it).
     """
 
-    __slots__ = (
-        "_act",
-        "_emo",
-        "_inf",
-        "_is_open",
-        "_obs",
-        "_rew",
-        "action_space",
-        "id_",
-        "is_terminated",
-        "is_truncated",
-        "observation_space",
-        "t_started",
-    )
+    __slots__ = ()
 
     def __init__(
         self,
@@ -68,7 +60,7 @@ class SingleAgentEpisode:
         terminated: bool = False,
         truncated: bool = False,
         extra_model_outputs: dict[str, Any] | None = None,
-        t_started: int = 0,
+        t_started: int | None = None,
         len_lookback_buffer: int | str = 0,
     ) -> None:
         obs = LookbackBuffer(_as_data(observations), space=observation_space)
@@ -94,13 +86,13 @@ class SingleAgentEpisode:
                     f"(got {buf.num_total()} for {num_steps})"
                 )
         lookback = num_steps if len_lookback_buffer == "auto" else len_lookback_buffer
-        if not isinstance(lookback, int) or isinstance(lookback, bool) or not 0 <= lookback <= num_steps:
-            raise EpisodeError(
-                f"'len_lookback_buffer' must be 'auto' or an int in [0, {num_steps}] (the number of actions given) "
-                f"(got {len_lookback_buffer!r})"
-            )
-        if not isinstance(t_started, (int, np.integer)) or t_started < 0:
-            raise EpisodeError(f"'t_started' must be an int >= 0 (got {t_started!r})")
+        if not isinstance(lookback, (int, np.integer)) or isinstance(lookback, bool) or lookback < 0:
+            raise EpisodeError(f"'len_lookback_buffer' must be 'auto' or an int >= 0 (got {len_lookback_buffer!r})")
+        lookback = min(int(lookback), num_steps)  # as RLlib: at most the steps given
+        if t_started is None:
+            t_started = lookback
+        if not isinstance(t_started, (int, np.integer)) or isinstance(t_started, bool) or t_started < 0:
+            raise EpisodeError(f"'t_started' must be None or an int >= 0 (got {t_started!r})")
         if (terminated or truncated) and num_obs == 0:
             raise EpisodeError("'terminated'/'truncated' need observations: an episode without data cannot be done")
         for buf in (obs, act, rew, *emo.values()):
@@ -143,6 +135,9 @@ class SingleAgentEpisode:
         self.observation_space = observation_space
         self.action_space = action_space
         self._obs, self._act, self._rew, self._inf, self._emo = obs, act, rew, inf, emo
+        self._custom_data: dict[str, Any] = {}
+        self._start_time: float | None = None
+        self._last_step_time: float | None = None
         self._refresh_open()
 
     @classmethod
@@ -160,10 +155,12 @@ class SingleAgentEpisode:
         truncated: bool = False,
         observation_space: gym.Space | None = None,
         action_space: gym.Space | None = None,
+        custom_data: dict[str, Any] | None = None,
     ) -> SingleAgentEpisode:
-        """An episode that takes ``LookbackBuffer`` objects as they are (no copy, no checks): for
-        code that builds consistent buffers in bulk (the columnar form, the replay). Every buffer
-        must have the same ``lookback``; observations and infos one item more than the others."""
+        """An episode that takes ``LookbackBuffer`` objects (and ``custom_data``) as they are (no
+        copy, no checks): for code that builds consistent buffers in bulk (the columnar form, the
+        replay). Every buffer must have the same ``lookback``; observations and infos one item
+        more than the others."""
         ep = cls.__new__(cls)
         cls._init(
             ep,
@@ -179,57 +176,13 @@ class SingleAgentEpisode:
             observation_space=observation_space,
             action_space=action_space,
         )
+        if custom_data:
+            ep._custom_data = custom_data  # noqa: SLF001  # cls's own field, on the instance cls built
         return ep
 
     def _refresh_open(self) -> None:
         # The fast path of add_env_step: reset done, not done, list storage.
         self._is_open = not self.is_done and not self._obs.is_numpy and self._obs.num_total() > 0
-
-    # ---------------------------------------------------------------- properties
-    @property
-    def is_done(self) -> bool:
-        return self.is_terminated or self.is_truncated
-
-    @property
-    def is_reset(self) -> bool:
-        """Whether the episode holds its first observation (``add_env_reset`` was called)."""
-        return self._obs.num_total() > 0
-
-    @property
-    def is_numpy(self) -> bool:
-        return self._obs.is_numpy
-
-    @property
-    def t(self) -> int:
-        """Global timestep after the last step: ``t_started + len(self)``."""
-        return self.t_started + len(self)
-
-    @property
-    def len_lookback_buffer(self) -> int:
-        return self._act.lookback
-
-    @property
-    def observations(self) -> LookbackBuffer:
-        return self._obs
-
-    @property
-    def actions(self) -> LookbackBuffer:
-        return self._act
-
-    @property
-    def rewards(self) -> LookbackBuffer:
-        return self._rew
-
-    @property
-    def infos(self) -> LookbackBuffer:
-        return self._inf
-
-    @property
-    def extra_model_outputs(self) -> dict[str, LookbackBuffer]:
-        return self._emo
-
-    def __len__(self) -> int:
-        return self._act.num_total() - self._act.lookback
 
     def __repr__(self) -> str:
         return (
@@ -245,6 +198,7 @@ class SingleAgentEpisode:
             raise EpisodeError("add_env_reset: the episode already holds observations; start a new episode")
         self._obs.append(observation)
         self._inf.append({} if infos is None else infos)
+        self._start_time = time.perf_counter()
         self._refresh_open()
 
     def add_env_step(
@@ -285,6 +239,7 @@ class SingleAgentEpisode:
             self.is_terminated = bool(terminated)
             self.is_truncated = bool(truncated)
             self._is_open = False
+            self._last_step_time = time.perf_counter()
 
     def _check_can_step(self) -> None:
         if self.is_done:
@@ -304,160 +259,43 @@ class SingleAgentEpisode:
                 buf.to_numpy()
             self._emo[k] = buf
 
-    # ---------------------------------------------------------------- reading
-    def get_observations(
-        self,
-        indices: Indices = None,
-        *,
-        neg_index_as_lookback: bool = False,
-        fill: Any = None,
-        one_hot_discrete: bool = False,
-    ) -> Any:
-        """Observations at ``indices`` (``len + 1`` of them; rules in ray_sampler.data.lookback)."""
-        return self._obs.get(
-            indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill, one_hot_discrete=one_hot_discrete
-        )
-
-    def get_actions(
-        self,
-        indices: Indices = None,
-        *,
-        neg_index_as_lookback: bool = False,
-        fill: Any = None,
-        one_hot_discrete: bool = False,
-    ) -> Any:
-        """Actions at ``indices``; ``one_hot_discrete`` turns Discrete actions into one-hot vectors."""
-        return self._act.get(
-            indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill, one_hot_discrete=one_hot_discrete
-        )
-
-    def get_rewards(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
-        """Rewards at ``indices``."""
-        return self._rew.get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
-
-    def get_infos(self, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
-        """Infos at ``indices`` (one per observation; always plain dicts in lists)."""
-        return self._inf.get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
-
-    def get_extra_model_outputs(
-        self, key: str, indices: Indices = None, *, neg_index_as_lookback: bool = False, fill: Any = None
-    ) -> Any:
-        """The model output ``key`` (e.g. ``"action_logp"``) at ``indices``."""
-        if key not in self._emo:
-            raise KeyError(f"no extra model output {key!r}; this episode has {sorted(self._emo)}")
-        return self._emo[key].get(indices, neg_index_as_lookback=neg_index_as_lookback, fill=fill)
-
+    # ---------------------------------------------------------------- reading (getters and setters: EpisodeFields)
     def get_return(self) -> float:
         """Sum of the rewards of this chunk's steps (lookback excluded)."""
         rewards = self._rew.get()
         return float(np.sum(rewards)) if len(rewards) else 0.0
 
-    # ---------------------------------------------------------------- chunks
-    def cut(self, len_lookback_buffer: int = 1) -> SingleAgentEpisode:
-        """The continuation chunk: length 0, same ``id_``, ``t_started = self.t``, with the last
-        ``len_lookback_buffer`` steps (fewer if the episode has fewer) as its lookback.
+    def get_duration_s(self) -> float:
+        """Seconds this chunk was recorded over, by ``time.perf_counter`` in the recording process:
+        from ``add_env_reset`` (or the ``cut`` that began it) to the step that ended it (or the
+        ``cut`` that ended it; a chunk still growing: to now). 0.0 for a chunk that was not recorded
+        step by step (built from data, by the vectorized engine, the columnar form or the replay)."""
+        if self._start_time is None:
+            return 0.0
+        end = time.perf_counter() if self._last_step_time is None else self._last_step_time
+        return end - self._start_time
 
-        Costs O(len_lookback_buffer); the continuation always uses list storage so it can grow.
-        """
-        check_int("len_lookback_buffer", len_lookback_buffer, minimum=0, error=EpisodeError)
-        if self.is_done:
-            raise EpisodeError(f"cut: episode {self.id_!r} is done; only ongoing episodes continue")
-        num_obs, num_steps = self._obs.num_total(), self._act.num_total()
-        h = min(len_lookback_buffer, num_steps)
-        obs_from = max(num_obs - h - 1, 0)
-        return self.from_buffers(
-            self.id_,
-            observations=self._obs.copy_range(obs_from, num_obs, lookback=h, as_list=True),
-            actions=self._act.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
-            rewards=self._rew.copy_range(num_steps - h, num_steps, lookback=h, as_list=True),
-            infos=self._inf.copy_range(obs_from, num_obs, lookback=h),
-            extra_model_outputs={
-                k: b.copy_range(num_steps - h, num_steps, lookback=h, as_list=True) for k, b in self._emo.items()
-            },
-            t_started=self.t,
-            terminated=False,
-            truncated=False,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-        )
-
-    def __getitem__(self, item: slice) -> SingleAgentEpisode:
-        if not isinstance(item, slice):
-            raise TypeError(f"episode[...] takes a slice (got {item!r}); use the getters for items")
-        return self.slice(item)
-
-    def slice(self, slice_: slice, *, len_lookback_buffer: int | None = None) -> SingleAgentEpisode:
-        """Steps ``slice_`` (clipped as Python clips list slices) as a new episode.
-
-        The new chunk's lookback holds up to ``len_lookback_buffer`` steps before the slice's
-        start (default: this episode's own lookback length), taken from this episode's data
-        and lookback. ``terminated``/``truncated`` are kept when the slice reaches the end.
-        """
-        start, stop, step = slice_.indices(len(self))
-        if step != 1:
-            raise ValueError(f"episode slices take step 1 (got {slice_.step!r})")
-        stop = max(stop, start)
-        want = self.len_lookback_buffer if len_lookback_buffer is None else len_lookback_buffer
-        want = check_int("len_lookback_buffer", want, minimum=0, error=EpisodeError)
-        lb = self._act.lookback
-        h = min(want, lb + start)
-        a, b = lb + start - h, lb + stop
-        reaches_end = stop == len(self)
-        return self.from_buffers(
-            self.id_,
-            observations=(
-                self._obs.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(space=self._obs.space)
-            ),
-            actions=self._act.copy_range(a, b, lookback=h),
-            rewards=self._rew.copy_range(a, b, lookback=h),
-            infos=self._inf.copy_range(a, b + 1, lookback=h) if self.is_reset else LookbackBuffer(),
-            extra_model_outputs={k: buf.copy_range(a, b, lookback=h) for k, buf in self._emo.items()},
-            t_started=self.t_started + start,
-            terminated=self.is_terminated and reaches_end,
-            truncated=self.is_truncated and reaches_end,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-        )
-
-    def concat_episode(self, other: SingleAgentEpisode) -> None:
-        """Appends ``other``, the continuation of this chunk, in place.
-
-        Checked: same ``id_``, ``other.t_started == self.t``, this chunk not done, the same
-        extra-model-output keys, and ``other``'s first observation equal to this chunk's last.
-        """
-        if other.id_ != self.id_:
-            raise EpisodeError(f"concat_episode: 'id_' differs (this {self.id_!r}, other {other.id_!r})")
-        if self.is_done:
-            raise EpisodeError(f"concat_episode: episode {self.id_!r} is done; nothing can follow it")
-        if other.t_started != self.t:
+    def validate(self) -> None:
+        """Raises EpisodeError if the fields' lengths or lookbacks do not fit together: one
+        observation and info per step plus one (or none at all), one action, reward and model
+        output per step, the same lookback everywhere, and flags only on a reset episode."""
+        num_obs, num_steps, lookback = self._obs.num_total(), self._act.num_total(), self._act.lookback
+        fields = {"observations": self._obs, "infos": self._inf, "rewards": self._rew}
+        fields.update({f"extra_model_outputs[{k!r}]": b for k, b in self._emo.items()})
+        for name, buf in fields.items():
+            want = num_obs if name in ("observations", "infos") else num_steps
+            if buf.num_total() != want or buf.lookback != lookback:
+                raise EpisodeError(
+                    f"validate: '{name}' holds {buf.num_total()} items with lookback {buf.lookback}; "
+                    f"expected {want} with lookback {lookback} (episode {self.id_!r})"
+                )
+        if num_obs != (num_steps + 1 if num_obs else 0):
             raise EpisodeError(
-                f"concat_episode: other's 't_started' must equal this chunk's t={self.t} (got {other.t_started})"
+                f"validate: {num_obs} observations for {num_steps} actions; expected {num_steps + 1} "
+                f"(episode {self.id_!r})"
             )
-        if not other.is_reset or not self.is_reset:
-            raise EpisodeError("concat_episode: both chunks need observations (add_env_reset first)")
-        if other._emo.keys() != self._emo.keys() and not self._act.num_total():
-            self._emo = {k: LookbackBuffer() for k in other._emo}
-            if self.is_numpy:
-                for buf in self._emo.values():
-                    buf.to_numpy()
-        if other._emo.keys() != self._emo.keys():
-            raise EpisodeError(
-                f"concat_episode: 'extra_model_outputs' keys differ ({sorted(self._emo)} vs {sorted(other._emo)})"
-            )
-        if not _equal_items(self.get_observations(-1), other.get_observations(0)):
-            raise EpisodeError(
-                "concat_episode: other's first observation differs from this chunk's last; "
-                "it is not this chunk's continuation"
-            )
-        o_lb = other._act.lookback
-        self._obs.extend(other._obs.view(o_lb + 1, other._obs.num_total()))
-        self._inf.extend(other._inf.view(o_lb + 1, other._inf.num_total()))
-        self._act.extend(other._act.view(o_lb, other._act.num_total()))
-        self._rew.extend(other._rew.view(o_lb, other._rew.num_total()))
-        for k, buf in self._emo.items():
-            buf.extend(other._emo[k].view(o_lb, other._emo[k].num_total()))
-        self.is_terminated, self.is_truncated = other.is_terminated, other.is_truncated
-        self._refresh_open()
+        if self.is_done and not num_obs:
+            raise EpisodeError(f"validate: episode {self.id_!r} is done but holds no observation")
 
     # ---------------------------------------------------------------- forms and state
     def to_numpy(self) -> SingleAgentEpisode:
@@ -489,19 +327,23 @@ class SingleAgentEpisode:
             "extra_model_outputs": {k: b.data for k, b in self._emo.items()},
             "observation_space": self.observation_space,
             "action_space": self.action_space,
+            "custom_data": self._custom_data,
+            "start_time": self._start_time,
+            "last_step_time": self._last_step_time,
         }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SingleAgentEpisode:
-        """Rebuilds an episode from ``get_state()`` output (validated like the constructor)."""
-        copy = lambda d: list(d) if isinstance(d, list) else d  # noqa: E731
-        return cls(
+        """Rebuilds an episode from ``get_state()`` output (validated like the constructor; a state
+        without ``custom_data`` or the times, from before they existed, gets none)."""
+        fresh = lambda d: list(d) if isinstance(d, list) else d  # noqa: E731
+        ep = cls(
             state["id_"],
-            observations=copy(state["observations"]),
-            actions=copy(state["actions"]),
-            rewards=copy(state["rewards"]),
+            observations=fresh(state["observations"]),
+            actions=fresh(state["actions"]),
+            rewards=fresh(state["rewards"]),
             infos=list(state["infos"]),
-            extra_model_outputs={k: copy(v) for k, v in state["extra_model_outputs"].items()},
+            extra_model_outputs={k: fresh(v) for k, v in state["extra_model_outputs"].items()},
             terminated=state["terminated"],
             truncated=state["truncated"],
             t_started=state["t_started"],
@@ -509,6 +351,9 @@ class SingleAgentEpisode:
             observation_space=state["observation_space"],
             action_space=state["action_space"],
         )
+        ep._custom_data = dict(state.get("custom_data") or {})
+        ep._start_time, ep._last_step_time = state.get("start_time"), state.get("last_step_time")
+        return ep
 
 
 def _as_data(x: Any) -> Any:
@@ -516,12 +361,3 @@ def _as_data(x: Any) -> Any:
     if x is None:
         return []
     return list(x) if isinstance(x, list) else x
-
-
-def _equal_items(a: Any, b: Any) -> bool:
-    """Whether two (nested) items hold the same values."""
-    if tree.is_structure(a) or tree.is_structure(b):
-        if tree.spec_of(a) != tree.spec_of(b):
-            return False
-        return all(_equal_items(x, y) for x, y in zip(tree.flatten(a), tree.flatten(b)))
-    return bool(np.array_equal(np.asarray(a), np.asarray(b)))

@@ -8,19 +8,26 @@ Index rules (documented once here; every episode getter follows them):
 - A negative index counts from the end of the data, running on into the lookback once the
   data is used up; with ``neg_index_as_lookback=True`` it counts back from the first data
   item instead, so ``-1`` is the last lookback item.
-- An index that lands outside lookback + data raises ``IndexError``, in list and numpy form
-  alike (slices included: they are not clipped), unless ``fill`` is given: then each such
-  position gets an item shaped like the stored ones with every leaf set to ``fill`` (in numpy
-  form, and for numpy items, ``fill`` is cast to the leaf's dtype as any numpy assignment is).
+- An ``int`` or list index that lands outside lookback + data raises ``IndexError``, in list
+  and numpy form alike. A slice is clipped to lookback + data as a Python slice is (as
+  RLlib's is). With ``fill`` given, every position outside gets an item shaped like the
+  stored ones with every leaf set to ``fill`` instead (in numpy form, and for numpy items,
+  ``fill`` is cast to the leaf's dtype as any numpy assignment is).
   With ``one_hot_discrete=True`` a filled position is ``fill`` across the whole one-hot width of
   each Discrete/MultiDiscrete leaf (zeros for ``fill=0``, as in RLlib), never the one-hot of ``fill``.
 - Slices of numpy data are views; everything else is a fresh object.
+- ``set`` / ``buf[i] = x`` write at the same indices (never clipped, never filled).
+
+``InfiniteLookbackBuffer`` is RLlib's name for this class.
 
 >>> buf = LookbackBuffer(["a", "b", "c"], lookback=1)
 >>> len(buf), buf.get(0), buf.get(-1), buf.get(-1, neg_index_as_lookback=True)
 (2, 'b', 'c', 'a')
->>> buf.get(slice(-4, None), fill="-")
-['-', 'a', 'b', 'c']
+>>> buf.get(slice(-4, None), fill="-"), buf.get(slice(1, 10))
+(['-', 'a', 'b', 'c'], ['c'])
+>>> buf[-1] = "C"
+>>> buf == LookbackBuffer(["a", "b", "C"], lookback=1), buf.len_incl_lookback()
+(True, 3)
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import numpy as np
 from ray_sampler.data import tree
 from ray_sampler.errors import SpaceError
 
-__all__ = ["Indices", "LookbackBuffer"]
+__all__ = ["Indices", "InfiniteLookbackBuffer", "LookbackBuffer"]
 
 Indices = int | list[int] | slice | None
 
@@ -57,10 +64,19 @@ class LookbackBuffer:
     def is_numpy(self) -> bool:
         return not isinstance(self.data, list)
 
+    @property
+    def finalized(self) -> bool:
+        """RLlib's name for ``is_numpy``."""
+        return self.is_numpy
+
     def num_total(self) -> int:
         """Number of items, lookback included."""
         d = self.data
         return len(d) if isinstance(d, list) else len(tree.first_leaf(d))
+
+    def len_incl_lookback(self) -> int:
+        """RLlib's name for ``num_total()``."""
+        return self.num_total()
 
     def __len__(self) -> int:
         return self.num_total() - self.lookback
@@ -71,6 +87,23 @@ class LookbackBuffer:
 
     def __getitem__(self, indices: Indices) -> Any:
         return self.get(indices)
+
+    def __setitem__(self, indices: Indices, value: Any) -> None:
+        self.set(value, at_indices=indices)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal form (list or numpy), lookback, space and items (structures and values)."""
+        if not isinstance(other, LookbackBuffer):
+            return NotImplemented
+        return (
+            self.lookback == other.lookback
+            and self.is_numpy == other.is_numpy
+            and self.space == other.space
+            and self.num_total() == other.num_total()
+            and tree.equal(self.data, other.data)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __repr__(self) -> str:
         form = "numpy" if self.is_numpy else "list"
@@ -110,6 +143,8 @@ class LookbackBuffer:
                 raise ValueError(f"slice step must be an int >= 1 (got {indices.step!r})")
             start = self.lookback if indices.start is None else self._pos(indices.start, total, nal)
             stop = total if indices.stop is None else self._pos(indices.stop, total, nal)
+            if fill is None:  # clipped as a Python slice is
+                start, stop = min(max(start, 0), total), min(max(stop, 0), total)
             stop = max(stop, start)
             if step == 1 and start >= 0 and stop <= total:
                 return self.view(start, stop), None
@@ -200,6 +235,73 @@ class LookbackBuffer:
         else:
             self.data = tree.concat([self.data, items if not isinstance(items, list) else _stack(items, self.space)])
 
+    def pop(self, index: int = -1) -> Any:
+        """Removes the item at ``index`` (index rules as ``get``; default the last) and returns it."""
+        total = self.num_total()
+        pos = self._pos(int(index), total, False)
+        if not 0 <= pos < total:
+            raise self._index_error(index)
+        item = self._item(pos)
+        if isinstance(self.data, list):
+            del self.data[pos]
+        else:
+            self.data = tree.map_structure(lambda a: np.delete(a, pos, axis=0), self.data)
+        if pos < self.lookback:
+            self.lookback -= 1
+        return item
+
+    def set(self, new_data: Any, *, at_indices: Indices = None, neg_index_as_lookback: bool = False) -> None:
+        """Overwrites the items at ``at_indices`` (None: every data item) with ``new_data``: one
+        item for an ``int``, else as many items as positions (a list in list form, a structure of
+        arrays with that leading length in numpy form). Positions follow the ``get`` rules but are
+        never clipped: any outside lookback + data raise ``IndexError``, as does a length mismatch.
+        Numpy leaves are written in place, except read-only ones (e.g. from Ray's object store),
+        which are copied first."""
+        total = self.num_total()
+        nal = neg_index_as_lookback
+        if at_indices is None:
+            positions: list[int] | int = list(range(self.lookback, total))
+        elif isinstance(at_indices, slice):
+            step = 1 if at_indices.step is None else at_indices.step
+            if not isinstance(step, (int, np.integer)) or step < 1:
+                raise ValueError(f"slice step must be an int >= 1 (got {at_indices.step!r})")
+            start = self.lookback if at_indices.start is None else self._pos(at_indices.start, total, nal)
+            stop = total if at_indices.stop is None else self._pos(at_indices.stop, total, nal)
+            positions = list(range(start, max(stop, start), int(step)))
+        elif isinstance(at_indices, (list, tuple, np.ndarray)) and np.ndim(at_indices) == 1:
+            positions = [self._pos(int(i), total, nal) for i in at_indices]
+        elif isinstance(at_indices, (int, np.integer)):
+            positions = self._pos(int(at_indices), total, nal)
+        else:
+            raise TypeError(f"'at_indices' must be an int, a list of ints, a slice or None (got {at_indices!r})")
+        many = isinstance(positions, list)
+        wanted = positions if isinstance(positions, list) else [positions]
+        if any(not 0 <= p < total for p in wanted):
+            raise self._index_error(at_indices)
+        if many:
+            got = len(new_data) if isinstance(self.data, list) or isinstance(new_data, list) else None
+            got = got if got is not None else len(tree.first_leaf(new_data))
+            if got != len(wanted):
+                raise IndexError(f"set: {len(wanted)} positions at {at_indices!r} but 'new_data' holds {got} items")
+        if isinstance(self.data, list):
+            for p, item in zip(wanted, new_data if many else [new_data]):
+                self.data[p] = item
+            return
+        items = _stack(new_data, self.space) if many and isinstance(new_data, list) else new_data
+        index = np.asarray(wanted) if many else wanted[0]
+
+        def write(leaf: np.ndarray, value: Any) -> np.ndarray:
+            if not leaf.flags.writeable:
+                leaf = leaf.copy()
+            leaf[index] = value
+            return leaf
+
+        self.data = tree.map_structure(write, self.data, items)
+
+    def finalize(self) -> None:
+        """RLlib's name for ``to_numpy()``."""
+        self.to_numpy()
+
     def copy_range(self, start: int, stop: int, *, lookback: int, as_list: bool = False) -> LookbackBuffer:
         """A new buffer holding copies of positions ``[start, stop)``, the first ``lookback`` as lookback."""
         part = self.view(start, stop)
@@ -285,3 +387,7 @@ def _one_hot_leaf(space: gym.Space, value: Any, filled: Any = None, fill: Any = 
     if filled is not None and np.any(filled):
         out[filled] = fill  # a fresh array: never writes into the stored data
     return out
+
+
+InfiniteLookbackBuffer = LookbackBuffer
+"""RLlib's name for :class:`LookbackBuffer`."""

@@ -21,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "concat",
+    "equal",
     "first_leaf",
     "flatten",
     "is_structure",
@@ -127,3 +128,19 @@ def unstack(struct: Any) -> list[Any]:
         return r.copy() if isinstance(r, np.ndarray) else r
 
     return [map_structure(lambda a, i=i: row(a, i), struct) for i in range(n)]
+
+
+def equal(a: Any, b: Any) -> bool:
+    """Whether two (nested) items, or lists of them, hold the same structure, shapes and values
+    (NaN equal to NaN).
+
+    >>> equal({"a": np.array([1.0, np.nan])}, {"a": np.array([1.0, np.nan])}), equal([1, 2], [1])
+    (True, False)
+    """
+    if isinstance(a, list) or isinstance(b, list):
+        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(map(equal, a, b))
+    if is_structure(a) or is_structure(b):
+        return spec_of(a) == spec_of(b) and all(equal(x, y) for x, y in zip(flatten(a), flatten(b)))
+    x, y = np.asarray(a), np.asarray(b)
+    nan_aware = x.dtype.kind in "fc" and y.dtype.kind in "fc"
+    return x.shape == y.shape and bool(np.array_equal(x, y, equal_nan=nan_aware))

@@ -189,3 +189,22 @@ def test_text_space_chunks_pack() -> None:
     assert back.get_observations().tolist() == ["ab", "cd"]
     empty = SingleAgentEpisode(observation_space=space)
     assert empty.get_observations(0, fill="x") == "x"
+
+
+def test_custom_data_travels_with_its_chunk() -> None:
+    from ray_sampler.data.columnar import concat_columnar
+
+    a, b, c = (SingleAgentEpisode(observations=[0, 1], actions=[0], rewards=[0.0]) for _ in range(3))
+    a.custom_data["k"] = 1
+    c.custom_data["k"] = [3]
+    first, second = episodes_to_columnar([a, b]), episodes_to_columnar([c])
+    assert first.custom_data == {0: {"k": 1}}
+    joined = concat_columnar([first, second])
+    assert joined.custom_data == {0: {"k": 1}, 2: {"k": [3]}}
+    assert [ep.custom_data for ep in columnar_to_episodes(joined)] == [{"k": 1}, {}, {"k": [3]}]
+
+
+def test_custom_data_outside_the_chunks_is_refused() -> None:
+    col = episodes_to_columnar([SingleAgentEpisode(observations=[0, 1], actions=[0], rewards=[0.0])])
+    with pytest.raises(DataFormatError, match=r"'custom_data' must map chunk indices in \[0, 1\) to dicts"):
+        dataclasses.replace(col, custom_data={1: {}}).validate()

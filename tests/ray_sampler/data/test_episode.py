@@ -63,14 +63,14 @@ def test_constructor_auto_lookback_makes_all_data_lookback() -> None:
             r"'extra_model_outputs\['x'\]' must hold one item per action",
         ),
         (
-            {"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": 2},
-            r"'len_lookback_buffer' must be 'auto' or an int in \[0, 1\]",
+            {"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": -1},
+            r"'len_lookback_buffer' must be 'auto' or an int >= 0 \(got -1\)",
         ),
         (
             {"observations": [0, 1], "actions": [0], "rewards": [0], "len_lookback_buffer": "all"},
             "'len_lookback_buffer' must be 'auto'",
         ),
-        ({"t_started": -1}, "'t_started' must be an int >= 0"),
+        ({"t_started": -1}, "'t_started' must be None or an int >= 0"),
         ({"terminated": True}, "an episode without data cannot be done"),
     ],
     ids=["actions", "rewards", "infos", "extra", "lookback_range", "lookback_str", "t_started", "done_empty"],
@@ -412,3 +412,62 @@ def test_cut_and_slice_refuse_a_bad_lookback_length(bad: object) -> None:
         ep.cut(len_lookback_buffer=bad)  # type: ignore[arg-type]
     with pytest.raises(EpisodeError, match=message):
         ep.slice(slice(1, 2), len_lookback_buffer=bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ RLlib's constructor rules
+class TestRLlibConstructor:
+    def test_t_started_none_counts_the_lookback_steps_as_before_the_chunk(self) -> None:
+        ep = SingleAgentEpisode(observations=[0, 1, 2, 3], actions=[0, 1, 2], rewards=[0.0] * 3, len_lookback_buffer=2)
+        assert (ep.t_started, len(ep), ep.t) == (2, 1, 3)
+        auto = SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 1], rewards=[0.0] * 2, len_lookback_buffer="auto")
+        assert (auto.t_started, len(auto)) == (2, 0)
+        assert SingleAgentEpisode().t_started == 0
+
+    def test_a_given_t_started_is_kept(self) -> None:
+        ep = SingleAgentEpisode(observations=[0, 1], actions=[0], rewards=[0.0], len_lookback_buffer=1, t_started=9)
+        assert (ep.t_started, ep.t) == (9, 9)
+
+    def test_a_lookback_longer_than_the_data_is_clipped(self) -> None:
+        ep = SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 1], rewards=[0.0, 1.0], len_lookback_buffer=10)
+        assert (ep.len_lookback_buffer, len(ep), ep.t_started) == (2, 0, 2)
+        assert ep.get_rewards(slice(-2, None)) == [0.0, 1.0]
+
+
+class TestValidate:
+    def test_a_consistent_episode_validates(self) -> None:
+        ep = counting_episode(4)
+        ep.validate()
+        ep.cut(len_lookback_buffer=2).validate()
+        ep.to_numpy().validate()
+        SingleAgentEpisode().validate()
+
+    def test_a_buffer_grown_by_hand_is_reported(self) -> None:
+        ep = counting_episode(3)
+        ep.actions.append(9)
+        with pytest.raises(EpisodeError, match="validate: 'rewards' holds 3 items with lookback 0; expected 4"):
+            ep.validate()
+
+    def test_a_lookback_changed_by_hand_is_reported(self) -> None:
+        ep = counting_episode(3)
+        ep.rewards.lookback = 1
+        with pytest.raises(
+            EpisodeError, match="validate: 'rewards' holds 3 items with lookback 1; expected 3 with lookback 0"
+        ):
+            ep.validate()
+
+
+class TestStateKeepsCustomDataAndClock:
+    def test_get_state_from_state_round_trip(self) -> None:
+        ep = counting_episode(3)
+        ep.custom_data["k"] = [1]
+        back = SingleAgentEpisode.from_state(ep.get_state())
+        assert back.custom_data == {"k": [1]}
+        assert back.get_duration_s() == pytest.approx(ep.get_duration_s(), abs=1.0)
+        assert back.get_duration_s() > 0.0
+
+    def test_a_state_from_before_custom_data_loads_without_it(self) -> None:
+        state = counting_episode(2).get_state()
+        for key in ("custom_data", "start_time", "last_step_time"):
+            del state[key]
+        back = SingleAgentEpisode.from_state(state)
+        assert (back.custom_data, back.get_duration_s()) == ({}, 0.0)

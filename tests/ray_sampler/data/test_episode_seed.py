@@ -176,3 +176,79 @@ def test_seed_neg_index_as_lookback_fill_one_hot(numpy_form: bool) -> None:
         episode.get_observations(slice(-5, 0), neg_index_as_lookback=True, fill=0, one_hot_discrete=True),
         [Z3, Z3, *E3],
     )
+
+
+# The calls the issue lists (concat_episode, slice, cut, get_state/from_state, to_numpy, validate,
+# get_return, get_duration_s, len) on the seed's episodes; each expected value is what RLlib 2.60
+# returns for the same calls (run once under RLlib's own interpreter), unless the comment says
+# where we deliberately differ (docs/rllib-differences.md).
+def numeric_seed_episode() -> SingleAgentEpisode:
+    """The seed's first episode with rewards 0.0 .. 4.0 in place of "rew_i" (so returns add up)."""
+    episode = SingleAgentEpisode()
+    episode.add_env_reset(observation="obs_0", infos="info_0")
+    for i in range(5):
+        episode.add_env_step(observation=f"obs_{i + 1}", action=f"act_{i}", reward=float(i), infos=f"info_{i + 1}")
+    return episode
+
+
+def test_seed_slice_keeps_time_and_lookback() -> None:
+    part = numeric_seed_episode()[3:4]
+    assert (part.t_started, len(part), part.len_lookback_buffer) == (3, 1, 0)
+    assert part.get_observations(slice(-3, None)) == ["obs_3", "obs_4"]  # clipped, as RLlib's
+
+
+def test_seed_cut_then_concat_rebuilds_the_episode() -> None:
+    episode = numeric_seed_episode()
+    cont = episode.cut()
+    assert (len(cont), cont.t_started, cont.get_observations(-1)) == (0, 5, "obs_5")
+    cont.add_env_step(observation="obs_6", action="act_5", reward=5.0, infos="info_6", terminated=True)
+    episode.concat_episode(cont)
+    assert (len(episode), episode.t, episode.is_terminated, episode.get_return()) == (6, 6, True, 15.0)
+    assert episode.get_observations(-1) == "obs_6" and episode.get_infos(-1) == "info_6"
+    episode.validate()
+
+
+def test_seed_state_round_trip() -> None:
+    episode = numeric_seed_episode()
+    back = SingleAgentEpisode.from_state(episode.get_state())
+    assert (len(back), back.get_observations(0), back.get_infos(5), back.get_rewards()) == (
+        5,
+        "obs_0",
+        "info_5",
+        [0.0, 1.0, 2.0, 3.0, 4.0],
+    )
+    back.validate()
+
+
+def test_seed_len_and_return_leave_the_lookback_out() -> None:
+    lookback_only = SingleAgentEpisode(
+        observations=["o0", "o1", "o2", "o3"],
+        actions=["a0", "a1", "a2"],
+        rewards=[0.0, 1.0, 2.0],
+        len_lookback_buffer=3,
+    )
+    assert (len(lookback_only), lookback_only.get_return()) == (0, 0.0)
+    # RLlib 2.60 gives t_started 0 here (its docstring says len(observations) - 1); we count the lookback.
+    assert lookback_only.t_started == 3
+    three = SingleAgentEpisode(
+        observations=["o-3", "o-2", "o-1", "o0", "o1", "o2", "o3"],
+        actions=["a-3", "a-2", "a-1", "a0", "a1", "a2"],
+        rewards=[-3.0, -2.0, -1.0, 0.0, 1.0, 2.0],
+        len_lookback_buffer=3,
+    )
+    assert (len(three), three.get_return(), three.get_duration_s()) == (3, 3.0, 0.0)
+
+
+def test_seed_to_numpy_keeps_values_and_validates() -> None:
+    episode = numeric_seed_episode().to_numpy()
+    episode.validate()
+    assert episode.get_rewards().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert episode.get_observations(slice(4, 10)).tolist() == ["obs_4", "obs_5"]
+
+
+def test_seed_duration_of_a_recorded_episode() -> None:
+    episode = numeric_seed_episode()
+    running = episode.get_duration_s()
+    assert running > 0.0
+    episode.cut()
+    assert episode.get_duration_s() >= running

@@ -62,14 +62,18 @@ def test_numpy_form_does_not_wrap_around(form: str) -> None:
     with pytest.raises(IndexError):
         buf.get([-7, -1])
     with pytest.raises(IndexError):
-        buf.get(slice(-8, None))
+        buf.get(-7)
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_slice_past_the_end_raises_instead_of_clipping(form: str) -> None:
+def test_slice_past_either_end_clips_as_a_python_slice(form: str) -> None:
+    # As RLlib's (and a list's): without fill, a slice is clipped to lookback + data.
     buf = make(form)
-    with pytest.raises(IndexError):
-        buf.get(slice(2, 10))
+    assert as_list(buf.get(slice(2, 10))) == [14, 15]
+    assert as_list(buf.get(slice(-8, None))) == [10, 11, 12, 13, 14, 15]
+    assert as_list(buf.get(slice(-5, -1), neg_index_as_lookback=True)) == [10]
+    assert as_list(buf.get(slice(7, 9))) == []
+    assert as_list(buf.get(slice(0, 10, 3))) == [12, 15]
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -267,3 +271,132 @@ def test_numpy_integer_step_and_zero_d_index() -> None:
     buf = make("numpy")
     assert buf.get(slice(0, None, np.int64(2))).tolist() == [12, 14]
     assert buf.get(np.array(1)) == 13
+
+
+class TestRLlibNames:
+    def test_infinite_lookback_buffer_is_this_class(self) -> None:
+        from ray_sampler.data import InfiniteLookbackBuffer as Exported
+        from ray_sampler.data.lookback import InfiniteLookbackBuffer
+
+        assert InfiniteLookbackBuffer is LookbackBuffer
+        assert Exported is LookbackBuffer
+
+    @pytest.mark.parametrize("form", FORMS)
+    def test_len_incl_lookback_and_finalized(self, form: str) -> None:
+        buf = make(form)
+        assert (buf.len_incl_lookback(), len(buf), buf.finalized) == (6, 4, form == "numpy")
+
+    def test_finalize_turns_lists_into_arrays(self) -> None:
+        buf = make("list")
+        buf.finalize()
+        assert buf.finalized
+        assert buf.data.tolist() == [10, 11, 12, 13, 14, 15]
+
+
+class TestEquality:
+    @pytest.mark.parametrize("form", FORMS)
+    def test_equal_data_and_lookback_compare_equal(self, form: str) -> None:
+        assert make(form) == make(form)
+
+    @pytest.mark.parametrize(
+        "other",
+        [
+            lambda: make("list", lookback=1),
+            lambda: make("numpy"),
+            lambda: make("list", n=5),
+            lambda: make("list", space=gym.spaces.Discrete(20)),
+            lambda: LookbackBuffer([10, 11, 12, 13, 14, 99], lookback=2),
+        ],
+        ids=["lookback", "form", "length", "space", "value"],
+    )
+    def test_any_difference_compares_unequal(self, other: object) -> None:
+        assert make("list") != other()  # type: ignore[operator]
+
+    def test_nested_numpy_items_compare_by_value(self) -> None:
+        items = [{"a": np.array([1.0, np.nan]), "b": (i, "x")} for i in range(3)]
+        one, two = LookbackBuffer(items, lookback=1), LookbackBuffer([dict(d) for d in items], lookback=1)
+        assert one == two
+        one.to_numpy()
+        two.to_numpy()
+        assert one == two
+        two.set({"a": np.array([1.0, 2.0]), "b": (0, "x")}, at_indices=0)
+        assert one != two
+
+    def test_a_buffer_is_not_equal_to_a_list(self) -> None:
+        assert make("list") != [10, 11, 12, 13, 14, 15]
+
+
+class TestPop:
+    @pytest.mark.parametrize("form", FORMS)
+    def test_pop_removes_and_returns_the_last_item(self, form: str) -> None:
+        buf = make(form)
+        assert buf.pop() == 15
+        assert as_list(buf.get()) == [12, 13, 14]
+        assert buf.lookback == 2
+
+    @pytest.mark.parametrize("form", FORMS)
+    def test_pop_follows_the_index_rules(self, form: str) -> None:
+        buf = make(form)
+        assert buf.pop(0) == 12
+        assert as_list(buf.get()) == [13, 14, 15]
+        assert buf.pop(-5) == 10  # into the lookback: it shrinks
+        assert (buf.lookback, as_list(buf.get(slice(-1, None), neg_index_as_lookback=True))) == (1, [11, 13, 14, 15])
+
+    def test_pop_outside_raises(self) -> None:
+        with pytest.raises(IndexError, match="outside the 2 lookback and 4 data items"):
+            make("list").pop(4)
+
+
+class TestSet:
+    @pytest.mark.parametrize("form", FORMS)
+    def test_set_one_item_and_setitem(self, form: str) -> None:
+        buf = make(form)
+        buf.set(99, at_indices=0)
+        buf[-1] = 98
+        buf.set(97, at_indices=-1, neg_index_as_lookback=True)
+        assert as_list(buf.get(slice(-3, None), neg_index_as_lookback=True)) == [10, 97, 99, 13, 14, 98]
+
+    @pytest.mark.parametrize("form", FORMS)
+    def test_set_a_slice_reaching_into_the_lookback(self, form: str) -> None:
+        # RLlib's docstring example: data [4, 5, 6 | 7, 8, 9], set [98, 99, 100] at slice(-2, 1).
+        buf = LookbackBuffer([4, 5, 6, 7, 8, 9], lookback=3)
+        if form == "numpy":
+            buf.to_numpy()
+        new = [98, 99, 100] if form == "list" else np.array([98, 99, 100])
+        buf.set(new, at_indices=slice(-2, 1), neg_index_as_lookback=True)
+        assert as_list(buf.view(0, 6)) == [4, 98, 99, 100, 8, 9]
+
+    @pytest.mark.parametrize("form", FORMS)
+    def test_set_all_data_items_and_a_list_of_indices(self, form: str) -> None:
+        buf = make(form)
+        buf.set([1, 2, 3, 4])
+        buf.set([7, 8], at_indices=[0, 3])
+        assert as_list(buf.view(0, 6)) == [10, 11, 7, 2, 3, 8]
+
+    def test_set_nested_numpy_items(self) -> None:
+        buf = LookbackBuffer([{"a": np.zeros(2), "b": (i,)} for i in range(3)])
+        buf.to_numpy()
+        buf.set({"a": np.ones(2), "b": (7,)}, at_indices=1)
+        buf.set([{"a": np.full(2, 2.0), "b": (8,)}], at_indices=[2])
+        assert buf.data["a"].tolist() == [[0, 0], [1, 1], [2, 2]]
+        assert buf.data["b"][0].tolist() == [0, 7, 8]
+
+    def test_set_copies_a_read_only_array_before_writing(self) -> None:
+        data = np.arange(4)
+        data.flags.writeable = False
+        buf = LookbackBuffer(data, lookback=1)
+        buf[0] = 9
+        assert (buf.data.tolist(), data.tolist()) == ([0, 9, 2, 3], [0, 1, 2, 3])
+
+    @pytest.mark.parametrize("form", FORMS)
+    def test_set_outside_or_with_the_wrong_length_raises(self, form: str) -> None:
+        buf = make(form)
+        with pytest.raises(IndexError, match="outside the 2 lookback and 4 data items"):
+            buf.set(1, at_indices=4)
+        with pytest.raises(IndexError, match="outside"):
+            buf.set([1, 2, 3], at_indices=slice(2, 5))  # a set is never clipped
+        with pytest.raises(IndexError, match="2 positions at slice"):
+            buf.set([1, 2, 3] if form == "list" else np.array([1, 2, 3]), at_indices=slice(0, 2))
+        with pytest.raises(TypeError, match="'at_indices' must be"):
+            buf.set(1, at_indices="0")  # type: ignore[arg-type]
+        assert as_list(buf.view(0, 6)) == [10, 11, 12, 13, 14, 15]
