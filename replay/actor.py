@@ -37,6 +37,7 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, ReplayError
 from ray_sampler.validate import check_bool, check_int, check_number, check_optional
 from replay.buffer import BatchList, EpisodeReplayBuffer
+from replay.compat import NStep, as_columnar
 from replay.metrics import AddAck, ReplayCounters, ReplayMetrics
 from replay.persistence import Checkpoint, remove_stale_temp_files, restore_checkpoint, save_buffer
 from replay.prioritized import PrioritizedEpisodeReplayBuffer
@@ -174,13 +175,15 @@ class ReplayActor:
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, daemon=True)
             self._checkpointer.start()
 
-    def add(self, data: ColumnarEpisodes | list[SingleAgentEpisode] | None) -> AddAck:
-        """Stores a runner's chunks (all or none), after waiting out backpressure; a small ack."""
+    def add(self, data: ColumnarEpisodes | SingleAgentEpisode | list[SingleAgentEpisode] | None) -> AddAck:
+        """Stores a runner's chunks (all or none; what EpisodeReplayBuffer.add takes), after waiting
+        out backpressure; a small ack."""
+        data = as_columnar(data)
         if data is None:
             return AddAck(
                 num_env_steps=0, num_env_steps_received=0, waited_s=0.0, num_env_steps_stored=len(self.buffer)
             )
-        n = data.num_env_steps if isinstance(data, ColumnarEpisodes) else sum(len(ep) for ep in data)
+        n = data.num_env_steps
         t0 = time.monotonic()
         deadline = t0 + self.config.add_timeout_s
         with self._cond:
@@ -213,22 +216,40 @@ class ReplayActor:
             )
 
     def sample(
-        self, batch_size_B: int, *, n_step: int = 1, gamma: float = 0.99, timeout_s: float | None = None
+        self,
+        batch_size_B: int,
+        *,
+        n_step: NStep = 1,
+        gamma: float = 0.99,
+        include_infos: bool = False,
+        include_extra_model_outputs: bool = False,
+        timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """A flat batch (see EpisodeReplayBuffer.sample), once the limits allow it."""
-        return self.sample_batches(batch_size_B, 1, n_step=n_step, gamma=gamma, timeout_s=timeout_s)[0]
+        return self.sample_batches(
+            batch_size_B,
+            1,
+            n_step=n_step,
+            gamma=gamma,
+            include_infos=include_infos,
+            include_extra_model_outputs=include_extra_model_outputs,
+            timeout_s=timeout_s,
+        )[0]
 
     def sample_batches(
         self,
         batch_size_B: int,
         num_batches: int,
         *,
-        n_step: int = 1,
+        n_step: NStep = 1,
         gamma: float = 0.99,
+        include_infos: bool = False,
+        include_extra_model_outputs: bool = False,
         timeout_s: float | None = None,
     ) -> BatchList:
         """``num_batches`` flat batches in one call (one draw, shipped as one BatchList), once the
-        limits allow all of them."""
+        limits allow all of them. Priorities go back by the batches' ``keys`` (several learners
+        share the actor, so there is no "last batch")."""
         check_int("batch_size_B", batch_size_B, minimum=1, error=ReplayError)
         check_int("num_batches", num_batches, minimum=1, error=ReplayError)
         check_optional(check_number, "timeout_s", timeout_s, minimum=0, error=ReplayError)
@@ -245,7 +266,14 @@ class ReplayActor:
                         f"{self.limiter.lead():.0f} (tolerance {self.limiter.tolerance:.0f})"
                     )
                 self._cond.wait(remaining)
-            batches = self.buffer.sample_batches(batch_size_B, num_batches, n_step=n_step, gamma=gamma)
+            batches = self.buffer.sample_batches(
+                batch_size_B,
+                num_batches,
+                n_step=n_step,
+                gamma=gamma,
+                include_infos=include_infos,
+                include_extra_model_outputs=include_extra_model_outputs,
+            )
             self.limiter.sampled(total)
             self._counts.num_samples += num_batches
             self._counts.num_transitions_sampled += total

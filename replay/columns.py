@@ -185,6 +185,12 @@ class StoredColumns:
     def gather_extra_model_outputs(self, rows: np.ndarray) -> dict[str, Any]:
         return {key: r.gather(rows) for key, r in (self.extras or {}).items()}
 
+    def gather_infos(self, obs_rows: np.ndarray) -> np.ndarray:
+        """Infos of observation ``obs_rows`` (``{}`` where none was kept), as an object array."""
+        out = np.empty(len(obs_rows), object)
+        out[:] = [self.infos.get(r) or {} for r in obs_rows.tolist()]
+        return out
+
     def to_columnar(
         self, meta: EpisodeMeta, obs_rows: np.ndarray, step_rows: np.ndarray, lb_rows: np.ndarray
     ) -> ColumnarEpisodes:

@@ -1,13 +1,20 @@
 """The n-step gather: transitions starting at given stored steps, summed over up to n steps.
 
 A transition starting at step ``off`` of segment ``seg`` has ``obs`` (that step's observation),
-``actions``, ``rewards`` (the discounted sum ``sum_i gamma**i * r_i`` over up to ``n_step``
-steps), ``next_obs`` (the observation after the last step used: the next stored observation row,
-never a stored copy), ``terminateds``/``truncateds`` (set where the last step used ends a done
-episode), ``n_step`` (the steps really used: fewer at an episode's last stored step, and never
-through ``terminated=True``), ``t``, ``keys`` (``order << 32 | t``: stable ids of the sampled
-steps, for ``update_priorities``) and the stored model outputs of the first step. The walk follows
-the episode's segments, so a transition never spans two episodes.
+``actions``, ``rewards``, ``next_obs``, ``terminateds``/``truncateds``, ``n_step``, ``t``, ``keys``
+(``order << 32 | t``: stable ids of the sampled steps, for ``update_priorities``), the stored model
+outputs of the first step (``include_extra_model_outputs``) and the infos at ``next_obs``
+(``include_infos``, an object array of dicts). The walk follows the episode's segments, so a
+transition never spans two episodes; ``n_step`` may differ per transition (an array).
+
+The n-step rule. With ``m = min(n, e - t)``, where ``e`` is the timestep after the episode's last
+*stored* step: ``rewards = sum_{i<m} gamma**i * r_{t+i}``, ``next_obs = o_{t+m}``, ``n_step = m``
+(the steps really used, so a learner's bootstrap discount ``gamma ** n_step`` matches the sum),
+``terminateds``/``truncateds`` are the episode's flags where ``t + m == e`` and the episode is done,
+else False. So at a terminal the walk stops there (``terminateds``: no bootstrap), at a truncation
+it stops there (``truncateds``; bootstrap from the final observation with ``gamma ** m``), and at
+the end of a stored chunk of a running episode it stops with both flags False (bootstrap from the
+last stored observation with ``gamma ** m``; a later chunk of the episode extends later walks).
 
 >>> from ray_sampler.data.columnar import episodes_to_columnar
 >>> from ray_sampler.data.episode import SingleAgentEpisode
@@ -33,9 +40,19 @@ __all__ = ["n_step_transitions"]
 
 
 def n_step_transitions(
-    storage: EpisodeStorage, seg: np.ndarray, off: np.ndarray, *, n_step: int, gamma: float
+    storage: EpisodeStorage,
+    seg: np.ndarray,
+    off: np.ndarray,
+    *,
+    n_step: int | np.ndarray,
+    gamma: float,
+    include_extra_model_outputs: bool = True,
+    include_infos: bool = False,
 ) -> dict[str, Any]:
-    """The n-step transitions starting at step ``off`` of segments ``seg`` (see the module docstring)."""
+    """The n-step transitions starting at step ``off`` of segments ``seg``, ``n_step`` one int or
+    one per transition (see the module docstring)."""
+    per_item = isinstance(n_step, np.ndarray)
+    max_n = int(np.max(n_step))
     view = storage.segment_view()
     batch_size_B = len(seg)
     first_step = view.step_start[seg] + off
@@ -52,7 +69,7 @@ def n_step_transitions(
     truncated = np.zeros(batch_size_B, bool)
     next_row = view.obs_start[seg] + off + 1
     active = np.ones(batch_size_B, bool)
-    for j in range(n_step):
+    for j in range(max_n):
         rewards += np.where(active, discount * storage.rewards_at(view.step_start[seg] + off), 0.0)
         discount = np.where(active, discount * gamma, discount)
         used += active
@@ -62,7 +79,9 @@ def n_step_transitions(
         terminated |= active & ends & view.ends_terminated[seg]
         truncated |= active & ends & view.ends_truncated[seg]
         active &= ~ends
-        if j == n_step - 1 or not active.any():
+        if per_item:
+            active &= j + 1 < n_step
+        if j == max_n - 1 or not active.any():
             break
         seg, off = (
             np.where(active & last_in_seg, view.next[seg], seg),
@@ -75,5 +94,8 @@ def n_step_transitions(
         truncateds=truncated,
         n_step=used,
     )
-    out.update(storage.gather_extra_model_outputs(first_step))
+    if include_extra_model_outputs:
+        out.update(storage.gather_extra_model_outputs(first_step))
+    if include_infos:
+        out["infos"] = storage.gather_infos(next_row)
     return out

@@ -5,7 +5,7 @@ per observation, no pickle), with the stored episodes in insertion order (evicti
 as one chunk. One row group holds whole episodes, up to ``row_group_env_steps`` steps, so
 writing and reading hold about one row group in memory at a time. The schema metadata adds
 ``ray_sampler.replay``: JSON of the buffer's :class:`~replay.state.ReplayState` without its
-episodes (capacities, eviction counters, the sampling RNG's state), so a restored buffer equals
+episodes (capacities, eviction and sampled counters, the sampling RNG's state), so a restored buffer equals
 the saved one and draws the same samples.
 
 A write goes to a temporary file (``.<name>.<random>.tmp``) in the same folder, is flushed to
@@ -220,7 +220,7 @@ def restore_checkpoint(
 ) -> Checkpoint:
     """The buffer saved at ``path`` and the file's state record (see ``restore_buffer``)."""
     buffer_class = buffer_class or EpisodeReplayBuffer
-    taken = sorted({"capacity_env_steps", "capacity_bytes", "seed"} & buffer_kwargs.keys())
+    taken = sorted({"capacity", "capacity_env_steps", "capacity_bytes", "seed"} & buffer_kwargs.keys())
     if taken:
         raise ReplayError(
             f"restore takes {taken} from the file (seed: the 'seed' argument); change capacities "

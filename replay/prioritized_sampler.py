@@ -12,6 +12,7 @@ moved rows (keys of evicted steps are skipped).
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ray_sampler.errors import ReplayError
 from ray_sampler.validate import check_number, check_probability
@@ -84,9 +85,7 @@ class PrioritizedSampler:
         return Draw(seg, off, weights)
 
     # ---------------------------------------------------------------- priorities by key
-    def update_priorities(
-        self, storage: EpisodeStorage, keys: np.ndarray | list[int], priorities: np.ndarray | list[float]
-    ) -> None:
+    def update_priorities(self, storage: EpisodeStorage, keys: ArrayLike, priorities: ArrayLike) -> None:
         """New priorities (e.g. |TD error|) for the steps of sampling ``keys``; keys of evicted steps
         are skipped. Raises ReplayError (and changes nothing) on non-finite or huge priorities."""
         try:

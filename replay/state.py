@@ -34,6 +34,8 @@ class ReplayState:
     """Episodes evicted so far."""
     num_evicted_env_steps: int = 0
     """Env steps evicted so far."""
+    num_env_steps_sampled: int = 0
+    """Items sampled so far (``get_sampled_timesteps``; 0 in files written before it was kept)."""
     first_order: int = 0
     """Insertion counter of the oldest stored episode (sampling keys stay stable across a restore)."""
     num_env_steps_received: int = 0
@@ -68,6 +70,7 @@ class ReplayState:
             ),
             num_evicted_episodes=counter("num_evicted_episodes"),
             num_evicted_env_steps=counter("num_evicted_env_steps"),
+            num_env_steps_sampled=counter("num_env_steps_sampled"),
             first_order=counter("first_order"),
             num_env_steps_received=counter("num_env_steps_received"),
             rng_state=check_optional(check_dict, "rng_state", meta.get("rng_state"), error=DataFormatError),

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -58,56 +58,11 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
 from ray_sampler.validate import check_int, check_optional
 from replay.columns import EpisodeMeta, StoredColumns
+from replay.records import EpisodeRows, StepRowListener, StoredEpisode
 from replay.rows import equal_rows
 from replay.segments import SegmentTable, SegmentView, row_ranges
 
 __all__ = ["EpisodeRows", "EpisodeStorage", "StepRowListener", "StoredEpisode"]
-
-
-class StoredEpisode(NamedTuple):
-    """Bookkeeping of one stored episode: its segments and where it stands (replaced, never changed;
-    a named tuple because compaction renumbers every record: 3x cheaper than a frozen dataclass)."""
-
-    id_: str
-    first_segment: int
-    last_segment: int
-    t_started: int
-    """Global timestep of the first stored step."""
-    t: int
-    """Global timestep after the last stored step."""
-    num_steps: int
-    order: int
-    """Insertion counter: sampling and eviction follow it, whatever the physical layout."""
-    terminated: bool = False
-    truncated: bool = False
-
-    @property
-    def is_done(self) -> bool:
-        return self.terminated or self.truncated
-
-
-class EpisodeRows(NamedTuple):
-    """Stored rows of one episode, in time order."""
-
-    observations: np.ndarray
-    """Observation rows (steps + 1; the boundary observation of joined chunks once)."""
-    steps: np.ndarray
-    """Step rows."""
-    lookback: np.ndarray
-    """Rows of the episode's stored lookback (its first chunk's)."""
-
-
-class StepRowListener(Protocol):
-    """Told about step rows as the storage changes them (after an add has fully succeeded)."""
-
-    def rows_added(self, start: int, stop: int) -> None:
-        """Step rows ``start .. stop`` were added."""
-
-    def rows_evicted(self, start: int, stop: int) -> None:
-        """Step rows ``start .. stop`` belong to an evicted episode (dead until compaction)."""
-
-    def rows_moved(self, kept: np.ndarray) -> None:
-        """Compaction: new step row ``i`` is old step row ``kept[i]``; the others are gone."""
 
 
 class EpisodeStorage:
@@ -508,6 +463,10 @@ class EpisodeStorage:
     def gather_extra_model_outputs(self, rows: np.ndarray) -> dict[str, Any]:
         """Stored model outputs of step ``rows``, by key."""
         return self._columns.gather_extra_model_outputs(rows)
+
+    def gather_infos(self, obs_rows: np.ndarray) -> np.ndarray:
+        """Infos of observation ``obs_rows`` (``{}`` where none), as an object array of dicts."""
+        return self._columns.gather_infos(obs_rows)
 
     def episodes_columnar(self, ids: list[str]) -> ColumnarEpisodes:
         """Stored episodes ``ids`` as one chunk each (segments joined, the first one's lookback kept)."""

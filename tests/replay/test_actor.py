@@ -227,6 +227,23 @@ def test_ack_counts_only_steps_still_stored() -> None:
     assert actor.limiter.num_inserted == 1  # the first step only filled the buffer up to min_size_to_sample
 
 
+def test_the_actor_takes_one_episode_and_refuses_other_types() -> None:
+    actor = ReplayActor(ReplayConfig())
+    ack = actor.add(episode("a", 3))
+    assert (ack.num_env_steps, ack.num_env_steps_received) == (3, 3)
+    with pytest.raises(ReplayError, match=r"^add takes a SingleAgentEpisode, .* \(got str\)$"):
+        actor.add("a")  # type: ignore[arg-type]
+
+
+def test_the_actor_passes_the_include_flags_and_n_step_ranges_on() -> None:
+    actor = ReplayActor(ReplayConfig(seed=0))
+    actor.add(episode("a", 6))
+    batch = actor.sample(50, n_step=(1, 2), include_extra_model_outputs=True)
+    np.testing.assert_array_equal(batch["logp"], -batch["obs"][:, 0])
+    assert set(batch["n_step"].tolist()) == {1, 2}
+    assert "logp" not in actor.sample(2)
+
+
 def test_actor_sample_episodes_and_set_state() -> None:
     actor = ReplayActor(ReplayConfig(seed=0))
     actor.add([episode("a", 6)])

@@ -3,6 +3,7 @@ atomic writes, corrupt files rejected, files any Arrow tool reads."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import columnar_to_episodes
-from ray_sampler.errors import DataFormatError
+from ray_sampler.errors import DataFormatError, ReplayError
 from replay.buffer import EpisodeReplayBuffer
 from replay.persistence import restore_buffer, save_buffer
 from tests.helpers import assert_episodes_equal
@@ -319,9 +320,8 @@ class TestCorruptedCheckpoints:
         episodes, expected = restored.get_state().episodes, reference.get_state().episodes
         assert episodes is not None and expected is not None
         assert columnar_to_arrow(episodes).equals(columnar_to_arrow(expected))
-        rng_state = reference.rng.bit_generator.state
-        x, y = restored.sample(32, n_step=2, gamma=0.5), reference.sample(32, n_step=2, gamma=0.5)
-        reference.rng.bit_generator.state = rng_state
+        # A copy samples: the reference keeps its RNG state and sampled counter for the next position.
+        x, y = restored.sample(32, n_step=2, gamma=0.5), copy.deepcopy(reference).sample(32, n_step=2, gamma=0.5)
         assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in y)
         return "equal"
 
@@ -412,3 +412,31 @@ def test_stale_temp_files_of_the_path_are_removed_and_nothing_else(tmp_path: Pat
     assert [p.name for p in removed] == [".r.parquet.0123abcd.tmp", ".r.parquet.ffff.tmp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.parquet.0123.tmp", "r.parquet"]
     assert remove_stale_temp_files(tmp_path / "missing" / "r.parquet") == []
+
+
+class TestRLlibCounters:
+    def test_counters_survive_save_and_restore(self, buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
+        save_buffer(buffer, tmp_path / "c.parquet")
+        restored = restore_buffer(tmp_path / "c.parquet")
+        assert (restored.get_sampled_timesteps(), restored.get_added_timesteps()) == (10, 120)
+        assert (restored.get_num_episodes_evicted(), restored.get_num_timesteps(), restored.get_num_episodes()) == (
+            buffer.get_num_episodes_evicted(),
+            buffer.get_num_timesteps(),
+            buffer.get_num_episodes(),
+        )
+
+    def test_a_file_from_before_the_sampled_counter_restores_with_it_at_zero(
+        self, buffer: EpisodeReplayBuffer, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "old.parquet"
+        save_buffer(buffer, path)
+        meta = replay_meta(path)
+        del meta["num_env_steps_sampled"]
+        rewrite_metadata(path, {b"ray_sampler.replay": json.dumps(meta).encode()})
+        restored = restore_buffer(path, allow_unverified=True)
+        assert (restored.get_sampled_timesteps(), restored.get_added_timesteps()) == (0, 120)
+
+    def test_restore_takes_rllibs_capacity_from_the_file_too(self, buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
+        save_buffer(buffer, tmp_path / "c.parquet")
+        with pytest.raises(ReplayError, match=r"^restore takes \['capacity'\] from the file"):
+            restore_buffer(tmp_path / "c.parquet", capacity=5)

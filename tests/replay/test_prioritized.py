@@ -132,3 +132,109 @@ def test_non_finite_priorities_raise_and_change_nothing() -> None:
             buf.update_priorities(keys, [1.0, bad])
     np.testing.assert_array_equal(buf.get_priorities(buf.storage.keys()), before)
     assert np.isfinite(buf.sample(5)["weights"]).all()
+
+
+class TestRLlibNames:
+    def test_capacity_and_batch_defaults(self) -> None:
+        buffer = PrioritizedEpisodeReplayBuffer(capacity=50)
+        assert (buffer.storage.capacity_env_steps, buffer.batch_size_B, buffer.batch_length_T) == (50, 16, 1)
+
+    def test_alpha_and_beta_defaults_are_rllib_dqns(self) -> None:
+        buffer = PrioritizedEpisodeReplayBuffer()
+        assert (buffer.alpha, buffer.beta) == (0.6, 0.4)
+
+
+class TestUpdatePrioritiesOfTheLastBatch:
+    """``update_priorities(priorities)``: the last sampled batch, in its order, once (as RLlib)."""
+
+    @pytest.fixture
+    def buffer(self) -> PrioritizedEpisodeReplayBuffer:
+        buffer = PrioritizedEpisodeReplayBuffer(capacity=100, alpha=1.0, epsilon=1e-9, seed=0)
+        buffer.add(episode("a", 4))
+        return buffer
+
+    def test_priorities_go_to_the_last_batch_in_order(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        batch = buffer.sample(3)
+        buffer.update_priorities([2.0, 3.0, 5.0])
+        expected = {
+            k: p for k, p in zip(batch["keys"].tolist(), [2.0, 3.0, 5.0], strict=True)
+        }  # a repeat: the last wins
+        np.testing.assert_allclose(buffer.get_priorities(list(expected)), list(expected.values()))
+
+    def test_keys_and_priorities_still_work_by_position_and_keyword(
+        self, buffer: PrioritizedEpisodeReplayBuffer
+    ) -> None:
+        keys = buffer.sample(4)["keys"]
+        buffer.update_priorities(keys[:1], [7.0])
+        buffer.update_priorities(keys=keys[1:2], priorities=[8.0])
+        buffer.update_priorities(keys[2:3], priorities=[9.0])
+        np.testing.assert_allclose(buffer.get_priorities(keys[:3]), [7.0, 8.0, 9.0])
+
+    def test_priorities_by_keyword_alone_go_to_the_last_batch(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        keys = buffer.sample(1)["keys"]
+        buffer.update_priorities(priorities=[6.0])
+        np.testing.assert_allclose(buffer.get_priorities(keys), [6.0])
+
+    def test_batch_lists_are_the_last_batch_too(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        batches = buffer.sample_batches(2, 2)
+        buffer.update_priorities([1.0, 2.0, 3.0, 4.0])
+        keys = np.concatenate([b["keys"] for b in batches])
+        np.testing.assert_allclose(buffer.get_priorities(keys[-1:]), [4.0])
+
+    def test_without_a_sample_it_raises(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        with pytest.raises(ReplayError, match=r"^update_priorities\(priorities\) needs a sampled batch of transitions"):
+            buffer.update_priorities([1.0])
+
+    def test_the_last_batch_takes_priorities_once(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        buffer.sample(1)
+        buffer.update_priorities([1.0])
+        with pytest.raises(ReplayError, match=r"needs a sampled batch of transitions since the last such update"):
+            buffer.update_priorities([1.0])
+
+    def test_episode_chunks_leave_no_last_batch(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        buffer.sample(1)
+        buffer.sample_episodes(1, 2)
+        with pytest.raises(ReplayError, match=r"needs a sampled batch of transitions"):
+            buffer.update_priorities([1.0])
+
+    def test_a_length_other_than_the_batch_s_raises(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        buffer.sample(3)
+        with pytest.raises(
+            ReplayError,
+            match=r"^'priorities' must have one value per transition of the last sampled batch \(3\) \(got 2\)$",
+        ):
+            buffer.update_priorities([1.0, 2.0])
+
+    def test_rllibs_module_id_argument_raises_clearly(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        buffer.sample(1)
+        with pytest.raises(
+            ReplayError, match=r"this single-agent buffer has no module_id \(got 'default_policy' second\)$"
+        ):
+            buffer.update_priorities([1.0], "default_policy")
+
+    def test_three_arguments_raise(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        with pytest.raises(ReplayError, match=r"\(keys, priorities\) \(got 3 positional arguments\)$"):
+            buffer.update_priorities([0], [1.0], [2.0])  # type: ignore[call-overload]
+
+
+class TestBetaPerSample:
+    @pytest.fixture
+    def buffer(self) -> PrioritizedEpisodeReplayBuffer:
+        buffer = PrioritizedEpisodeReplayBuffer(capacity=100, alpha=1.0, beta=0.5, epsilon=1e-9, seed=2)
+        buffer.add(episode("a", 2))
+        keys = all_keys(buffer)
+        buffer.update_priorities([keys[0.0], keys[1.0]], [1.0, 3.0])
+        return buffer
+
+    @pytest.mark.parametrize(("beta", "weight_of_1"), [(0.0, 1.0), (1.0, 0.5 / 1.5), (None, np.sqrt(0.5 / 1.5))])
+    def test_weights_follow_the_calls_beta_else_the_buffers(
+        self, buffer: PrioritizedEpisodeReplayBuffer, beta: float | None, weight_of_1: float
+    ) -> None:
+        batch = buffer.sample(200, beta=beta)
+        weights = dict(zip(batch["obs"][:, 0].tolist(), batch["weights"].tolist()))
+        assert weights == {0.0: pytest.approx(1.0), 1.0: pytest.approx(weight_of_1)}
+
+    def test_weights_ride_in_transition_episodes(self, buffer: PrioritizedEpisodeReplayBuffer) -> None:
+        eps = buffer.sample(100, beta=1.0, sample_episodes=True)
+        weights = {float(e.get_observations()[0, 0]): float(e.get_extra_model_outputs("weights")[0]) for e in eps}
+        assert weights == {0.0: 1.0, 1.0: pytest.approx(0.5 / 1.5)}
