@@ -32,6 +32,7 @@ from ray_sampler.resources import never_fits
 from ray_sampler.sampling.config import EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
+from ray_sampler.sampling.horizon import env_time_limit
 
 __all__ = ["RunOptions", "TrainDQN", "TrainPPO", "command_from_args", "config_of", "run_training"]
 
@@ -231,7 +232,7 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             command.env,
             runner.env_config,
             seed=runner.seed,
-            max_episode_steps=runner.max_episode_steps,
+            max_episode_steps=env_time_limit(runner),
             tolerate_errors=runner.restart_failed_sub_environments,
         )
         cfg = dataclasses.replace(cfg, env_runner_group=dataclasses.replace(cfg.env_runner_group, check_env=False))

@@ -84,7 +84,14 @@ class EnvRunnerConfig:
     episode_lookback_horizon: int = 1
     """Steps of lookback each continuation chunk keeps (truncate mode)."""
     max_episode_steps: int | None = None
-    """Horizon: an episode reaching it ends with ``truncated=True``; None keeps the env's own."""
+    """Horizon: an episode reaching it ends with ``truncated=True`` and the env is reset (not with
+    ``soft_horizon``); None keeps the env's own."""
+    soft_horizon: bool = False
+    """At ``max_episode_steps`` (required) the episode is cut (``truncated=True``) but the env is not
+    reset: the next episode (new id) goes on from its last observation (see ``horizon``)."""
+    no_done_at_end: bool = False
+    """Record an env's ``terminated=True`` as ``truncated=True``, so learners bootstrap through every
+    end (the env still ends and resets as usual; see ``horizon``)."""
     seed: int | None = 0
     """Base seed; sub-env ``(worker_index, vector_index)`` and the policy get distinct streams from it.
     None: unseeded."""
@@ -123,6 +130,13 @@ class EnvRunnerConfig:
         check_int("rollout_fragment_length", self.rollout_fragment_length, minimum=1)
         check_int("episode_lookback_horizon", self.episode_lookback_horizon, minimum=0)
         check_optional(check_int, "max_episode_steps", self.max_episode_steps, minimum=1)
+        check_bool("soft_horizon", self.soft_horizon)
+        check_bool("no_done_at_end", self.no_done_at_end)
+        if self.soft_horizon and self.max_episode_steps is None:
+            raise ConfigError(
+                "'soft_horizon' is True, which needs 'max_episode_steps' (the horizon it cuts at) to be an "
+                "int >= 1 (got None)"
+            )
         check_optional(check_int, "seed", self.seed, minimum=0)
         replace_field(
             self, "vectorization_mode", check_enum("vectorization_mode", VectorizationMode, self.vectorization_mode)

@@ -18,6 +18,7 @@ import numpy as np
 import ray_sampler.envs  # noqa: F401  # registers the project's envs (StatelessCartPole-v1) where envs are made
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
+from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = [
@@ -142,8 +143,9 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
                 f"vectorization_mode='vector_entry_point' needs a gymnasium id as 'env' (got {config.env!r})"
             )
         kwargs = dict(config.env_config)
-        if config.max_episode_steps is not None:
-            kwargs["max_episode_steps"] = config.max_episode_steps
+        limit = env_time_limit(config)
+        if limit is not None:
+            kwargs["max_episode_steps"] = limit
         try:
             return gym.make_vec(config.env, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
         except Exception as e:
@@ -153,7 +155,7 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
     creator = resolve_creator(config.env)
 
     def make_env(v: int) -> gym.Env:
-        return _checked_env(creator, _context(config, worker_index, v, num_workers), config.max_episode_steps)
+        return _checked_env(creator, _context(config, worker_index, v, num_workers), env_time_limit(config))
 
     envs = [make_env(v) for v in range(n)]
     first = envs[0]

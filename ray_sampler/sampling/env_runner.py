@@ -50,6 +50,7 @@ from ray_sampler.modules.rl_module import initial_state, is_stateful
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.engines import Collected, PerStepEngine, SamplingEngine, VectorizedEngine
 from ray_sampler.sampling.env_creator import make_vector_env, sub_env_seeds
+from ray_sampler.sampling.horizon import EpisodeEnds
 from ray_sampler.sampling.metrics import EpisodeTotals, RunnerMetrics, chunk_totals
 from ray_sampler.sampling.ongoing import OngoingEpisodes
 from ray_sampler.sampling.recorder import StepRecorder
@@ -182,7 +183,11 @@ class EnvRunner:
         native = self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT
         rebuild = self._rebuild_native if native and self.config.restart_failed_sub_environments else None
         return VectorStepper(
-            env, worker_index=self.worker_index, rebuild=rebuild, check_data=self.config.check_env_data
+            env,
+            worker_index=self.worker_index,
+            rebuild=rebuild,
+            check_data=self.config.check_env_data,
+            ends=EpisodeEnds.from_config(self.config, env.num_envs),
         )
 
     def _new_seeds(self) -> Any:

@@ -27,7 +27,8 @@ class RunnerMetrics:
     num_agent_steps: int = 0
     """Agent steps returned (equal to env steps: one agent)."""
     num_episodes: int = 0
-    """Episodes that ended in this call's chunks."""
+    """Episodes that ended in this call's chunks (terminated or truncated: a ``soft_horizon`` cut
+    ends one too, and the env's run goes on as the next episode; see ``horizon``)."""
     episode_returns: list[float] = dataclasses.field(default_factory=list)
     """Whole-episode return of each episode that ended, summed over every chunk it came in."""
     episode_lengths: list[int] = dataclasses.field(default_factory=list)

@@ -15,6 +15,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import build_module
+from ray_sampler.sampling.horizon import env_time_limit
 
 __all__ = ["prepare_env"]
 
@@ -39,7 +40,7 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
                 env_as_given,
                 config.env_config,
                 seed=config.seed,
-                max_episode_steps=config.max_episode_steps,
+                max_episode_steps=env_time_limit(config),
                 tolerate_errors=config.restart_failed_sub_environments,
             )
     return config

@@ -22,6 +22,10 @@ Bad data (``check_data``): NaN or inf in a reward or in any float leaf of an obs
 batched ones, and ``final_obs``) raises ``EnvError`` naming the sub-env, after the step's
 transitions are counted, so the runner drops and counts them like any sub-env failure's. One
 ``isfinite`` over each batched array per step (a few us); the sub-env is looked up only on failure.
+
+Episode ends: with ``soft_horizon`` or ``no_done_at_end`` on, the stepper's ``EpisodeEnds``
+(module ``horizon``) rewrites each step's flags and resets last, after the data check; a soft cut
+is a reset in the same step whose observation is the one the cut episode ended with.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 from ray_sampler.data import tree
 from ray_sampler.errors import EnvError
 from ray_sampler.sampling.env_check import describe_non_finite
+from ray_sampler.sampling.horizon import EpisodeEnds
 from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = ["VectorStep", "VectorStepper"]
@@ -119,10 +124,13 @@ class VectorStepper:
         worker_index: int = 0,
         rebuild: Callable[[], tuple[gym.vector.VectorEnv, Any]] | None = None,
         check_data: bool = False,
+        ends: EpisodeEnds | None = None,
     ) -> None:
         self.env = env
         self.check_data = check_data
         """Refuse NaN or inf in rewards and observations (``EnvError``; see the module docstring)."""
+        self.ends = ends
+        """Soft-horizon cuts and ``no_done_at_end`` (see ``horizon``); None: the env's ends as they are."""
         self.num_envs = env.num_envs
         self.worker_index = worker_index
         self._rebuild = rebuild
@@ -147,6 +155,8 @@ class VectorStepper:
         except Exception as e:
             obs, infos = self._rebuilt(e, "reset")
         self._needs_reset[:] = False
+        if self.ends is not None:
+            self.ends.restart()
         if self.check_data:
             self._check_finite(obs, None, {})
         return _rows(obs, self.num_envs), split_infos(infos, self.num_envs), obs
@@ -187,6 +197,8 @@ class VectorStepper:
             self._check_finite(step.obs, step.rewards, step.final_obs)
             if step.current_obs is not step.obs:
                 self._check_finite(step.current_obs, None, {})
+        if self.ends is not None:
+            step = self.ends.apply(step)
         return step
 
     def _check_finite(self, obs: Any, rewards: np.ndarray | None, final_obs: dict[int, Any]) -> None:
