@@ -93,12 +93,12 @@ def replay_cases() -> dict[str, np.ndarray]:
     """Seeded uniform and prioritized draws with n_step 3, over chunks that continue each other."""
     out: dict[str, np.ndarray] = {}
     uniform = _filled_replay(EpisodeReplayBuffer(capacity_env_steps=250, seed=7))
-    for k, v in uniform.sample(64, n_step=3, gamma=0.9).items():
+    for k, v in uniform.sample(64, n_step=3, gamma=0.9, include_extra_model_outputs=True).items():
         out[f"replay/uniform/{k}"] = np.asarray(v)
     prio = _filled_replay(PrioritizedEpisodeReplayBuffer(capacity_env_steps=250, seed=7, alpha=0.7, beta=0.5))
     first = prio.sample(32, n_step=3, gamma=0.9)
     prio.update_priorities(first["keys"], np.arange(32, dtype=np.float64))
-    for k, v in prio.sample(64, n_step=3, gamma=0.9).items():
+    for k, v in prio.sample(64, n_step=3, gamma=0.9, include_extra_model_outputs=True).items():
         out[f"replay/prioritized/{k}"] = np.asarray(v)
     return out
 
