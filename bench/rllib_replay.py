@@ -28,6 +28,11 @@ Measures:
 
 Prints exactly one JSON object on the last stdout line; everything else goes to stderr. A part
 that fails is reported as null and its error appended to "errors".
+
+``--frames --capacity C --steps S`` measures instead what bench/replay_frames_bench.py compares
+(see there): S steps of 84x84 uint8 frames, 2 episodes of 500 steps per ``add``, into
+EpisodeReplayBuffer(capacity=C); per add: stored env steps, peak RSS during the add (less the RSS
+before the buffer existed and the incoming batch's bytes) / stored payload, seconds.
 """
 
 from __future__ import annotations
@@ -240,8 +245,71 @@ def bench_memory(args, capacity: int) -> dict:
     return out
 
 
+FRAME = (84, 84)
+FRAME_STEP_BYTES = 84 * 84 + 8 + 8
+FRAME_EPISODE_STEPS = 500
+FRAME_EPISODES_PER_ADD = 2
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key)) * 1024
+
+
+def frame_batch(k: int) -> tuple[list, int]:
+    """Batch ``k``: numpy'd episodes of random frames (as replay_frames_bench's), and its bytes."""
+    import numpy as np
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    rng = np.random.default_rng(k)
+    n, m = FRAME_EPISODES_PER_ADD * FRAME_EPISODE_STEPS, FRAME_EPISODES_PER_ADD
+    frames = rng.integers(0, 256, (n + m, *FRAME), np.uint8)
+    actions, rewards = rng.integers(0, 6, n), np.ones(n)
+    episodes, nbytes = [], 0
+    for i in range(m):
+        obs = frames[i * (FRAME_EPISODE_STEPS + 1) : (i + 1) * (FRAME_EPISODE_STEPS + 1)]
+        steps = slice(i * FRAME_EPISODE_STEPS, (i + 1) * FRAME_EPISODE_STEPS)
+        ep = SingleAgentEpisode(
+            id_=f"b{k}-{i}",
+            observations=list(obs),
+            actions=list(actions[steps]),
+            rewards=list(rewards[steps]),
+            infos=[{} for _ in range(FRAME_EPISODE_STEPS + 1)],
+            terminated=True,
+            len_lookback_buffer=0,
+        )
+        ep.to_numpy()
+        nbytes += sum(b.data.nbytes for b in (ep.observations, ep.actions, ep.rewards))
+        episodes.append(ep)
+    return episodes, nbytes
+
+
+def bench_frames(capacity: int, steps: int) -> dict:
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+    gc.collect()
+    base = _status("VmRSS")
+    buf = EpisodeReplayBuffer(capacity=capacity)
+    adds = []
+    for k in range(steps // (FRAME_EPISODES_PER_ADD * FRAME_EPISODE_STEPS)):
+        episodes, incoming = frame_batch(k)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+        t0 = time.perf_counter()
+        buf.add(episodes)
+        seconds = time.perf_counter() - t0
+        peak = _status("VmHWM")
+        del episodes
+        stored = buf.get_num_timesteps()
+        adds.append((stored, (peak - base - incoming) / (stored * FRAME_STEP_BYTES), seconds))
+    return {"adds": adds}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--frames", action="store_true", help="the frames benchmark (see the docstring)")
+    p.add_argument("--capacity", type=int, default=50_000, help="--frames: buffer capacity (env steps)")
+    p.add_argument("--steps", type=int, default=50_000, help="--frames: env steps added")
     p.add_argument("--episodes", type=int, default=100)
     p.add_argument("--steps-per-episode", type=int, default=500)
     p.add_argument("--seconds", type=float, default=2.0, help="timed seconds per sample measurement")
@@ -254,6 +322,9 @@ def main() -> None:
     )
     p.add_argument("--add-repeats", type=int, default=3)
     args = p.parse_args()
+    if args.frames:
+        print(json.dumps(bench_frames(args.capacity, args.steps)), flush=True)
+        return
 
     N, L, B = args.episodes, args.steps_per_episode, args.batch_size
     capacity = N * L * 2

@@ -3,7 +3,8 @@
 Data rows hold every stored segment's observations (``num_steps + 1`` rows) and steps (action,
 reward, model outputs); lookback rows hold the lookback of chunks that began a stored episode.
 Infos are sparse: only non-empty ones are kept, keyed by observation (or lookback) row. The
-columns know nothing of segments or episodes: the storage passes row numbers.
+columns know nothing of segments or episodes: the storage passes row numbers and the rows to
+reserve (see :mod:`replay.rows` for growth and in-place compaction).
 """
 
 from __future__ import annotations
@@ -18,20 +19,19 @@ from ray_sampler.data.columnar import ColumnarEpisodes, StepRows
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import ReplayError
-from replay.rows import Rows, remap_rows
+from replay.rows import Rows, RowsMark, remap_rows
 
 __all__ = ["ColumnsMark", "EpisodeMeta", "StoredColumns"]
 
 
 @dataclasses.dataclass(frozen=True)
 class ColumnsMark:
-    """What ``StoredColumns.rollback`` needs to undo the appends made after ``mark``."""
+    """What ``StoredColumns.rollback`` needs to undo the appends made after ``mark``: each
+    column's rows in use, spec and dtypes; no arrays and no copies of the infos."""
 
-    rows: tuple[tuple[Rows, int, list[np.ndarray], Any], ...]
+    rows: tuple[tuple[Rows, RowsMark], ...]
     extras: dict[str, Rows] | None
     lb_extras: dict[str, Rows]
-    infos: dict[int, dict]
-    lb_infos: dict[int, dict]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +57,10 @@ class StoredColumns:
         self.lb_extras: dict[str, Rows] = {}
         self.infos: dict[int, dict] = {}
         self.lb_infos: dict[int, dict] = {}
+        self._reserve_rows = 0
+
+    def _data_rows(self) -> list[Rows]:
+        return [self.observations, self.actions, self.rewards, *(self.extras or {}).values()]
 
     def _all_rows(self) -> list[Rows]:
         return [
@@ -107,23 +111,48 @@ class StoredColumns:
                 rows.check(col.lookback.extra_model_outputs[k], f"lookback extra_model_outputs[{k!r}]")
 
     def mark(self) -> ColumnsMark:
-        """The columns as they are. Appends write only past the used rows (or into new arrays), so the
-        row counts, arrays and specs are enough to undo them."""
+        """The columns as they are. Appends write only past the used rows, so each column's row
+        count, spec and dtypes are enough to undo them (see ``Rows.rollback``)."""
         return ColumnsMark(
-            rows=tuple((r, r.rows, r.leaves, r.spec) for r in self._all_rows()),
+            rows=tuple((r, r.mark()) for r in self._all_rows()),
             extras=self.extras,
             lb_extras=dict(self.lb_extras),
-            infos=dict(self.infos),
-            lb_infos=dict(self.lb_infos),
         )
 
     def rollback(self, mark: ColumnsMark) -> None:
-        """Undoes every append made after ``mark``."""
-        for r, n, leaves, spec in mark.rows:
-            r.rows, r.leaves, r.spec = n, leaves, spec
+        """Undoes every append made after ``mark``: the rows before it are untouched, the infos of
+        the rows after it dropped."""
+        for r, rows_mark in mark.rows:
+            r.rollback(rows_mark)
         self.extras, self.lb_extras = mark.extras, dict(mark.lb_extras)
-        # Copies: later appends change the infos in place and must not change the mark.
-        self.infos, self.lb_infos = dict(mark.infos), dict(mark.lb_infos)
+        for infos, rows in ((self.infos, self.observations.rows), (self.lb_infos, self.lb_observations.rows)):
+            for key in [k for k in infos if k >= rows]:
+                del infos[key]
+
+    def reserve(self, rows: int) -> None:
+        """Rows the data columns allocate at once when they must grow (the storage's capacity)."""
+        self._reserve_rows = rows
+        for r in self._data_rows():
+            r.reserve_rows = rows
+
+    def fit(self, rows: int) -> None:
+        """Reallocates the data columns to ``rows`` rows (at least the rows in use) if they hold more."""
+        for r in self._data_rows():
+            r.fit(rows)
+
+    @staticmethod
+    def step_nbytes_of(col: ColumnarEpisodes) -> int:
+        """Bytes of one step of ``col`` as stored: its observation, action, reward and model outputs."""
+        data = col.data
+        columns = [data.observations, data.actions, data.rewards, *data.extra_model_outputs.values()]
+        return sum(a.itemsize * int(np.prod(a.shape[1:])) for c in columns for a in tree.flatten(c))
+
+    def room(self) -> tuple[int, int]:
+        """Observation and step rows that can be appended without growing the columns."""
+        return (
+            self.observations.allocated_rows - self.observations.rows,
+            self.actions.allocated_rows - self.actions.rows,
+        )
 
     def append(self, col: ColumnarEpisodes) -> tuple[int, int]:
         """Appends ``col``'s data rows and infos; returns the first new observation and step rows."""
@@ -133,6 +162,8 @@ class StoredColumns:
         if self.extras is None:
             self.extras = {k: Rows() for k in col.data.extra_model_outputs}
             self.lb_extras = {k: Rows() for k in col.data.extra_model_outputs}
+            for rows in self.extras.values():
+                rows.reserve_rows = self._reserve_rows
         for k, rows in self.extras.items():
             rows.append(col.data.extra_model_outputs[k], f"extra_model_outputs[{k!r}]")
         for r, info in zip(col.data.info_rows.tolist(), col.data.info_values):
@@ -155,7 +186,7 @@ class StoredColumns:
         return base
 
     def keep(self, obs_rows: np.ndarray, step_rows: np.ndarray, lb_rows: np.ndarray) -> None:
-        """Keeps only the given rows (ascending), renumbered from 0: compaction."""
+        """Keeps only the given rows (ascending), renumbered from 0, in place: compaction."""
         self.infos = remap_rows(self.infos, obs_rows)
         self.lb_infos = remap_rows(self.lb_infos, lb_rows)
         for rows, index in (

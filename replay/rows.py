@@ -1,21 +1,51 @@
 """Rows: a column of a replay storage, a (nested) structure of arrays that grows by whole rows.
 
-Plus the small row helpers the storage shares: dtype fitting, NaN-safe row equality and the
+Growth (:func:`grown_rows`): the first allocation that needs more than the rows in hand takes the
+column's ``reserve_rows`` (the storage sets it from its capacity) at once, so a column filling up
+to capacity is never copied; ``np.empty`` pages cost memory only once rows are written there.
+Beyond the reserve (an episode longer than the capacity) it grows by 1.25x. Compaction
+(:meth:`Rows.keep`) moves rows down in place, in slices of at most ``_MOVE_BYTES``, and keeps the
+room. Plus the small row helpers the storage shares: dtype fitting, NaN-safe row equality and the
 remapping of sparse row-keyed values after compaction.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ray_sampler.data import tree
 from ray_sampler.errors import ReplayError
 
-__all__ = ["Rows", "equal_rows", "fits", "remap_rows"]
+__all__ = ["Rows", "RowsMark", "equal_rows", "fits", "grown_rows", "remap_rows"]
 
 _GROWTH = 1.25
+_MIN_ROWS = 1024
+_MOVE_BYTES = 8 << 20
+"""Compaction moves rows through a temporary of at most this many bytes (or one row)."""
+
+
+def grown_rows(needed: int, allocated: int, reserve: int) -> int:
+    """Rows to allocate so that ``needed`` fit: what is allocated while it suffices, else the
+    reserve (at least 1024 rows) while that suffices, else ``needed`` or 1.25x, whichever is more.
+
+    >>> grown_rows(10, 0, 0), grown_rows(10, 0, 5000), grown_rows(6000, 5000, 5000), grown_rows(9, 20, 0)
+    (1024, 5000, 6250, 20)
+    """
+    if needed <= allocated:
+        return allocated
+    if needed <= max(reserve, _MIN_ROWS):
+        return max(reserve, _MIN_ROWS)
+    return max(needed, int(allocated * _GROWTH))
+
+
+class RowsMark(NamedTuple):
+    """What ``Rows.rollback`` needs: no arrays, only the rows in use, the spec and the leaf dtypes."""
+
+    rows: int
+    spec: Any
+    dtypes: tuple[np.dtype, ...]
 
 
 class Rows:
@@ -25,6 +55,8 @@ class Rows:
         self.spec: Any = "unset"
         self.leaves: list[np.ndarray] = []
         self.rows = 0
+        self.reserve_rows = 0
+        """Rows to allocate at once when the column must grow (see the module docstring)."""
 
     def check(self, struct: Any, name: str) -> None:
         """Raises ReplayError if ``struct``'s rows cannot be appended; changes nothing."""
@@ -49,7 +81,7 @@ class Rows:
             if not n:
                 return 0
             self.spec = tree.spec_of(struct)
-            self.leaves = [np.empty((max(n, 1024), *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
+            self.leaves = self._allocate(n, leaves)
         self.check(struct, name)
         # Strings widen the stored column (lossless); other dtypes cast safely into it.
         self.leaves = [
@@ -59,23 +91,81 @@ class Rows:
             for a, leaf in zip(self.leaves, leaves)
         ]
         start = self.rows
-        if start + n > len(self.leaves[0]):
-            size = max(start + n, int(len(self.leaves[0]) * _GROWTH))
-            self.leaves = [
-                np.concatenate([a[:start], np.empty((size - start, *a.shape[1:]), a.dtype)]) for a in self.leaves
-            ]
+        if start + n > self.allocated_rows:
+            # New pages are written only by the copy, and each old array goes once copied.
+            for i, grown in enumerate(self._allocate(start + n, self.leaves)):
+                grown[:start] = self.leaves[i][:start]
+                self.leaves[i] = grown
         for a, leaf in zip(self.leaves, leaves):
             a[start : start + n] = leaf
         self.rows += n
         return start
 
+    def _allocate(self, needed: int, like: list[np.ndarray]) -> list[np.ndarray]:
+        """Empty arrays shaped as ``like``'s, of ``grown_rows`` rows; without the reserve where the
+        system refuses that much address space at once (a huge capacity of huge observations)."""
+        size = grown_rows(needed, self.allocated_rows, self.reserve_rows)
+        try:
+            return [self._empty(size, a) for a in like]
+        except MemoryError:
+            fallback = grown_rows(needed, self.allocated_rows, 0)
+            if fallback >= size:
+                raise
+            return [self._empty(fallback, a) for a in like]
+
+    @staticmethod
+    def _empty(size: int, like: np.ndarray) -> np.ndarray:
+        return np.empty((size, *like.shape[1:]), like.dtype)
+
+    def mark(self) -> RowsMark:
+        """The column as it is (for ``rollback``): appends only write past the rows in use."""
+        return RowsMark(self.rows, self.spec, tuple(a.dtype for a in self.leaves))
+
+    def rollback(self, mark: RowsMark) -> None:
+        """Undoes the appends made after ``mark``, in place: the rows before it are untouched (a
+        widened string column is narrowed back), the room allocated since stays."""
+        rows, spec, dtypes = mark
+        if spec == "unset":
+            self.spec, self.leaves, self.rows = "unset", [], 0
+            return
+        self.rows, self.spec = rows, spec
+        self.leaves = [a if a.dtype == dtype else a.astype(dtype) for a, dtype in zip(self.leaves, dtypes)]
+
     def gather(self, index: np.ndarray) -> Any:
         return tree.unflatten(self.spec, [a[index] for a in self.leaves])
 
     def keep(self, index: np.ndarray) -> None:
-        """Keeps only rows ``index`` (in that order), in freshly sized arrays."""
-        self.leaves = [a[index] for a in self.leaves]
-        self.rows = len(index)
+        """Keeps only rows ``index`` (ascending), renumbered from 0, moved down in place, slice by
+        slice: row ``j`` comes from ``index[j] >= j``, so a slice never overwrites a row a later
+        one reads, and the temporary is one slice. The allocated room stays for the next appends."""
+        index = np.asarray(index, np.int64)
+        k = len(index)
+        moved = np.flatnonzero(index != np.arange(k))
+        first = int(moved[0]) if len(moved) else k
+        step = max(1, _MOVE_BYTES // max(self.row_nbytes(), 1))
+        # Runs of consecutive rows move as slices (a memmove); many short runs as one gather each slice.
+        runs = first + np.flatnonzero(np.diff(index[first:]) != 1) + 1
+        starts = np.concatenate([[first], runs]).astype(np.int64) if first < k else np.zeros(0, np.int64)
+        if len(starts) * 64 > k - first:
+            for a in self.leaves:
+                for at in range(first, k, step):
+                    stop = min(at + step, k)
+                    a[at:stop] = a[index[at:stop]]
+        else:
+            stops = np.append(starts[1:], k)
+            for a in self.leaves:
+                for dst, stop in zip(starts.tolist(), stops.tolist()):
+                    for at in range(dst, stop, step):
+                        end = min(at + step, stop)
+                        src = int(index[at])
+                        a[at:end] = a[src : src + end - at]
+        self.rows = k
+
+    def fit(self, size: int) -> None:
+        """Reallocates to ``size`` rows (at least the rows in use) when more are allocated."""
+        size = max(size, self.rows)
+        if self.leaves and len(self.leaves[0]) > size:
+            self.leaves = [a[:size].copy() for a in self.leaves]
 
     @property
     def is_set(self) -> bool:
@@ -83,6 +173,10 @@ class Rows:
 
     def row_nbytes(self) -> int:
         return sum(a.itemsize * int(np.prod(a.shape[1:])) for a in self.leaves)
+
+    @property
+    def allocated_rows(self) -> int:
+        return len(self.leaves[0]) if self.leaves else 0
 
     def nbytes(self) -> int:
         """Bytes allocated (used rows and room to grow)."""

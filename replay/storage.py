@@ -155,12 +155,14 @@ class EpisodeStorage:
         if not plan:
             self._num_duplicate_steps_skipped += num_duplicate_steps
             return 0
+        self._make_room(col)
         mark = self._columns.mark()
         try:
             base_step = self._apply(col, plan, renames)
         except Exception:
             self._columns.rollback(mark)  # checked up front, but nothing half-written may stay
             raise
+        del mark
         if self._listener is not None:
             self._listener.rows_added(base_step, self._columns.num_step_rows)
         self._restored_open.difference_update(col.ids[i] for i, _ in plan)
@@ -311,7 +313,27 @@ class EpisodeStorage:
         self._next_order, self._num_steps, self._live_obs_rows = next_order, num_steps, live_obs_rows
         return base_step
 
-    # ---------------------------------------------------------------- eviction and compaction
+    # ---------------------------------------------------------------- room, eviction and compaction
+    def _reserve_rows(self, step_nbytes: int) -> int:
+        """Rows a data column allocates at once: the capacity in steps (``capacity_bytes`` /
+        ``step_nbytes`` where that is less), plus 1/16 for each segment's extra observation row
+        and the dead rows awaiting compaction."""
+        steps = self._capacity_env_steps
+        if self._capacity_bytes is not None and step_nbytes:
+            steps = min(steps, self._capacity_bytes // step_nbytes + 1)
+        return steps + steps // 16 + 1
+
+    def _make_room(self, col: ColumnarEpisodes) -> None:
+        """Compacts (in place) first when ``col``'s rows would not fit in the allocated ones and
+        dead rows can make room, so that the columns grow (a copy) only when the live rows need it."""
+        self._columns.reserve(self._reserve_rows(self.step_nbytes() or StoredColumns.step_nbytes_of(col)))
+        obs_room, step_room = self._columns.room()
+        obs_needed = len(tree.first_leaf(col.data.observations))
+        if self._columns.num_obs_rows > self._live_obs_rows and (
+            obs_needed > obs_room or col.num_env_steps > step_room
+        ):
+            self.compact()
+
     def _over_capacity(self) -> bool:
         if self._num_steps > self._capacity_env_steps:
             return True
@@ -359,6 +381,12 @@ class EpisodeStorage:
         self._capacity_bytes = check_optional(check_int, "capacity_bytes", capacity_bytes, minimum=1, error=ReplayError)
         self._capacity_env_steps = checked
         self._evict()
+        reserve = self._reserve_rows(self.step_nbytes())
+        self._columns.reserve(reserve)
+        if self._columns.room()[0] + self._columns.num_obs_rows > reserve:  # a smaller capacity: give back room
+            if self._columns.num_obs_rows > self._live_obs_rows:
+                self.compact()
+            self._columns.fit(reserve)
         self._version += 1
 
     def set_eviction_counts(self, *, num_evicted_episodes: int, num_evicted_steps: int) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import replay.rows
 from ray_sampler.errors import ReplayError
-from replay.rows import Rows, equal_rows, fits, remap_rows
+from replay.rows import Rows, equal_rows, fits, grown_rows, remap_rows
 
 
 def nested(values: list[int]) -> dict:
@@ -91,6 +92,92 @@ class TestRows:
         rows.append(nested([1, 2]), "x")
         assert rows.row_nbytes() == 2 * 4 + 8
         assert rows.nbytes() == 1024 * (2 * 4 + 8)  # room to grow is allocated too
+
+
+class TestGrowth:
+    @pytest.mark.parametrize(
+        ("needed", "allocated", "reserve", "expected"),
+        [
+            (10, 0, 0, 1024),
+            (10, 0, 5000, 5000),
+            (900, 1024, 5000, 1024),
+            (1100, 1024, 5000, 5000),
+            (6000, 5000, 5000, 6250),
+            (9000, 5000, 5000, 9000),
+        ],
+        ids=["first_default", "first_reserve", "fits", "to_reserve", "past_reserve_1.25x", "past_reserve_needed"],
+    )
+    def test_grown_rows_takes_the_reserve_at_once_then_grows_by_a_quarter(
+        self, needed: int, allocated: int, reserve: int, expected: int
+    ) -> None:
+        assert grown_rows(needed, allocated, reserve) == expected
+
+    def test_a_column_filling_up_to_its_reserve_is_allocated_once(self) -> None:
+        rows = Rows()
+        rows.reserve_rows = 3000
+        sizes = []
+        for start in range(0, 3000, 500):
+            rows.append(nested(list(range(start, start + 500))), "x")
+            sizes.append(rows.nbytes())
+        assert sizes == [3000 * (2 * 4 + 8)] * 6
+        rows.append(nested([7]), "x")  # past the reserve: 1.25x
+        assert rows.nbytes() == 3750 * (2 * 4 + 8) and rows.gather(np.array([0, 2999, 3000]))["b"][0].tolist() == [
+            0,
+            2999,
+            7,
+        ]
+
+
+class TestKeepInPlace:
+    @pytest.mark.parametrize(
+        "index",
+        [[0, 1, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19], [1, 3, 5, 7, 9, 11], [0, 1, 2, 3], []],
+        ids=["one_long_run", "short_runs", "prefix_only", "nothing"],
+    )
+    @pytest.mark.parametrize("move_bytes", [1, 3 * 16, 8 << 20], ids=["row_by_row", "3_row_slices", "default"])
+    def test_keep_moves_the_kept_rows_down_exactly_and_keeps_the_room(
+        self, monkeypatch: pytest.MonkeyPatch, index: list[int], move_bytes: int
+    ) -> None:
+        monkeypatch.setattr(replay.rows, "_MOVE_BYTES", move_bytes)  # slices smaller than the runs
+        rows = Rows()
+        rows.append(nested(list(range(20))), "x")
+        nbytes = rows.nbytes()
+        rows.keep(np.array(index, np.int64))
+        assert rows.rows == len(index) and rows.nbytes() == nbytes
+        got = rows.gather(np.arange(len(index)))
+        assert as_lists(got) == ([[float(i), float(-i)] for i in index], index)
+        assert rows.append(nested([99]), "x") == len(index)  # appends go on right after the kept rows
+
+
+class TestRollback:
+    def test_rollback_restores_rows_and_contents_exactly_and_keeps_the_room(self) -> None:
+        rows = Rows()
+        rows.append(nested([1, 2, 3]), "x")
+        mark = rows.mark()
+        rows.append(nested(list(range(10, 2000))), "x")  # grows the arrays
+        rows.rollback(mark)
+        assert rows.rows == 3 and as_lists(rows.gather(np.arange(3))) == (
+            [[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]],
+            [1, 2, 3],
+        )
+        assert rows.nbytes() == 1993 * (2 * 4 + 8)  # the room grown stays (1.25 x 1024 was not enough)
+        assert rows.append(nested([4]), "x") == 3
+
+    def test_rollback_narrows_a_widened_string_column_back(self) -> None:
+        rows = Rows()
+        rows.append(np.array(["ab", "cd"]), "x")
+        mark = rows.mark()
+        rows.append(np.array(["longer"]), "x")
+        rows.rollback(mark)
+        got = rows.gather(np.arange(2))
+        assert (got.tolist(), got.dtype.str) == (["ab", "cd"], "<U2")
+
+    def test_rollback_of_the_first_append_unsets_the_column(self) -> None:
+        rows = Rows()
+        mark = rows.mark()
+        rows.append(nested([1]), "x")
+        rows.rollback(mark)
+        assert (rows.is_set, rows.rows, rows.nbytes()) == (False, 0, 0)
 
 
 @pytest.mark.parametrize(
