@@ -38,7 +38,11 @@ def flatten_batch(space: gym.Space, x: Any) -> np.ndarray:
 
 class FlattenObservations(ConnectorV2):
     """Turns ``batch["obs"]`` of a nested or discrete ``observation_space`` into flat float32 rows
-    (for the whole vector of sub-envs at once)."""
+    (for the whole vector of sub-envs at once).
+
+    A module whose ``needs_flat_observations`` attribute is False (an image module such as
+    ``TorchCNNModule``, which takes uint8 frames as they are) gets ``batch["obs"]`` unchanged.
+    """
 
     def __init__(self, observation_space: gym.Space) -> None:
         self.observation_space = observation_space
@@ -53,5 +57,6 @@ class FlattenObservations(ConnectorV2):
         shared_data: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        batch[Columns.OBS] = flatten_batch(self.observation_space, batch[Columns.OBS])
+        if getattr(rl_module, "needs_flat_observations", True):
+            batch[Columns.OBS] = flatten_batch(self.observation_space, batch[Columns.OBS])
         return batch

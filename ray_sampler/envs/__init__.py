@@ -1,12 +1,13 @@
-"""Environments the project ships, registered with gymnasium on import (``StatelessCartPole-v1``)."""
+"""Environments the project ships, registered with gymnasium on import (``StatelessCartPole-v1``, Atari ids)."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 
+from ray_sampler.envs.atari import ATARI_INSTALL_LINE, atari_env, register_atari_envs
 from ray_sampler.envs.stateless_cartpole import StatelessCartPole
 
-__all__ = ["STATELESS_CARTPOLE_ID", "StatelessCartPole"]
+__all__ = ["ATARI_INSTALL_LINE", "STATELESS_CARTPOLE_ID", "StatelessCartPole", "atari_env"]
 
 STATELESS_CARTPOLE_ID = "StatelessCartPole-v1"
 
@@ -18,3 +19,7 @@ if STATELESS_CARTPOLE_ID not in gym.registry:
         entry_point="ray_sampler.envs.stateless_cartpole:StatelessCartPole",
         max_episode_steps=500,
     )
+
+# ray_sampler/<Game>-v5 for every ALE game where ale-py is installed (see envs.atari); here, at
+# import, so that every runner process knows the ids its driver does.
+register_atari_envs()

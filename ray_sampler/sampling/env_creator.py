@@ -15,7 +15,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import ray_sampler.envs  # noqa: F401  # registers the project's envs (StatelessCartPole-v1) where envs are made
+import ray_sampler.envs  # noqa: F401  # registers the project's envs (StatelessCartPole-v1, Atari) where envs are made
+from ray_sampler.envs.atari import atari_install_hint
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.horizon import env_time_limit
@@ -92,21 +93,27 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], gym
         return _GymMake(env)
     raise EnvCreatorError(
         f"'env' {env!r} is neither a name given to register_env nor a gymnasium id "
-        f"(registered: {sorted(_REGISTRY) or 'none'})"
+        f"(registered: {sorted(_REGISTRY) or 'none'}){atari_install_hint(env)}"
     )
 
 
 def sub_env_seeds(seed: int | None, worker_index: int, num_envs: int, *, restart: int = 0) -> list[int] | None:
-    """One seed per sub-env, derived from (seed, worker_index, vector_index); None if unseeded.
-    ``restart`` k >= 1 gives the fresh stream of the sub-envs' k-th rebuild after a failure."""
+    """One seed per sub-env, derived from (seed, worker_index, vector_index), each below 2**30; None
+    if unseeded. ``restart`` k >= 1 gives the fresh stream of the sub-envs' k-th rebuild after a failure."""
     if seed is None:
         return None
     return [_seed(seed, worker_index, v, restart) for v in range(num_envs)]
 
 
+_SEED_BITS = 30
+"""Derived seeds are below 2**30: a native vector env given one seed ``s`` seeds its sub-envs with
+``s + i`` (gymnasium's convention), which must stay a signed 32-bit int for C++ envs such as ALE's
+(``2**31`` or more is a TypeError there); 2**30 leaves room for 2**30 sub-envs."""
+
+
 def _seed(seed: int, worker_index: int, vector_index: int, restart: int) -> int:
     entropy = [seed, worker_index, vector_index] + ([restart] if restart else [])
-    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0]) >> (32 - _SEED_BITS)
 
 
 def _context(config: EnvRunnerConfig, worker_index: int, vector_index: int, num_workers: int) -> EnvContext:
@@ -139,8 +146,9 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
     n = config.num_envs_per_env_runner
     if config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
         if not isinstance(config.env, str) or config.env not in gym.registry:
+            hint = atari_install_hint(config.env) if isinstance(config.env, str) else ""
             raise EnvCreatorError(
-                f"vectorization_mode='vector_entry_point' needs a gymnasium id as 'env' (got {config.env!r})"
+                f"vectorization_mode='vector_entry_point' needs a gymnasium id as 'env' (got {config.env!r}){hint}"
             )
         kwargs = dict(config.env_config)
         limit = env_time_limit(config)

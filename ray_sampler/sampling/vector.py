@@ -23,6 +23,9 @@ batched ones, and ``final_obs``) raises ``EnvError`` naming the sub-env, after t
 transitions are counted, so the runner drops and counts them like any sub-env failure's. One
 ``isfinite`` over each batched array per step (a few us); the sub-env is looked up only on failure.
 
+Rewards are float64 on every path: a native vector env's (ALE's are int32) are converted here,
+once per step, into a new array (nothing the env owns is written into); float64 ones pass as they are.
+
 Episode ends: with ``soft_horizon`` or ``no_done_at_end`` on, the stepper's ``EpisodeEnds``
 (module ``horizon``) rewrites each step's flags and resets last, after the data check; a soft cut
 is a reset in the same step whose observation is the one the cut episode ended with.
@@ -231,6 +234,8 @@ class VectorStepper:
             obs, rewards, terminated, truncated, infos = self.env.step(actions)
         except Exception as e:
             return self._all_failed(e)
+        # One reward dtype on every path (see the module docstring); a new array where it converts.
+        rewards = np.asarray(rewards, dtype=np.float64)
         n = self.num_envs
         dense = split_infos(infos, n) if infos else None
         sparse = {i: d for i, d in enumerate(dense) if d} if dense else {}

@@ -1,4 +1,4 @@
-"""Env creators: registered names, the EnvContext each sub-env's creator sees, creator errors."""
+"""Env creators: registered names, the EnvContext each sub-env's creator sees, creator errors, derived seeds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 from ray_sampler.errors import ConfigError, EnvCreatorError
-from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.env_creator import (
     is_registered_env,
     make_vector_env,
@@ -18,7 +18,7 @@ from ray_sampler.sampling.env_creator import (
     unregister_env,
 )
 from ray_sampler.sampling.env_runner import EnvRunner
-from tests.helpers import stamp_creator
+from tests.helpers import STAMP_ID, stamp_creator
 from tests.ray_sampler.sampling.checks import stamps
 
 
@@ -87,3 +87,32 @@ def test_sub_env_seeds_differ_per_sub_env_and_worker_and_none_unseeded() -> None
     assert seeds is not None and len(set(seeds)) == 3
     assert sub_env_seeds(7, 1, 3) == seeds and sub_env_seeds(7, 2, 3) != seeds
     assert sub_env_seeds(None, 1, 3) is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 2**40], ids=["0", "1", "7", "2**40"])
+def test_derived_seeds_stay_signed_32_bit_with_a_native_envs_offsets(seed: int) -> None:
+    # A native vector env given seed s seeds its sub-envs s, s + 1, ...: with up to 64 of them, every
+    # one must stay below 2**31 (ALE's vector env refuses more), for each worker and rebuild.
+    seeds = [
+        s
+        for worker in range(64)
+        for restart in (0, 1, 2)
+        for s in sub_env_seeds(seed, worker, 64, restart=restart) or []
+    ]
+    assert len(seeds) == 64 * 3 * 64
+    assert min(seeds) >= 0
+    assert max(seeds) + 63 < 2**31
+
+
+@pytest.mark.parametrize("mode", list(VectorizationMode), ids=[m.value for m in VectorizationMode])
+@pytest.mark.parametrize("worker_index", [0, 1, 5])
+def test_every_mode_seeds_its_sub_envs_below_2_31(mode: VectorizationMode, worker_index: int) -> None:
+    config = EnvRunnerConfig(env=STAMP_ID, vectorization_mode=mode, num_envs_per_env_runner=3, seed=0)
+    runner = EnvRunner(config, worker_index=worker_index)
+    runner.sample(num_timesteps=3)
+    seeds = sub_env_seeds(0, worker_index, 3)
+    assert seeds is not None
+    # Sync: one derived seed per sub-env; native: the first, and the env's own s + i after it.
+    expected = seeds if mode is VectorizationMode.SYNC else [seeds[0] + i for i in range(3)]
+    assert [env.unwrapped.np_random_seed for env in runner.env.envs] == expected
+    assert max(expected) < 2**31

@@ -1,4 +1,5 @@
-"""VectorStepper: real transitions only, in every gymnasium autoreset mode; vector infos split per sub-env."""
+"""VectorStepper: real transitions only, in every gymnasium autoreset mode; vector infos split per sub-env;
+float64 rewards."""
 
 from __future__ import annotations
 
@@ -57,3 +58,36 @@ def test_split_infos_respects_masks_and_nesting() -> None:
     out = split_infos(infos, 3)
     assert out == [{"a": 1}, {"n": {"b": 1.5}}, {"a": 3}]
     assert type(out[0]["a"]) is int
+
+
+class _Int32Rewards(gym.vector.VectorWrapper):
+    """A native-style vector env whose rewards come as int32 (as ALE's); keeps the arrays it returned."""
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.returned: list[np.ndarray] = []
+
+    def step(self, actions: np.ndarray) -> tuple:
+        obs, rewards, terminated, truncated, infos = self.env.step(actions)
+        self.returned.append(rewards.astype(np.int32))
+        return obs, self.returned[-1], terminated, truncated, infos
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["sync_float64", "native_int32"])
+def test_rewards_are_float64_on_every_path(native: bool) -> None:
+    env = gym.vector.SyncVectorEnv([lambda v=v: StampEnv(0, v) for v in range(2)])
+    stepper = VectorStepper(_Int32Rewards(env) if native else env)
+    stepper.reset()
+    steps = [stepper.step(np.zeros(2, np.int64)) for _ in range(3)]
+    assert [s.rewards.dtype for s in steps] == [np.dtype(np.float64)] * 3
+    # StampEnv's reward is t; sub-env 0's first episode lasts 2 steps, then a NEXT_STEP reset (reward 0).
+    assert [s.rewards.tolist() for s in steps] == [[1.0, 1.0], [2.0, 2.0], [0.0, 3.0]]
+
+
+def test_int32_rewards_are_converted_into_a_new_array() -> None:
+    env = _Int32Rewards(gym.vector.SyncVectorEnv([lambda: StampEnv(0, 0)]))
+    stepper = VectorStepper(env)
+    stepper.reset()
+    step = stepper.step(np.zeros(1, np.int64))
+    step.rewards[0] = 99.0
+    assert env.returned[0].tolist() == [1] and env.returned[0].dtype == np.int32
