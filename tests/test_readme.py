@@ -4,11 +4,13 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
 
 - ``python``: run as it stands, each in a fresh interpreter (``sys.executable -c``), one after the
   other, in an empty temporary directory (the blocks write files such as ``replay.parquet``) with
-  the repository on ``PYTHONPATH`` and ``RAY_ADDRESS=local``, so a block's own ``ray.init()``
-  starts a new local Ray instead of attaching to a cluster another process left running (nor the
-  session's: its actors would resolve a block's relative paths, ``replay.save("replay.parquet")``,
-  in the session's working directory). A block must exit 0 within ``PYTHON_TIMEOUT_S``. Nothing is
-  skipped: a block that would be slow keeps a small budget in its own text.
+  the repository on ``PYTHONPATH`` and ``RAY_ADDRESS`` set to this test session's own Ray, so a
+  block's own ``ray.init()`` attaches to it (a second or two) instead of starting one (about 10 s
+  on 2 cores), and never to a cluster another process left running. A block that hands an actor a
+  file (``checkpoint_path=``) gets ``RAY_ADDRESS=local``, a new local Ray of its own: the session's
+  actors would resolve its relative paths in the session's working directory. A block must exit 0
+  within ``PYTHON_TIMEOUT_S``. Nothing is skipped: a block that would be slow keeps a small budget
+  in its own text.
 - ``bash``: each line is a command (``\\`` continues a line, ``#`` starts a comment, ``&&`` chains
   commands, a trailing ``&`` is dropped), the lines of one block run in order in one temporary
   directory (so ``runs/`` made by one command is there for the next). Each command is:
@@ -252,11 +254,12 @@ def test_console_block(block: Block, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("block", _of("python"), ids=lambda block: block.id)
-def test_python_block(block: Block, tmp_path: Path) -> None:
+def test_python_block(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    needs_own_ray = "checkpoint_path=" in block.text or "ray.init" not in block.text
     proc = subprocess.run(
         [sys.executable, "-c", block.text],
         cwd=tmp_path,
-        env=_env(),
+        env=_env("local" if needs_own_ray else request.getfixturevalue("ray_address")),
         capture_output=True,
         text=True,
         timeout=PYTHON_TIMEOUT_S,
