@@ -1,7 +1,22 @@
-"""Env-to-module pieces: the latest observation of each episode into a forward batch, then flattening."""
+"""Env-to-module pieces: history views of the running episodes, the latest observation, then flattening."""
 
 from connectors.env_to_module.add_observations import AddObservationsFromEpisodesToBatch
-from connectors.env_to_module.default_pipeline import default_env_to_module
+from connectors.env_to_module.default_pipeline import default_env_to_module, env_to_module_observation_space
 from connectors.env_to_module.flatten_observations import FlattenObservations, flatten_batch
+from connectors.env_to_module.frame_stacking import FrameStackingEnvToModule, stacked_space
+from connectors.env_to_module.prev_actions_prev_rewards import PrevActionsPrevRewardsEnvToModule
+from connectors.env_to_module.running_view import RUNNING_VIEW_KEY, EnvToModulePiece, RunningEpisodesView
 
-__all__ = ["AddObservationsFromEpisodesToBatch", "FlattenObservations", "default_env_to_module", "flatten_batch"]
+__all__ = [
+    "RUNNING_VIEW_KEY",
+    "AddObservationsFromEpisodesToBatch",
+    "EnvToModulePiece",
+    "FlattenObservations",
+    "FrameStackingEnvToModule",
+    "PrevActionsPrevRewardsEnvToModule",
+    "RunningEpisodesView",
+    "default_env_to_module",
+    "env_to_module_observation_space",
+    "flatten_batch",
+    "stacked_space",
+]

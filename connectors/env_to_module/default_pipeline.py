@@ -11,16 +11,28 @@ from connectors.env_to_module.add_observations import AddObservationsFromEpisode
 from connectors.env_to_module.flatten_observations import FlattenObservations
 from connectors.pipeline import ConnectorPipelineV2
 
-__all__ = ["default_env_to_module"]
+__all__ = ["default_env_to_module", "env_to_module_observation_space"]
 
 
 def _is_flat_box(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype == np.float32
 
 
+def env_to_module_observation_space(observation_space: gym.Space, user_pieces: tuple[Any, ...] = ()) -> gym.Space:
+    """The space of ``batch["obs"]`` after the user pieces (each piece's
+    ``recompute_output_observation_space``, e.g. frame stacking adds an axis): the module's input."""
+    for piece in user_pieces:
+        recompute = getattr(piece, "recompute_output_observation_space", None)
+        if recompute is not None:
+            observation_space = recompute(observation_space)
+    return observation_space
+
+
 def default_env_to_module(observation_space: gym.Space, user_pieces: tuple[Any, ...] = ()) -> ConnectorPipelineV2:
-    """User pieces first, then the defaults (flattening only where the space is not a flat float Box)."""
+    """User pieces first, then the defaults (flattening only where the space the user pieces give,
+    ``env_to_module_observation_space``, is not a flat float Box)."""
     pieces: list[Any] = [*user_pieces, AddObservationsFromEpisodesToBatch()]
+    observation_space = env_to_module_observation_space(observation_space, user_pieces)
     if not _is_flat_box(observation_space):
         pieces.append(FlattenObservations(observation_space))
     return ConnectorPipelineV2(pieces, name="EnvToModulePipeline")

@@ -14,8 +14,8 @@ from connectors.learner.learner_piece import (
     history_rows,
     step_index,
 )
+from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
-from ray_sampler.errors import ConfigError
 from ray_sampler.validate import check_int
 
 __all__ = ["FrameStacking"]
@@ -23,8 +23,10 @@ __all__ = ["FrameStacking"]
 
 class FrameStacking(LearnerPiece):
     """``obs`` replaced by the last ``num_frames`` observations of each step, oldest first, shape
-    [N, num_frames, ...], from the chunk's data and lookback (``fill`` before that); with
-    ``as_next_obs`` the same for ``next_obs`` (the seed's trajectory view ``"-50:-1"`` as a piece)."""
+    [N, num_frames, ...] (per leaf of a Dict/Tuple observation), from the chunk's data and lookback
+    (``fill`` before that, see ``connectors.history``); with ``as_next_obs`` the same for
+    ``next_obs`` (the seed's trajectory view ``"-50:-1"`` as a piece). Its runner-side twin is
+    ``connectors.env_to_module.FrameStackingEnvToModule``."""
 
     def __init__(
         self, *, num_frames: int = 4, fill: float = 0.0, as_next_obs: bool = False, module_id: str = DEFAULT_MODULE_ID
@@ -44,12 +46,12 @@ class FrameStacking(LearnerPiece):
         **kwargs: Any,
     ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
-        if not isinstance(col.data.observations, np.ndarray):
-            raise ConfigError("FrameStacking needs array observations (not a Dict/Tuple space)")
         chunk, k = step_index(col)
         shift = 1 if self.as_next_obs else 0
         rows = history_rows(col, chunk, k, np.arange(-self.num_frames + 1 + shift, 1 + shift), per_step_obs=True)
-        self.module_batch(batch)[Columns.NEXT_OBS if self.as_next_obs else Columns.OBS] = gather_history(
-            col.data.observations, col.lookback.observations, rows, self.fill
+        self.module_batch(batch)[Columns.NEXT_OBS if self.as_next_obs else Columns.OBS] = tree.map_structure(
+            lambda data, lookback: gather_history(data, lookback, rows, self.fill),
+            col.data.observations,
+            col.lookback.observations,
         )
         return batch

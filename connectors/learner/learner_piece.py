@@ -5,7 +5,7 @@ call (``columnar_of``, cached in ``shared_data["columnar"]``; the episodes thems
 changed) and writes arrays with one row per step into ``batch[module_id]`` (``DEFAULT_MODULE_ID``
 for a single module; the key is kept so multi-agent batches can come later). History (previous
 actions and rewards, stacked frames) comes from each chunk's lookback (``history_rows``,
-``gather_history``); positions before the lookback are filled.
+``gather_history``); positions before the lookback are filled (the rule is in ``connectors.history``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
+from connectors.history import fill_dtype
 from ray_sampler.data.columnar import ColumnarEpisodes, episodes_to_columnar
 
 __all__ = ["DEFAULT_MODULE_ID", "LearnerPiece", "columnar_of", "gather_history", "history_rows", "step_index"]
@@ -71,9 +72,7 @@ def gather_history(
 ) -> np.ndarray:
     """The items at ``rows`` (``history_rows``) from ``data`` and ``lookback``; ``fill`` where none exists."""
     data_rows, lb_rows, _ = rows
-    fits = np.asarray(fill).astype(data.dtype) == fill  # keep the data's dtype when the fill fits it
-    dtype = data.dtype if bool(np.all(fits)) else np.result_type(data, np.asarray(fill))
-    out = np.full((*data_rows.shape, *data.shape[1:]), fill, dtype=dtype)
+    out = np.full((*data_rows.shape, *data.shape[1:]), fill, dtype=fill_dtype(data.dtype, fill))
     use_data, use_lb = data_rows >= 0, lb_rows >= 0
     out[use_data] = data[data_rows[use_data]]
     if use_lb.any():

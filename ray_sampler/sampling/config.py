@@ -81,8 +81,10 @@ class EnvRunnerConfig:
     ``"complete_episodes"``: at least that many, finished episodes only."""
     count_steps_by: CountStepsBy | str = CountStepsBy.ENV_STEPS
     """``"env_steps"`` or ``"agent_steps"`` (the same for single-agent envs)."""
-    episode_lookback_horizon: int = 1
-    """Steps of lookback each continuation chunk keeps (truncate mode)."""
+    episode_lookback_horizon: int | None = None
+    """Steps of lookback each continuation chunk keeps (truncate mode). None (default): 1, or the most
+    ``lookback_steps`` an env-to-module piece reads (``FrameStackingEnvToModule(num_frames=k)``
+    reads k - 1); a smaller explicit value is refused."""
     max_episode_steps: int | None = None
     """Horizon: an episode reaching it ends with ``truncated=True`` and the env is reset (not with
     ``soft_horizon``); None keeps the env's own."""
@@ -128,7 +130,9 @@ class EnvRunnerConfig:
         check_dict("env_config", self.env_config)
         check_int("num_envs_per_env_runner", self.num_envs_per_env_runner, minimum=1)
         check_int("rollout_fragment_length", self.rollout_fragment_length, minimum=1)
-        check_int("episode_lookback_horizon", self.episode_lookback_horizon, minimum=0)
+        for name in ("env_to_module_connectors", "module_to_env_connectors"):
+            replace_field(self, name, check_pieces(name, getattr(self, name)))
+        _set_lookback_horizon(self)
         check_optional(check_int, "max_episode_steps", self.max_episode_steps, minimum=1)
         check_bool("soft_horizon", self.soft_horizon)
         check_bool("no_done_at_end", self.no_done_at_end)
@@ -150,8 +154,22 @@ class EnvRunnerConfig:
         check_bool("columnar_sampling", self.columnar_sampling)
         check_bool("restart_failed_sub_environments", self.restart_failed_sub_environments)
         check_bool("check_env_data", self.check_env_data)
-        for name in ("env_to_module_connectors", "module_to_env_connectors"):
-            replace_field(self, name, check_pieces(name, getattr(self, name)))
+
+
+def _set_lookback_horizon(config: EnvRunnerConfig) -> None:
+    """``episode_lookback_horizon``: derived from the env-to-module pieces when None, else checked
+    against them (a smaller one would fill frames that exist with zeros after every cut)."""
+    needs = [(int(p.lookback_steps), p) for p in config.env_to_module_connectors if hasattr(p, "lookback_steps")]
+    need, piece = max(needs, key=lambda x: x[0]) if needs else (0, None)
+    if config.episode_lookback_horizon is None:
+        replace_field(config, "episode_lookback_horizon", max(1, need))
+        return
+    horizon = check_int("episode_lookback_horizon", config.episode_lookback_horizon, minimum=0)
+    if horizon < need:
+        raise ConfigError(
+            f"'episode_lookback_horizon' must be an int >= {need} for {piece!r}, which reads {need} steps back "
+            f"(got {horizon}); leave it None to derive it"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,9 @@ Both take steps from a ``StepRecorder`` and keep what runs on between calls in t
 - ``PerStepEngine`` appends each vector step to the sub-envs' SingleAgentEpisodes (what the
   connectors see); it serves every batch mode and ``num_episodes`` calls.
 - ``VectorizedEngine`` records whole vector steps and cuts them into chunks in bulk
-  (``harvest``), no per-sub-env Python per step; truncate mode with the default connectors only.
+  (``harvest``), no per-sub-env Python per step; truncate mode only, with the default
+  connectors and env-to-module pieces that keep the ``EnvToModulePiece`` contract (they read
+  the running episodes' recent past from a ``RecentSteps`` view instead of episode objects).
 
 A step in which sub-envs failed (``VectorStep.failed``) ends their running episodes before the
 step's other transitions are added (``OngoingEpisodes.end_failed``): the per-step engine drops
@@ -23,6 +25,7 @@ from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, co
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.sampling.harvest import harvest
 from ray_sampler.sampling.ongoing import OngoingEpisodes
+from ray_sampler.sampling.recent_steps import RecentSteps
 from ray_sampler.sampling.recorder import StepRecord, StepRecorder
 from ray_sampler.sampling.request import SampleRequest
 
@@ -116,9 +119,24 @@ class PerStepEngine:
 class VectorizedEngine:
     """Records whole vector steps and harvests them into chunks (see the module docstring)."""
 
-    def __init__(self, recorder: StepRecorder, ongoing: OngoingEpisodes) -> None:
+    def __init__(
+        self, recorder: StepRecorder, ongoing: OngoingEpisodes, *, view_lookback_steps: int | None = None
+    ) -> None:
         self.recorder = recorder
         self.ongoing = ongoing
+        self.view_lookback_steps = view_lookback_steps
+        """Steps of history the env-to-module pieces read (None: no piece reads any, no view is kept)."""
+
+    def _recent_steps(self, carry: StepRecord | None) -> RecentSteps | None:
+        """The running episodes' recent past for the pieces, from the cursors and the carry (None: not needed)."""
+        if self.view_lookback_steps is None:
+            return None
+        recent = RecentSteps.from_cursors(
+            self.ongoing.as_cursors(), lookback_steps=self.view_lookback_steps, action_space=self.ongoing.action_space
+        )
+        if carry is not None:
+            recent.push(carry)
+        return recent
 
     def collect(self, request: SampleRequest, num_steps: int) -> ColumnarEpisodes | None:
         ongoing = self.ongoing
@@ -135,8 +153,16 @@ class VectorizedEngine:
         records = [carry] if carry is not None else []
         steps += sum(int(r.valid.sum()) for r in records)
         segments: list[ColumnarEpisodes] = []
+        recent = self._recent_steps(carry) if steps < num_steps else None
         while steps < num_steps:
-            record = self.recorder.record([], explore=request.explore, random_actions=request.random_actions)
+            record = self.recorder.record(
+                [],
+                explore=request.explore,
+                random_actions=request.random_actions,
+                view=recent.view() if recent is not None else None,
+            )
+            if recent is not None:
+                recent.push(record)
             if record.step.failed:
                 segments, dropped = self._end_failed(records, segments, record)
                 records, steps = [], steps - dropped

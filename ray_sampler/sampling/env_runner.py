@@ -13,8 +13,10 @@ A plain class (the actor is ``ray.remote(EnvRunner)``). ``sample()`` follows the
 
 The runner builds its parts and orchestrates them: a ``StepRecorder`` (connectors, module and
 vector env), the ``OngoingEpisodes`` it keeps between calls, and two engines (``engines``), the
-vectorized one for plain truncate-mode calls with the default connectors, the per-step one
-otherwise; every call's arguments travel as one ``SampleRequest``.
+vectorized one for plain truncate-mode calls (default connectors, and env-to-module pieces that
+keep the ``EnvToModulePiece`` contract), the per-step one otherwise (a config whose pieces break
+that contract is named in ``vectorized_fallback``, logged and counted in ``num_fallback_calls``);
+every call's arguments travel as one ``SampleRequest``.
 
 Episode ids are a random per-runner prefix (uuid4, never seeded), the worker index and a counter,
 so two runs with the same seed never share an id in one replay; a seeded rerun gives the same
@@ -33,13 +35,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 import uuid
 from typing import Any
 
 import numpy as np
 
-from connectors.env_to_module import default_env_to_module
+from connectors.connector_v2 import piece_name
+from connectors.env_to_module import EnvToModulePiece, default_env_to_module, env_to_module_observation_space
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -57,7 +61,9 @@ from ray_sampler.sampling.recorder import StepRecorder
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.vector import VectorStepper
 
-__all__ = ["EnvRunner", "build_module"]
+__all__ = ["EnvRunner", "build_module", "lookback_horizon", "vectorized_fallback", "view_lookback_steps"]
+
+logger = logging.getLogger(__name__)
 
 
 def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: Any) -> Any:
@@ -95,11 +101,42 @@ def _check_stateful(config: EnvRunnerConfig, module: Any) -> None:
         raise ConfigError(f"stateful module {name}: get_initial_state() failed: {e}") from e
     if not state or not all(isinstance(k, str) for k in state):
         raise ConfigError(f"stateful module {name}: get_initial_state() must return a non-empty dict of arrays")
-    if config.batch_mode is BatchMode.TRUNCATE_EPISODES and config.episode_lookback_horizon < 1:
+    if config.batch_mode is BatchMode.TRUNCATE_EPISODES and lookback_horizon(config) < 1:
         raise ConfigError(
             f"'episode_lookback_horizon' must be >= 1 for the stateful module {name} in truncate mode "
             f"(got {config.episode_lookback_horizon}): a chunk's first state_in is its lookback's last state_out"
         )
+
+
+def lookback_horizon(config: EnvRunnerConfig) -> int:
+    """``config.episode_lookback_horizon``, which ``EnvRunnerConfig`` has resolved to an int."""
+    assert config.episode_lookback_horizon is not None, "EnvRunnerConfig.__post_init__ derives it"
+    return config.episode_lookback_horizon
+
+
+def vectorized_fallback(config: EnvRunnerConfig) -> str | None:
+    """Why a truncate-mode runner with ``columnar_sampling`` cannot take the vectorized engine: user
+    pieces outside its contract (None: it can, or the config does not ask for it).
+
+    Env-to-module pieces must subclass ``EnvToModulePiece`` (they read history from the view the
+    engine keeps, never from episode objects); user module-to-env pieces always fall back (they
+    get no episodes on that engine)."""
+    if not (config.columnar_sampling and config.batch_mode is BatchMode.TRUNCATE_EPISODES):
+        return None
+    others = [piece_name(p) for p in config.env_to_module_connectors if not isinstance(p, EnvToModulePiece)]
+    others += [piece_name(p) for p in config.module_to_env_connectors]
+    if not others:
+        return None
+    return (
+        f"connector pieces {others} do not keep the vectorized engine's contract (env-to-module pieces "
+        "subclassing EnvToModulePiece; no module-to-env pieces): sampling falls back to the per-step engine"
+    )
+
+
+def view_lookback_steps(pieces: tuple[Any, ...]) -> int | None:
+    """Steps of history the env-to-module pieces read (None: no piece reads the running episodes' view)."""
+    steps = [p.lookback_steps for p in pieces if isinstance(p, EnvToModulePiece)]
+    return max(steps) if steps else None
 
 
 def _set_torch_threads(module: Any, num_threads: int) -> None:
@@ -125,9 +162,13 @@ class EnvRunner:
             np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else np.random.SeedSequence()
         )
         policy_seed, random_seed, _ = (int(s.generate_state(1)[0]) for s in seq.spawn(3))
-        self.module = build_module(config, self.observation_space, self.action_space)
+        self.module_observation_space = env_to_module_observation_space(
+            self.observation_space, config.env_to_module_connectors
+        )
+        """What the module sees: the env's observation space after the user's env-to-module pieces."""
+        self.module = build_module(config, self.module_observation_space, self.action_space)
         _set_torch_threads(self.module, config.num_torch_threads)
-        random_module = RandomModule(self.observation_space, self.action_space, seed=random_seed)
+        random_module = RandomModule(self.module_observation_space, self.action_space, seed=random_seed)
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
         self.module_to_env = default_module_to_env(
             self.action_space,
@@ -146,21 +187,25 @@ class EnvRunner:
         # Episode ids: a per-runner random prefix (never seeded: reruns must not repeat it) and a counter.
         prefix = uuid.uuid4().hex[:16]
         self.ongoing = OngoingEpisodes(
-            lookback=config.episode_lookback_horizon,
+            lookback=lookback_horizon(config),
             id_prefix=f"{prefix}{worker_index:04x}",
             observation_space=self.observation_space,
             action_space=self.action_space,
         )
         self._is_truncating = config.batch_mode is BatchMode.TRUNCATE_EPISODES
-        self.is_vectorized = (
-            config.columnar_sampling
-            and self._is_truncating
-            and not config.env_to_module_connectors
-            and not config.module_to_env_connectors
-        )
+        self.vectorized_fallback = vectorized_fallback(config)
+        """Why a runner asked for ``columnar_sampling`` takes the per-step engine for every call (None: it
+        does not); logged once when the runner is built."""
+        self.is_vectorized = config.columnar_sampling and self._is_truncating and self.vectorized_fallback is None
         """Whether plain (step-counting) calls take the vectorized engine."""
+        self.num_fallback_calls = 0
+        """``sample()`` calls that took the per-step engine because of ``vectorized_fallback``."""
+        if self.vectorized_fallback is not None:
+            logger.warning("EnvRunner %d: %s", worker_index, self.vectorized_fallback)
         self._per_step = PerStepEngine(self.recorder, self.ongoing, truncate=self._is_truncating)
-        self._vectorized = VectorizedEngine(self.recorder, self.ongoing)
+        self._vectorized = VectorizedEngine(
+            self.recorder, self.ongoing, view_lookback_steps=view_lookback_steps(config.env_to_module_connectors)
+        )
         self._totals = EpisodeTotals()
         self._shipped_running: set[str] = set()
         """Ids of the episodes shipped unfinished that still run (``running_episode_ids``)."""
@@ -330,6 +375,8 @@ class EnvRunner:
             engine: SamplingEngine = (
                 self._vectorized if self.is_vectorized and request.num_episodes is None else self._per_step
             )
+            if self.vectorized_fallback is not None and request.num_episodes is None:
+                self.num_fallback_calls += 1
             result = engine.collect(request, num_steps)
         except EnvError:
             # Everything held or made since the last return is dropped: the next call recovers.

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from connectors.env_to_module.running_view import RUNNING_VIEW_KEY, RunningEpisodesView
 from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -72,9 +73,17 @@ class StepRecorder:
             self.states = tree.stack([self.initial_state] * len(obs_rows))
         return obs_rows, infos
 
-    def record(self, episodes: list[SingleAgentEpisode], *, explore: bool, random_actions: bool) -> StepRecord:
-        """One vector step; ``episodes`` are what the connectors see (the ongoing episodes, or none)."""
-        actions, env_actions, extras = self._forward(episodes, explore, random_actions)
+    def record(
+        self,
+        episodes: list[SingleAgentEpisode],
+        *,
+        explore: bool,
+        random_actions: bool,
+        view: RunningEpisodesView | None = None,
+    ) -> StepRecord:
+        """One vector step; ``episodes`` are what the connectors see (the ongoing episodes, or none),
+        ``view`` the running episodes' recent past when there are no episodes (the vectorized engine)."""
+        actions, env_actions, extras = self._forward(episodes, explore, random_actions, view)
         step = self.stepper.step(env_actions)
         self.vector_obs = step.current_obs
         if self.initial_state is not None:
@@ -100,11 +109,13 @@ class StepRecorder:
         self.states = states
 
     def _forward(
-        self, episodes: list[SingleAgentEpisode], explore: bool, random_actions: bool
+        self, episodes: list[SingleAgentEpisode], explore: bool, random_actions: bool, view: Any
     ) -> tuple[Any, Any, dict[str, Any]]:
         """Connectors and module for the current observations: (actions, env actions, other outputs)."""
         module = self.module
         shared: dict[str, Any] = {"vector_obs": self.vector_obs}
+        if view is not None:
+            shared[RUNNING_VIEW_KEY] = view
         batch: dict[str, Any] = {} if self.states is None else {Columns.STATE_IN: self.states}
         batch = self.env_to_module(
             rl_module=module, batch=batch, episodes=episodes, explore=explore, shared_data=shared

@@ -29,9 +29,11 @@ def test_stacked_frames_keep_their_dtype() -> None:
     assert out["obs"].dtype == np.uint8 and out["obs"].shape == (3, 2, 2, 2)
 
 
-def test_bad_num_frames_and_dict_observations_raise() -> None:
+def test_bad_num_frames_raises() -> None:
     with pytest.raises(ConfigError, match=r"'num_frames' must be an int >= 1 \(got 0\)"):
         FrameStacking(num_frames=0)
-    dict_obs = SingleAgentEpisode(observations=[{"a": 0}, {"a": 1}], actions=[0], rewards=[1.0])
-    with pytest.raises(ConfigError, match="FrameStacking needs array observations"):
-        run([FrameStacking()], [dict_obs])
+
+
+def test_dict_observations_are_stacked_leaf_by_leaf() -> None:
+    dict_obs = SingleAgentEpisode(observations=[{"a": 5}, {"a": 6}], actions=[0], rewards=[1.0])
+    assert run([FrameStacking(num_frames=2)], [dict_obs])["obs"]["a"].tolist() == [[0, 5]]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from connectors.env_to_module import FrameStackingEnvToModule, PrevActionsPrevRewardsEnvToModule
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, EnvRunnerGroupConfig
 
@@ -20,7 +21,7 @@ class TestEnvRunnerConfig:
             ({"seed": True}, r"'seed' must be an int >= 0 or None \(got True\)"),
             ({"seed": "0"}, r"'seed' must be an int >= 0 or None \(got '0'\)"),
             ({"max_episode_steps": False}, r"'max_episode_steps' must be an int >= 1 or None \(got False\)"),
-            ({"episode_lookback_horizon": None}, r"'episode_lookback_horizon' must be an int >= 0 \(got None\)"),
+            ({"episode_lookback_horizon": "1"}, r"'episode_lookback_horizon' must be an int >= 0 \(got '1'\)"),
             ({"batch_mode": 3}, r"'batch_mode' must be one of 'truncate_episodes', 'complete_episodes' \(got 3\)"),
             ({"batch_mode": ["x"]}, r"'batch_mode' must be one of .* \(got \['x'\]\)"),
             ({"env_config": None}, r"'env_config' must be a dict \(got NoneType\)"),
@@ -34,7 +35,7 @@ class TestEnvRunnerConfig:
             "bool_seed",
             "str_seed",
             "bool_horizon",
-            "none_lookback",
+            "str_lookback",
             "int_batch_mode",
             "unhashable_batch_mode",
             "none_env_config",
@@ -100,3 +101,26 @@ class TestEnvRunnerGroupConfig:
     def test_bad_values_raise_config_error(self, kwargs: dict[str, Any], match: str) -> None:
         with pytest.raises(ConfigError, match=match):
             EnvRunnerGroupConfig(**kwargs)
+
+
+class TestLookbackHorizon:
+    def test_is_derived_from_the_env_to_module_pieces_when_not_given(self) -> None:
+        assert EnvRunnerConfig(env="CartPole-v1").episode_lookback_horizon == 1
+        pieces = (FrameStackingEnvToModule(num_frames=6), PrevActionsPrevRewardsEnvToModule(n_prev_actions=2))
+        assert EnvRunnerConfig(env="CartPole-v1", env_to_module_connectors=pieces).episode_lookback_horizon == 5
+
+    def test_a_smaller_explicit_value_than_a_frame_stack_needs_is_refused(self) -> None:
+        # Issue item 5c: with a horizon below k - 1 every continuation chunk's first steps would
+        # stack zeros where the frames from before the cut exist.
+        with pytest.raises(
+            ConfigError,
+            match=r"^'episode_lookback_horizon' must be an int >= 3 for FrameStackingEnvToModule\(num_frames=4\), "
+            r"which reads 3 steps back \(got 2\); leave it None to derive it$",
+        ):
+            EnvRunnerConfig(
+                env="CartPole-v1", episode_lookback_horizon=2, env_to_module_connectors=(FrameStackingEnvToModule(),)
+            )
+        cfg = EnvRunnerConfig(
+            env="CartPole-v1", episode_lookback_horizon=7, env_to_module_connectors=(FrameStackingEnvToModule(),)
+        )
+        assert cfg.episode_lookback_horizon == 7

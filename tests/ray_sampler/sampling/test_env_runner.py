@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from connectors.env_to_module import EnvToModulePiece
 from ray_sampler.data.columnar import columnar_to_episodes
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -571,3 +572,33 @@ def test_sample_columnar_reports_no_running_episode_ids() -> None:
     runner = EnvRunner(stamp_config(num_envs_per_env_runner=2, rollout_fragment_length=4))
     _, metrics = runner.sample_columnar()
     assert metrics.running_episode_ids is None
+
+
+class TestVectorizedFallback:
+    def test_pieces_outside_the_contract_fall_back_to_the_per_step_engine_and_say_so(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        def plain_piece(*, rl_module: Any, batch: dict, episodes: list, **kwargs: Any) -> dict:
+            assert episodes, "a plain piece may read the episodes: it gets them on the per-step engine"
+            return batch
+
+        with caplog.at_level("WARNING", logger="ray_sampler.sampling.env_runner"):
+            runner = EnvRunner(stamp_config(env_to_module_connectors=(plain_piece,), rollout_fragment_length=2))
+        assert not runner.is_vectorized
+        assert runner.vectorized_fallback is not None and "['plain_piece']" in runner.vectorized_fallback
+        assert "falls back to the per-step engine" in caplog.text
+        runner.sample()
+        runner.sample(num_episodes=1)
+        runner.sample()
+        assert runner.num_fallback_calls == 2
+
+    def test_env_to_module_pieces_keeping_the_contract_stay_on_the_vectorized_engine(self) -> None:
+        class Scale(EnvToModulePiece):
+            def __call__(self, *, rl_module: Any, batch: dict, episodes: list, **kwargs: Any) -> dict:
+                batch["obs"] = self.running(episodes, kwargs.get("shared_data")).get_observations(1)[:, 0] * 2
+                return batch
+
+        runner = EnvRunner(stamp_config(env_to_module_connectors=(Scale(),), rollout_fragment_length=2))
+        assert runner.is_vectorized and runner.vectorized_fallback is None
+        assert sum(len(c) for c in runner.sample()) == 2 * runner.num_envs
+        assert runner.num_fallback_calls == 0
