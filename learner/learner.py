@@ -148,10 +148,21 @@ class Learner:
     """Whether this learner class trains stateful (recurrent) modules: the numpy PPO has no
     backpropagation through time; TorchPPOLearner does."""
 
-    def __init__(self, module: Any, config: PPOConfig | None = None, *, user_pieces: tuple[Any, ...] = ()) -> None:
+    def __init__(
+        self,
+        module: Any,
+        config: PPOConfig | None = None,
+        *,
+        user_pieces: tuple[Any, ...] = (),
+        view_pieces: tuple[Any, ...] = (),
+    ) -> None:
+        """``user_pieces`` run first; ``view_pieces`` (the learner twins of the runners' env-to-module
+        pieces, ``EnvToModulePiece.learner_piece()``: frame stacking, previous actions) run right
+        after the columns are added, so they rebuild the inputs the module acted on."""
         self.module = module
         self.config: PPOConfig = PPOConfig() if config is None else check_type("config", config, PPOConfig)
         user_pieces = check_pieces("user_pieces", user_pieces)
+        view_pieces = check_pieces("view_pieces", view_pieces)
         stateful = is_stateful(module)
         if stateful and not self.trains_stateful_modules:
             raise ConfigError(
@@ -166,6 +177,7 @@ class Learner:
             [
                 *user_pieces,
                 AddColumnsFromEpisodesToTrainBatch(),
+                *view_pieces,
                 *([MeanStdFilter(module_id=DEFAULT_MODULE_ID, update=False)] if filtered else []),
                 GeneralAdvantageEstimation(
                     gamma=self.config.gamma,

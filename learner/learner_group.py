@@ -62,7 +62,9 @@ class LearnerGroup:
         num_learners: int = 0,
         num_cpus_per_learner: float = 1.0,
         timeout_s: float = 600.0,
+        learner_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        """``learner_kwargs``: more keyword arguments for ``learner_class`` (e.g. ``view_pieces``)."""
         check_callable("make_module", make_module, "a callable that builds a module")
         check_callable("learner_class", learner_class)
         check_int("num_learners", num_learners, minimum=0)
@@ -72,7 +74,8 @@ class LearnerGroup:
         self.local: Any = None
         self.actors: list[Any] = []
         self._placement_group: Any = None
-        first = learner_class(make_module(), config)  # every actor starts from this one's state
+        kwargs = dict(learner_kwargs or {})
+        first = learner_class(make_module(), config, **kwargs)  # every actor starts from this one's state
         self.config: PPOConfig | Any = first.config
         if num_learners == 0:
             self.local = first
@@ -92,7 +95,7 @@ class LearnerGroup:
                 # No task events: a learner gets several calls per gradient step (see ray_sampler.sampling.placement).
                 remote.options(
                     num_cpus=num_cpus_per_learner, enable_task_events=False, **self._bundle_options(i)
-                ).remote(make_module(), self.config)
+                ).remote(make_module(), self.config, **kwargs)
                 for i in range(num_learners)
             ]
             self._get([a.set_state.remote(state_ref) for a in self.actors])

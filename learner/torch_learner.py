@@ -175,9 +175,14 @@ class TorchPPOLearner(Learner):
     trains_stateful_modules = True
 
     def __init__(
-        self, module: TorchRLModule, config: PPOConfig | None = None, *, user_pieces: tuple[Any, ...] = ()
+        self,
+        module: TorchRLModule,
+        config: PPOConfig | None = None,
+        *,
+        user_pieces: tuple[Any, ...] = (),
+        view_pieces: tuple[Any, ...] = (),
     ) -> None:
-        super().__init__(module, config, user_pieces=user_pieces)
+        super().__init__(module, config, user_pieces=user_pieces, view_pieces=view_pieces)
         torch.set_num_threads(self.config.num_torch_threads)
         self.optimizer = TorchAdam(module, lr=self.config.lr, grad_clip=self.config.grad_clip)
 

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from connectors.common import MeanStdFilter
+from connectors.env_to_module import EnvToModulePiece, env_to_module_observation_space
 from learner.checkpoint import Checkpointer, TrainingState
 from learner.frameworks import Framework, ppo_learner_class, with_framework
 from learner.learner import ObservationFilter, PPOConfig
@@ -267,6 +268,13 @@ def restore_training(
         runners.set_connector_states(resume.connector_states)
 
 
+def view_pieces(env_to_module_connectors: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The learner twins (``learner_piece()``) of the runners' env-to-module pieces that have one, in
+    order: the learner rebuilds the inputs the module acted on (stacked frames, previous actions)."""
+    twins = (p.learner_piece() for p in env_to_module_connectors if isinstance(p, EnvToModulePiece))
+    return tuple(t for t in twins if t is not None)
+
+
 def train_ppo(
     cfg: PPOTrainingConfig,
     *,
@@ -293,14 +301,17 @@ def train_ppo(
         if filtered
         else cfg.env_runner
     )
+    # The module sees what the runners' env-to-module pieces make of the observations (e.g. a stack).
+    module_spaces = (env_to_module_observation_space(spaces[0], cfg.env_runner.env_to_module_connectors), spaces[1])
     runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
     try:
         learners = LearnerGroup(
-            lambda: build_module(cfg.env_runner, *spaces),
+            lambda: build_module(cfg.env_runner, *module_spaces),
             cfg.ppo,
             learner_class=ppo_learner_class(cfg.framework),
             num_learners=cfg.num_learners,
             num_cpus_per_learner=cfg.num_cpus_per_learner,
+            learner_kwargs={"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)},
         )
     except BaseException:
         runners.stop()  # the runners started first: they stop with the error

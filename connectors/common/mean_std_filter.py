@@ -2,7 +2,8 @@
 
 For array (Box) observations. As an env-to-module piece it normalizes what the module sees (the
 episodes keep the raw observations); a learner pipeline applies a copy with ``update=False`` and
-the synced state, so training sees the same normalization.
+the synced state, so training sees the same normalization. It keeps the ``EnvToModulePiece``
+contract (it reads only the current observation), so it runs on the runner's vectorized engine.
 
 The filter keeps two sets of running moments: ``global`` (what all runners agreed on at the last
 sync) and ``local`` (what this copy saw since). It normalizes with both combined and, when
@@ -26,8 +27,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from connectors.connector_v2 import ConnectorV2
-from connectors.env_to_module.add_observations import AddObservationsFromEpisodesToBatch
+from connectors.env_to_module.running_view import EnvToModulePiece
+from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
 
@@ -65,7 +66,7 @@ def _moments_of(x: np.ndarray) -> Moments:
     return {"count": float(len(x)), "mean": mean, "m2": ((x - mean) ** 2).sum(axis=0)}
 
 
-class MeanStdFilter(ConnectorV2):
+class MeanStdFilter(EnvToModulePiece):
     """Normalizes ``batch["obs"]`` to zero mean and unit std (clipped), learning the moments."""
 
     def __init__(
@@ -110,13 +111,15 @@ class MeanStdFilter(ConnectorV2):
             for key in (Columns.OBS, Columns.NEXT_OBS, Columns.N_STEP_NEXT_OBS):
                 if key in target:
                     target[key] = self.normalize(self._checked(target[key]))
-            if shared_data is not None:
-                shared_data["value_obs_transform"] = self.normalize
+            if shared_data is not None:  # after a transform an earlier piece set (e.g. frame stacking)
+                before = shared_data.get("value_obs_transform")
+                shared_data["value_obs_transform"] = (
+                    self.normalize if before is None else lambda obs: self.normalize(before(obs))
+                )
             return batch
-        if Columns.OBS not in batch:  # user pieces run before the defaults: fetch the observations as they do
-            batch = AddObservationsFromEpisodesToBatch()(
-                rl_module=rl_module, batch=batch, episodes=episodes, shared_data=shared_data
-            )
+        if Columns.OBS not in batch:  # user pieces run before the defaults: the current observations
+            current = self.running(episodes, shared_data).get_observations(1)
+            batch[Columns.OBS] = tree.map_structure(lambda leaf: leaf[:, 0], current)
         obs = self._checked(batch[Columns.OBS])
         if self.update and explore is not False and len(obs):
             self.local_moments = combine_moments(self.local_moments, _moments_of(obs))

@@ -26,7 +26,11 @@ class FrameStacking(LearnerPiece):
     [N, num_frames, ...] (per leaf of a Dict/Tuple observation), from the chunk's data and lookback
     (``fill`` before that, see ``connectors.history``); with ``as_next_obs`` the same for
     ``next_obs`` (the seed's trajectory view ``"-50:-1"`` as a piece). Its runner-side twin is
-    ``connectors.env_to_module.FrameStackingEnvToModule``."""
+    ``connectors.env_to_module.FrameStackingEnvToModule``.
+
+    Stacking ``obs`` also stacks what GAE computes values from (``shared_data["value_obs_transform"]``:
+    every stored observation with the frames before it, the bootstrap ones included), so a value
+    function sees the same inputs as the policy; a transform set by an earlier piece applies first."""
 
     def __init__(
         self, *, num_frames: int = 4, fill: float = 0.0, as_next_obs: bool = False, module_id: str = DEFAULT_MODULE_ID
@@ -54,4 +58,23 @@ class FrameStacking(LearnerPiece):
             col.data.observations,
             col.lookback.observations,
         )
+        if shared_data is not None and not self.as_next_obs:
+            before = shared_data.get("value_obs_transform", lambda obs: obs)
+            shared_data["value_obs_transform"] = lambda obs: self.stack_every_observation(
+                col, before(obs), before(col.lookback.observations)
+            )
         return batch
+
+    def stack_every_observation(self, col: Any, observations: Any, lookback: Any) -> Any:
+        """Each of ``observations``' rows (every stored observation of ``col``'s chunks, E + sum(lens)
+        rows) with the ``num_frames - 1`` before it (from ``lookback``, ``col``'s lookback
+        observations, before a chunk's start): [rows, num_frames, ...] per leaf."""
+        per_chunk = col.lens + 1
+        chunk = np.repeat(np.arange(col.num_episodes), per_chunk)
+        position = np.arange(len(chunk)) - col.obs_offsets[chunk]
+        rows = history_rows(col, chunk, position, np.arange(-self.num_frames + 1, 1), per_step_obs=True)
+        return tree.map_structure(
+            lambda data, lookback: gather_history(data, lookback, rows, self.fill),
+            observations,
+            lookback,
+        )

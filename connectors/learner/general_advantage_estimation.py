@@ -23,8 +23,8 @@ class GeneralAdvantageEstimation(LearnerPiece):
     chunk in one call; the last observation of a chunk that did not terminate (cut, or truncated)
     gives its bootstrap value (the "add one timestep and truncate" step), so GAE is right across
     cuts; a terminal bootstraps 0. Values come from the stored observations (through
-    ``shared_data["value_obs_transform"]``, which MeanStdFilter sets), not from ``batch["obs"]``:
-    a FrameStacking piece does not reach them.
+    ``shared_data["value_obs_transform"]``, which MeanStdFilter and FrameStacking set), not from
+    ``batch["obs"]``, which holds no bootstrap observation.
 
     A stateful module gets them as sequences of at most ``max_seq_len`` observations with their
     ``state_in`` (``sequence_values``); its episodes must then hold ``state_out`` per step.

@@ -375,8 +375,8 @@ class EnvRunner:
             engine: SamplingEngine = (
                 self._vectorized if self.is_vectorized and request.num_episodes is None else self._per_step
             )
-            if self.vectorized_fallback is not None and request.num_episodes is None:
-                self.num_fallback_calls += 1
+            fell_back = self.vectorized_fallback is not None and request.num_episodes is None
+            self.num_fallback_calls += fell_back
             result = engine.collect(request, num_steps)
         except EnvError:
             # Everything held or made since the last return is dropped: the next call recovers.
@@ -392,7 +392,13 @@ class EnvRunner:
             )
         duration_s = time.perf_counter() - t0
         self._record_metrics(
-            result, duration_s, dropped, abandoned, (num_episodes, num_steps_dropped, ended_ids), restarts
+            result,
+            duration_s,
+            dropped,
+            abandoned,
+            (num_episodes, num_steps_dropped, ended_ids),
+            restarts,
+            fallback=self.vectorized_fallback if fell_back else None,
         )
         return result
 
@@ -434,8 +440,11 @@ class EnvRunner:
         abandoned: set[str],
         env_dropped: tuple[int, int, list[str]],
         restarts: int,
+        *,
+        fallback: str | None,
     ) -> None:
-        """``env_dropped``: (episodes, steps, ids) a sub-env failure dropped."""
+        """``env_dropped``: (episodes, steps, ids) a sub-env failure dropped; ``fallback``: why the call
+        took the per-step engine (None: it did not fall back)."""
         chunks = list(chunk_totals(result))
         returns, lengths, steps = self._totals.add(chunks)
         # Episodes a reset or a sub-env failure ended never continue: their sums go once this call's chunks are in.
@@ -458,6 +467,7 @@ class EnvRunner:
             duration_s=duration_s,
             num_env_steps_per_s=steps / duration_s if duration_s > 0 else 0.0,
             weights_version=self.weights_version,
+            vectorized_fallback=fallback,
         )
 
     def get_metrics(self) -> RunnerMetrics:

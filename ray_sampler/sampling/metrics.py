@@ -66,6 +66,10 @@ class RunnerMetrics:
     num_env_steps_held_for_replay: int = 0
     """Env steps of chunks the runner holds because the replay actor died before it took them; they
     go first, in order, to the replay of the next ``sample_to`` (a restored actor's handle)."""
+    vectorized_fallback: str | None = None
+    """Why this call took the per-step engine although ``columnar_sampling`` asked for the
+    vectorized one (``EnvRunner.vectorized_fallback``: the connector pieces outside its contract);
+    None when it did not fall back."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -125,6 +129,8 @@ class GroupMetrics:
     sub_env_failures: list[str] = dataclasses.field(default_factory=list)
     """One line per answering runner that rebuilt sub-envs in its call (e.g. ``runner 2: 3 sub-env
     restarts; 87 env steps and 3 episodes dropped``), for a training loop's log."""
+    num_runners_fallback: int = 0
+    """Answering runners whose call fell back to the per-step engine (``RunnerMetrics.vectorized_fallback``)."""
 
     @classmethod
     def of(
@@ -151,6 +157,7 @@ class GroupMetrics:
             num_env_steps_dropped=sum(m.num_env_steps_dropped for m in answers),
             num_episodes_dropped_env_error=sum(m.num_episodes_dropped_env_error for m in answers),
             sub_env_failures=[_sub_env_line(m) for m in by_runner if m.num_sub_env_restarts],
+            num_runners_fallback=sum(m.vectorized_fallback is not None for m in by_runner),
         )
 
 

@@ -1,8 +1,8 @@
 """Each example runs with a tiny budget; what it prints is checked, not only its exit code.
 
 Those that call ``ray.init()`` attach to the session's Ray through ``RAY_ADDRESS`` (``ray.init``
-reads it) rather than start one each: the example's code runs the same. scale_env_runners.py
-starts its own (it prints where it runs)."""
+reads it, and so does the examples' ``--address``) rather than start one each: the example's code
+runs the same; the embedded start is tested with the command line (tests/ray_sampler/cli)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_custom_env_creator_example(ray_address: str) -> None:
     )
 
 
-def test_scale_env_runners_example() -> None:
+def test_scale_env_runners_example(ray_address: str) -> None:
     lines = run(
         "scale_env_runners.py",
         "--schedule",
@@ -60,8 +60,9 @@ def test_scale_env_runners_example() -> None:
         "2",
         "--rollout-fragment-length",
         "10",
+        ray_address=ray_address,  # it honours RAY_ADDRESS as its --address does (ray_cluster)
     )
-    assert lines[0] == "scaling env runners 1,2,1 on a local Ray cluster"
+    assert lines[0] == f"scaling env runners 1,2,1 on a Ray cluster at {ray_address} (4 CPUs)"
     pattern = r"iter (\d): (\d) runners (\[[\d, ]+\]) on 1 node\(s\), scale took [\d.]+ s, (\d+) env steps \(ok\), "
     pattern += r"\d+ episodes done"
     parsed = [re.fullmatch(pattern, line).groups() for line in lines[1:4]]  # type: ignore[union-attr]

@@ -209,3 +209,43 @@ def test_packed_runners_share_nodes(multinode: dict[str, Any]) -> None:
     assert len(found["runner_nodes"]) == 3 and len(set(found["runner_nodes"].values())) == 2  # 2 CPUs a node
     assert found["num_updates"] == 3
     assert found["cpus_back_after_stop"]
+
+
+def test_view_pieces_are_the_learner_twins_of_the_runners_pieces_in_order() -> None:
+    from connectors.common import MeanStdFilter
+    from connectors.env_to_module import FrameStackingEnvToModule, PrevActionsPrevRewardsEnvToModule
+    from connectors.learner import FrameStacking, PrevActionsPrevRewards
+    from learner.train import view_pieces
+
+    def plain(**kwargs: Any) -> Any:
+        return kwargs["batch"]
+
+    pieces = view_pieces((PrevActionsPrevRewardsEnvToModule(n_prev_actions=2), plain, MeanStdFilter(),
+                          FrameStackingEnvToModule(num_frames=3)))  # fmt: skip
+    assert [type(p) for p in pieces] == [PrevActionsPrevRewards, FrameStacking]
+    assert pieces[1].num_frames == 3
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_ppo_with_frame_stacking_trains_on_the_stacks_the_runners_acted_on() -> None:
+    from connectors.env_to_module import FrameStackingEnvToModule
+    from learner.learner import ObservationFilter
+
+    # The learner's module takes the stacked space and its pipeline rebuilds the stacks: without
+    # either, the first weights sync or update fails on the shapes (12 inputs against 4).
+    cfg = PPOTrainingConfig(
+        env_runner=EnvRunnerConfig(
+            env="CartPole-v1",
+            num_envs_per_env_runner=2,
+            rollout_fragment_length=32,
+            seed=0,
+            env_to_module_connectors=(FrameStackingEnvToModule(num_frames=3),),
+        ),
+        env_runner_group=EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5),
+        ppo=PPOConfig(observation_filter=ObservationFilter.MEAN_STD, minibatch_size=32),
+        max_iterations=2,
+        target_return=None,
+    )
+    lines: list[str] = []
+    result = train_ppo(cfg, log=lines.append)
+    assert result.iterations == 2 and result.env_steps == 2 * 64

@@ -185,6 +185,21 @@ def test_learner_mode_normalizes_the_module_batch_and_gae_values() -> None:
     np.testing.assert_allclose(out["default_policy"]["obs"], [[-1.0]], atol=1e-6)
     np.testing.assert_allclose(seen[0], [[-1.0], [1.0]], atol=1e-6)  # GAE's values saw the same
     assert "obs" not in out
+    # After frame stacking, GAE's values see the stacks normalized, as the policy inputs are.
+    from connectors.learner import FrameStacking
+
+    seen.clear()
+    out = ConnectorPipelineV2(
+        [
+            AddColumnsFromEpisodesToTrainBatch(),
+            FrameStacking(num_frames=2),
+            learner_filter,
+            GeneralAdvantageEstimation(standardize_advantages=False),
+        ]
+    )(rl_module=Recorder(), batch={}, episodes=[ep], shared_data={})
+    # The fill (0) is normalized too.
+    np.testing.assert_allclose(out["default_policy"]["obs"], [[[-1.0], [-1.0]]], atol=1e-6)
+    np.testing.assert_allclose(seen[0], [[[-1.0], [-1.0]], [[-1.0], [1.0]]], atol=1e-6)
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -204,3 +219,38 @@ def test_scaling_keeps_the_filter_history() -> None:
         group.sample()
         merged = group.sync_connector_states()
         assert merged["MeanStdFilter"]["global"]["count"] == 120
+
+
+@pytest.mark.parametrize("mode", ["sync", "vector_entry_point"])
+def test_the_filter_runs_on_the_vectorized_engine_and_equals_the_per_step_engine(mode: str) -> None:
+    from ray_sampler.sampling.env_runner import EnvRunner
+    from tests.helpers import assert_episodes_equal
+
+    def runner(columnar: bool) -> EnvRunner:
+        config = EnvRunnerConfig(
+            env="CartPole-v1",
+            num_envs_per_env_runner=3,
+            rollout_fragment_length=40,
+            seed=3,
+            env_to_module_connectors=(MeanStdFilter(),),
+            columnar_sampling=columnar,
+            vectorization_mode=mode,
+        )
+        return EnvRunner(config)
+
+    def ordered(chunks: list[Any]) -> list[Any]:  # the engines may return chunks in different orders
+        return sorted(chunks, key=lambda c: (tuple(np.asarray(c.get_observations(0)).tolist()), c.t_started))
+
+    fast, slow = runner(True), runner(False)
+    assert fast.is_vectorized and fast.vectorized_fallback is None and not slow.is_vectorized
+    for _ in range(3):  # equal actions: the module saw equal normalized observations at every step
+        a, b = ordered(fast.sample()), ordered(slow.sample())
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_episodes_equal(x, y, compare_ids=False)
+    moments = [r.env_to_module.get_state()["MeanStdFilter"]["local"] for r in (fast, slow)]
+    # Every observation a module acted on: 3 calls x 40 x 3 sub-envs, plus (native NextStep
+    # autoreset) the reset observations of the vector steps that only reset.
+    assert moments[0]["count"] == moments[1]["count"] >= 3 * 40 * 3
+    np.testing.assert_allclose(moments[0]["mean"], moments[1]["mean"], rtol=1e-12)
+    np.testing.assert_allclose(moments[0]["m2"], moments[1]["m2"], rtol=1e-10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +58,8 @@ def test_demo_config_rejects_bad_values(kwargs: dict, match: str) -> None:
         DemoConfig(**kwargs)
 
 
-def test_sample_job_prints_a_line_per_iteration() -> None:
+def test_sample_job_prints_a_line_per_iteration(ray_address: str) -> None:
+    # Attached to the session's Ray: the embedded start is the train job's test, below.
     out = subprocess.run(
         [
             sys.executable,
@@ -72,6 +74,8 @@ def test_sample_job_prints_a_line_per_iteration() -> None:
             "2",
             "--rollout-fragment-length",
             "16",
+            "--address",
+            ray_address,
         ],
         capture_output=True,
         text=True,
@@ -79,9 +83,10 @@ def test_sample_job_prints_a_line_per_iteration() -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    assert lines[0] == (
-        "ray-sampler sample: CartPole-v1, 2 env runners x 2 sub-envs, truncate_episodes, "
-        "2 iterations (local Ray cluster)"
+    assert re.fullmatch(
+        r"ray-sampler sample: CartPole-v1, 2 env runners x 2 sub-envs, truncate_episodes, "
+        rf"2 iterations \(Ray cluster at {re.escape(ray_address)} \(4 CPUs\)\)",
+        lines[0],
     )
     assert lines[1].startswith("iter 1: 64 env steps, ") and "runners 1: " in lines[1] and ", 2: " in lines[1]
     assert lines[2].startswith("iter 2: 64 env steps, ")
@@ -285,9 +290,10 @@ class TestExitCodes:
         ]
         assert list(tmp_path.iterdir()) == []  # no run directory for a run that never started
 
-    def test_ctrl_c_stops_the_actors_and_exits_130_without_a_traceback(self, tmp_path: Path) -> None:
+    def test_ctrl_c_stops_the_actors_and_exits_130_without_a_traceback(self, tmp_path: Path, ray_address: str) -> None:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         args = ["train", "--max-iterations", "500", "--target-return", "none", "--runs-dir", str(tmp_path)]
+        args += ["--address", ray_address]  # attached: its actors must stop though the cluster stays up
         args += ["--checkpoint-every", "1000"]  # none is due: the one saved is Ctrl-C's
         args += ["--num-env-runners", "1", "--rollout-fragment-length", "32"]  # short iterations
         proc = subprocess.Popen(

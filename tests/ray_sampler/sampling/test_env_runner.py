@@ -588,7 +588,9 @@ class TestVectorizedFallback:
         assert runner.vectorized_fallback is not None and "['plain_piece']" in runner.vectorized_fallback
         assert "falls back to the per-step engine" in caplog.text
         runner.sample()
-        runner.sample(num_episodes=1)
+        assert runner.get_metrics().vectorized_fallback == runner.vectorized_fallback
+        runner.sample(num_episodes=1)  # the vectorized engine takes no num_episodes request: no fallback
+        assert runner.get_metrics().vectorized_fallback is None
         runner.sample()
         assert runner.num_fallback_calls == 2
 
@@ -601,4 +603,4 @@ class TestVectorizedFallback:
         runner = EnvRunner(stamp_config(env_to_module_connectors=(Scale(),), rollout_fragment_length=2))
         assert runner.is_vectorized and runner.vectorized_fallback is None
         assert sum(len(c) for c in runner.sample()) == 2 * runner.num_envs
-        assert runner.num_fallback_calls == 0
+        assert runner.num_fallback_calls == 0 and runner.get_metrics().vectorized_fallback is None

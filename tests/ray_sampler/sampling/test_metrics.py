@@ -69,3 +69,16 @@ def test_group_metrics_give_one_line_per_runner_with_sub_env_restarts() -> None:
         "runner 2: 3 sub-env restarts; 87 env steps and 3 episodes dropped",
         "runner 3: 1 sub-env restart; 1 env step and 1 episode dropped",
     ]
+
+
+def test_group_metrics_count_the_runners_whose_call_fell_back_to_the_per_step_engine() -> None:
+    reason = "connector pieces ['plain_piece'] do not keep the vectorized engine's contract"
+    answers = [
+        RunnerMetrics(worker_index=1, vectorized_fallback=reason),
+        RunnerMetrics(worker_index=2),
+        RunnerMetrics(worker_index=3, vectorized_fallback=reason),
+    ]
+    m = GroupMetrics.of(answers, weights_version=0, late_runners=[], num_dropped_by_scale=0)
+    assert m.num_runners_fallback == 2
+    none = GroupMetrics.of(answers[1:2], weights_version=0, late_runners=[], num_dropped_by_scale=0)
+    assert none.num_runners_fallback == 0
