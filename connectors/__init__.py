@@ -5,6 +5,7 @@ from connectors.connector_v2 import ConnectorV2
 from connectors.env_to_module import (
     AddObservationsFromEpisodesToBatch,
     EnvToModulePiece,
+    FilterObservationKeys,
     FlattenObservations,
     FrameStackingEnvToModule,
     PrevActionsPrevRewardsEnvToModule,
@@ -36,6 +37,7 @@ __all__ = [
     "ConnectorPipelineV2",
     "ConnectorV2",
     "EnvToModulePiece",
+    "FilterObservationKeys",
     "FlattenObservations",
     "FrameStacking",
     "FrameStackingEnvToModule",

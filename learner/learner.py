@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 
 from connectors.common import MeanStdFilter
+from connectors.env_to_module.default_pipeline import is_flat_box
 from connectors.learner import (
     DEFAULT_MODULE_ID,
     AddColumnsFromEpisodesToTrainBatch,
     AddStatesFromEpisodesToBatch,
     AddTimeDimToBatchAndZeroPad,
+    FlattenObservationsLearner,
     GeneralAdvantageEstimation,
 )
 from connectors.pipeline import ConnectorPipelineV2
@@ -141,6 +143,15 @@ def batch_steps(batch: dict[str, Any]) -> int:
     return len(batch[Columns.ADVANTAGES])
 
 
+def flattening(module: Any) -> list[Any]:
+    """The learner piece that flattens observations for a module that asks for flat input (the
+    runner's ``FlattenObservations``), where its observation space is not a flat float Box."""
+    space = getattr(module, "observation_space", None)
+    if not getattr(module, "needs_flat_observations", True) or space is None or is_flat_box(space):
+        return []
+    return [FlattenObservationsLearner(space)]
+
+
 class Learner:
     """PPO on the built-in numpy MLPModule (see the module docstring)."""
 
@@ -179,6 +190,7 @@ class Learner:
                 AddColumnsFromEpisodesToTrainBatch(),
                 *view_pieces,
                 *([MeanStdFilter(module_id=DEFAULT_MODULE_ID, update=False)] if filtered else []),
+                *flattening(module),
                 GeneralAdvantageEstimation(
                     gamma=self.config.gamma,
                     lambda_=self.config.lambda_,

@@ -23,6 +23,7 @@ from learner.frameworks import Framework, ppo_learner_class, with_framework
 from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
+from ray_sampler.envs.minigrid import ensure_registered
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -145,6 +146,7 @@ def check_training_resources(
 
 def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
     """The (observation, action) spaces of gymnasium id ``env``."""
+    ensure_registered(env)
     probe = gym.make(env)
     spaces = (probe.observation_space, probe.action_space)
     probe.close()

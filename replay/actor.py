@@ -224,6 +224,7 @@ class ReplayActor:
         include_infos: bool = False,
         include_extra_model_outputs: bool = False,
         timeout_s: float | None = None,
+        frame_stack: int | None = None,
     ) -> dict[str, Any]:
         """A flat batch (see EpisodeReplayBuffer.sample), once the limits allow it."""
         return self.sample_batches(
@@ -234,6 +235,7 @@ class ReplayActor:
             include_infos=include_infos,
             include_extra_model_outputs=include_extra_model_outputs,
             timeout_s=timeout_s,
+            frame_stack=frame_stack,
         )[0]
 
     def sample_batches(
@@ -246,6 +248,7 @@ class ReplayActor:
         include_infos: bool = False,
         include_extra_model_outputs: bool = False,
         timeout_s: float | None = None,
+        frame_stack: int | None = None,
     ) -> BatchList:
         """``num_batches`` flat batches in one call (one draw, shipped as one BatchList), once the
         limits allow all of them. Priorities go back by the batches' ``keys`` (several learners
@@ -273,6 +276,7 @@ class ReplayActor:
                 gamma=gamma,
                 include_infos=include_infos,
                 include_extra_model_outputs=include_extra_model_outputs,
+                frame_stack=frame_stack,
             )
             self.limiter.sampled(total)
             self._counts.num_samples += num_batches

@@ -203,6 +203,7 @@ class EpisodeReplayBuffer:
         include_extra_model_outputs: bool = False,
         sample_episodes: Literal[False] = False,
         lookback: int = 0,
+        frame_stack: int | None = None,
     ) -> dict[str, Any]: ...
 
     @overload
@@ -219,6 +220,7 @@ class EpisodeReplayBuffer:
         include_extra_model_outputs: bool = False,
         sample_episodes: Literal[True],
         lookback: int = 0,
+        frame_stack: None = None,
     ) -> list[SingleAgentEpisode]: ...
 
     def sample(
@@ -234,6 +236,7 @@ class EpisodeReplayBuffer:
         include_extra_model_outputs: bool = False,
         sample_episodes: bool = False,
         lookback: int = 0,
+        frame_stack: int | None = None,
     ) -> dict[str, Any] | list[SingleAgentEpisode]:
         """``batch_size_B`` (or RLlib's ``num_items``; default: the buffer's) transitions drawn by
         the sampler, ``n_step`` an int or an inclusive ``(low, high)`` range drawn per transition:
@@ -241,7 +244,10 @@ class EpisodeReplayBuffer:
         transition episodes (see :mod:`replay.transition_episodes`), or with ``sample_episodes``
         and a ``batch_length_T`` the episode chunks of :meth:`sample_episodes` (``n_step`` 1).
         ``include_extra_model_outputs`` adds the stored model outputs of each first step,
-        ``include_infos`` the infos at ``next_obs`` (both off by default, as RLlib)."""
+        ``include_infos`` the infos at ``next_obs`` (both off by default, as RLlib). ``frame_stack`` k
+        makes ``obs`` and ``next_obs`` each the last k observations, [B, k, ...], oldest first, built
+        from the stored frames (each stored once) and the stored lookback, filled with zeros before
+        the episode's start: what the learner's ``FrameStacking(num_frames=k)`` builds (flat batches only)."""
         batch_size_B = self._batch_size(batch_size_B, num_items)
         n = n_step_range(n_step)
         check_probability("gamma", gamma, error=ReplayError)
@@ -259,6 +265,10 @@ class EpisodeReplayBuffer:
             if n != 1:
                 raise ReplayError(f"'n_step' must be 1 when sampling sequences (batch_length_T) (got {n_step!r})")
             return self.sample_episodes(batch_size_B, batch_length_T, lookback=lookback)
+        if frame_stack is not None:
+            check_int("frame_stack", frame_stack, minimum=1, error=ReplayError)
+            if sample_episodes:
+                raise ReplayError("'frame_stack' stacks the flat batch's obs and next_obs; it takes no sample_episodes")
         draw = self._draw(batch_size_B, beta)
         out = n_step_transitions(
             self._storage,
@@ -268,6 +278,7 @@ class EpisodeReplayBuffer:
             gamma=gamma,
             include_extra_model_outputs=include_extra_model_outputs,
             include_infos=include_infos,
+            frame_stack=frame_stack,
         )
         if draw.weights is not None:
             out["weights"] = draw.weights
@@ -291,6 +302,7 @@ class EpisodeReplayBuffer:
         beta: float | None = None,
         include_infos: bool = False,
         include_extra_model_outputs: bool = False,
+        frame_stack: int | None = None,
     ) -> BatchList:
         """``num_batches`` batches of ``batch_size_B``: one draw of all their transitions, split
         (far cheaper than ``num_batches`` calls of ``sample`` for small batches)."""
@@ -303,6 +315,7 @@ class EpisodeReplayBuffer:
             beta=beta,
             include_infos=include_infos,
             include_extra_model_outputs=include_extra_model_outputs,
+            frame_stack=frame_stack,
         )
         return BatchList(whole, batch_size_B)
 

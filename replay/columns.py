@@ -209,6 +209,10 @@ class StoredColumns:
     def gather_actions(self, rows: np.ndarray) -> Any:
         return self.actions.gather(rows)
 
+    def observation_leaves(self) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
+        lookback = self.lb_observations.leaves if self.lb_observations.is_set else []
+        return self.observations.spec, self.observations.leaves, lookback
+
     def rewards_at(self, rows: np.ndarray) -> np.ndarray:
         """Rewards of step ``rows`` (rewards are one flat column)."""
         return self.rewards.leaves[0][rows]

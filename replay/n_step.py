@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from replay.frame_stacks import stacked_observations
 from replay.storage import EpisodeStorage
 
 __all__ = ["n_step_transitions"]
@@ -48,16 +49,19 @@ def n_step_transitions(
     gamma: float,
     include_extra_model_outputs: bool = True,
     include_infos: bool = False,
+    frame_stack: int | None = None,
 ) -> dict[str, Any]:
     """The n-step transitions starting at step ``off`` of segments ``seg``, ``n_step`` one int or
-    one per transition (see the module docstring)."""
+    one per transition (see the module docstring). With ``frame_stack`` k, ``obs`` and ``next_obs``
+    are each the last k observations, [B, k, ...] (``replay.frame_stacks``)."""
     per_item = isinstance(n_step, np.ndarray)
     max_n = int(np.max(n_step))
     view = storage.segment_view()
     batch_size_B = len(seg)
+    first_seg, first_off = seg, off
     first_step = view.step_start[seg] + off
     out: dict[str, Any] = {
-        "obs": storage.gather_observations(view.obs_start[seg] + off),
+        "obs": None if frame_stack else storage.gather_observations(view.obs_start[seg] + off),
         "actions": storage.gather_actions(first_step),
         "t": view.t_started[seg] + off,
         "keys": view.order[seg] * (1 << 32) + view.t_started[seg] + off,
@@ -68,12 +72,14 @@ def n_step_transitions(
     terminated = np.zeros(batch_size_B, bool)
     truncated = np.zeros(batch_size_B, bool)
     next_row = view.obs_start[seg] + off + 1
+    next_seg, next_pos = seg, off + 1
     active = np.ones(batch_size_B, bool)
     for j in range(max_n):
         rewards += np.where(active, discount * storage.rewards_at(view.step_start[seg] + off), 0.0)
         discount = np.where(active, discount * gamma, discount)
         used += active
         next_row = np.where(active, view.obs_start[seg] + off + 1, next_row)
+        next_seg, next_pos = np.where(active, seg, next_seg), np.where(active, off + 1, next_pos)
         last_in_seg = off == view.num_steps[seg] - 1
         ends = last_in_seg & (view.next[seg] < 0)  # the episode's last stored step
         terminated |= active & ends & view.ends_terminated[seg]
@@ -89,11 +95,14 @@ def n_step_transitions(
         )
     out.update(
         rewards=rewards,
-        next_obs=storage.gather_observations(next_row),
+        next_obs=None if frame_stack else storage.gather_observations(next_row),
         terminateds=terminated,
         truncateds=truncated,
         n_step=used,
     )
+    if frame_stack is not None:
+        out["obs"] = stacked_observations(storage, first_seg, first_off, frame_stack)
+        out["next_obs"] = stacked_observations(storage, next_seg, next_pos, frame_stack)
     if include_extra_model_outputs:
         out.update(storage.gather_extra_model_outputs(first_step))
     if include_infos:

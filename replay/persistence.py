@@ -74,7 +74,7 @@ def _digest_columnar(col: ColumnarEpisodes) -> str:
     def array(a: Any) -> None:
         a = np.asarray(a)
         text([a.dtype.str, list(a.shape)])
-        if a.dtype == object:
+        if a.dtype == object or a.dtype.kind == "T":  # variable-width strings: their bytes hold pointers
             text([str(x) for x in a.ravel().tolist()])
         else:
             h.update(np.ascontiguousarray(a).tobytes())

@@ -482,6 +482,11 @@ class EpisodeStorage:
     def gather_observations(self, rows: np.ndarray) -> Any:
         return self._columns.gather_observations(rows)
 
+    def observation_leaves(self) -> tuple[Any, list[np.ndarray], list[np.ndarray]]:
+        """(structure spec, data leaves, lookback leaves; empty when no lookback is stored) of the
+        observation columns, for gathers that mix the two (``replay.frame_stacks``)."""
+        return self._columns.observation_leaves()
+
     def gather_actions(self, rows: np.ndarray) -> Any:
         return self._columns.gather_actions(rows)
 

@@ -2,6 +2,7 @@
 
 from connectors.env_to_module.add_observations import AddObservationsFromEpisodesToBatch
 from connectors.env_to_module.default_pipeline import default_env_to_module, env_to_module_observation_space
+from connectors.env_to_module.filter_observation_keys import FilterObservationKeys
 from connectors.env_to_module.flatten_observations import FlattenObservations, flatten_batch
 from connectors.env_to_module.frame_stacking import FrameStackingEnvToModule, stacked_space
 from connectors.env_to_module.prev_actions_prev_rewards import PrevActionsPrevRewardsEnvToModule
@@ -11,6 +12,7 @@ __all__ = [
     "RUNNING_VIEW_KEY",
     "AddObservationsFromEpisodesToBatch",
     "EnvToModulePiece",
+    "FilterObservationKeys",
     "FlattenObservations",
     "FrameStackingEnvToModule",
     "PrevActionsPrevRewardsEnvToModule",

@@ -11,10 +11,11 @@ from connectors.env_to_module.add_observations import AddObservationsFromEpisode
 from connectors.env_to_module.flatten_observations import FlattenObservations
 from connectors.pipeline import ConnectorPipelineV2
 
-__all__ = ["default_env_to_module", "env_to_module_observation_space"]
+__all__ = ["default_env_to_module", "env_to_module_observation_space", "is_flat_box"]
 
 
-def _is_flat_box(space: gym.Space) -> bool:
+def is_flat_box(space: gym.Space) -> bool:
+    """Whether ``space`` is what a module asking for flat input takes as it is (1-D float32 Box)."""
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype == np.float32
 
 
@@ -33,6 +34,6 @@ def default_env_to_module(observation_space: gym.Space, user_pieces: tuple[Any, 
     ``env_to_module_observation_space``, is not a flat float Box)."""
     pieces: list[Any] = [*user_pieces, AddObservationsFromEpisodesToBatch()]
     observation_space = env_to_module_observation_space(observation_space, user_pieces)
-    if not _is_flat_box(observation_space):
+    if not is_flat_box(observation_space):
         pieces.append(FlattenObservations(observation_space))
     return ConnectorPipelineV2(pieces, name="EnvToModulePipeline")

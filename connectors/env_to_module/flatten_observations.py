@@ -5,35 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
 from ray_sampler.data.columns import Columns
+from ray_sampler.data.spaces import flatten_batch
 
 __all__ = ["FlattenObservations", "flatten_batch"]
-
-
-def flatten_batch(space: gym.Space, x: Any) -> np.ndarray:
-    """A batch of items of ``space`` -> float32 ``[N, flatdim(space)]`` in gymnasium's flatten layout
-    (Box raveled, Discrete and MultiDiscrete one-hot, Dict in key order, Tuple in order)."""
-    if isinstance(space, gym.spaces.Dict):
-        return np.concatenate([flatten_batch(s, x[k]) for k, s in space.spaces.items()], axis=-1)
-    if isinstance(space, gym.spaces.Tuple):
-        return np.concatenate([flatten_batch(s, part) for s, part in zip(space.spaces, x)], axis=-1)
-    x = np.asarray(x)
-    n = len(x)
-    if isinstance(space, gym.spaces.Discrete):
-        return ((x - space.start)[:, None] == np.arange(space.n)).astype(np.float32)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        flat = (x - space.start).reshape(n, -1)
-        return np.concatenate(
-            [
-                (flat[:, j, None] == np.arange(k)).astype(np.float32)
-                for j, k in enumerate(np.asarray(space.nvec).reshape(-1))
-            ],
-            axis=-1,
-        )
-    return x.reshape(n, -1).astype(np.float32, copy=False)
 
 
 class FlattenObservations(ConnectorV2):

@@ -35,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
-from connectors.history import fill_dtype
+from connectors.history import fill_dtype, fill_value
 from ray_sampler.data import tree
 
 __all__ = ["RUNNING_VIEW_KEY", "EnvToModulePiece", "RunningEpisodesView", "empty_items"]
@@ -160,7 +160,7 @@ def _last(buffer: Any, counts: np.ndarray, num: int, fill: Any, position: np.nda
             cols = (position[:, None] - num + 1 + np.arange(num)[None, :]) % width
             out = b[np.arange(len(b))[:, None], cols].astype(fill_dtype(b.dtype, fill), copy=False)
         if missing.any():
-            out[missing] = fill
+            out[missing] = fill_value(b.dtype, fill)
         return out
 
     return tree.map_structure(leaf, buffer)

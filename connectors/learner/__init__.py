@@ -10,6 +10,9 @@
 - ``AddStatesFromEpisodesToBatch`` and ``AddTimeDimToBatchAndZeroPad``: for stateful modules,
   each step sequence's ``state_in`` and per-step columns as zero-padded [S, max_seq_len] sequences
   (``sequences`` holds the plan and the helpers, ``sequence_values`` among them).
+- ``FilterObservationKeysLearner`` and ``FlattenObservationsLearner``: the runner's key filter and
+  flattening for a module that asks for flat input, applied to every observation column and to
+  GAE's value inputs.
 - ``PrevActionsPrevRewards`` and ``FrameStacking``: the seed's trajectory views (``shift=-1``,
   ``shift=[-2,-1]``, ``"-50:-1"``) as pieces.
 
@@ -22,6 +25,7 @@ from connectors.learner.frame_stacking import FrameStacking
 from connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation, gae
 from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
 from connectors.learner.n_step_returns import NStepReturns
+from connectors.learner.observation_maps import FilterObservationKeysLearner, FlattenObservationsLearner, ObservationMap
 from connectors.learner.prev_actions_prev_rewards import PrevActionsPrevRewards
 from connectors.learner.sequences import (
     AddStatesFromEpisodesToBatch,
@@ -41,10 +45,13 @@ __all__ = [
     "AddNextObservationsFromEpisodesToTrainBatch",
     "AddStatesFromEpisodesToBatch",
     "AddTimeDimToBatchAndZeroPad",
+    "FilterObservationKeysLearner",
+    "FlattenObservationsLearner",
     "FrameStacking",
     "GeneralAdvantageEstimation",
     "LearnerPiece",
     "NStepReturns",
+    "ObservationMap",
     "PrevActionsPrevRewards",
     "SequencePlan",
     "add_time_dim",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from connectors.connector_v2 import ConnectorV2
-from connectors.history import fill_dtype
+from connectors.history import fill_dtype, fill_value
 from ray_sampler.data.columnar import ColumnarEpisodes, episodes_to_columnar
 
 __all__ = ["DEFAULT_MODULE_ID", "LearnerPiece", "columnar_of", "gather_history", "history_rows", "step_index"]
@@ -72,7 +72,8 @@ def gather_history(
 ) -> np.ndarray:
     """The items at ``rows`` (``history_rows``) from ``data`` and ``lookback``; ``fill`` where none exists."""
     data_rows, lb_rows, _ = rows
-    out = np.full((*data_rows.shape, *data.shape[1:]), fill, dtype=fill_dtype(data.dtype, fill))
+    dtype = fill_dtype(data.dtype, fill)
+    out = np.full((*data_rows.shape, *data.shape[1:]), fill_value(dtype, fill), dtype=dtype)
     use_data, use_lb = data_rows >= 0, lb_rows >= 0
     out[use_data] = data[data_rows[use_data]]
     if use_lb.any():

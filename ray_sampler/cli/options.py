@@ -30,6 +30,7 @@ import gymnasium as gym
 import tyro
 from tyro.constructors import ConstructorRegistry, StructConstructorSpec, StructTypeInfo
 
+from ray_sampler.envs.minigrid import ensure_registered
 from ray_sampler.errors import ConfigError
 
 __all__ = ["UsageError", "check_env_id", "config_file_flags", "flag_of", "parse", "read_toml", "to_toml_dict"]
@@ -297,6 +298,7 @@ def config_file_flags(data: dict[str, Any], cls: type, *, flatten: tuple[str, ..
 
 def check_env_id(env: str) -> str:
     """``env`` if gymnasium has it registered; else UsageError naming the closest ids."""
+    ensure_registered(env)
     if env in gym.registry:
         return env
     close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)

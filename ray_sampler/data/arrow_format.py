@@ -28,7 +28,8 @@ Nested (Dict/Tuple) values are flattened into one column per leaf, named by thei
 (``obs.camera``, ``obs.1.0``); dict keys must be strings without ``.``. A leaf whose rows are
 scalars is a primitive column (bool, int*, uint*, float16/32/64, string); a leaf with per-row
 shape ``S`` is a ``fixed_size_list`` of ``prod(S)`` values in C order. Every leaf field has
-metadata ``dtype`` (numpy dtype string) and ``shape`` (JSON list ``S``). The schema metadata
+metadata ``dtype`` (numpy dtype string; ``str`` for numpy's variable-width ``StringDType``, a
+``Text`` leaf) and ``shape`` (JSON list ``S``). The schema metadata
 holds ``ray_sampler.schema_version`` and ``ray_sampler.structure`` (JSON: the nesting of
 ``obs``, ``action`` and each extra model output, as in :mod:`ray_sampler.data.tree`). Spaces are not
 stored. Nothing is pickled: reading a table runs no code, and any Arrow tool can read it.
@@ -46,6 +47,7 @@ import pyarrow.compute as pc
 
 from ray_sampler.data import tree
 from ray_sampler.data.columnar import ColumnarEpisodes, StepRows, row_offsets
+from ray_sampler.data.spaces import STRING_DTYPE
 from ray_sampler.errors import DataFormatError
 
 __all__ = ["SCHEMA_VERSION", "arrow_to_columnar", "columnar_to_arrow"]
@@ -61,7 +63,9 @@ _BASE_COLUMNS = {
     "terminated": pa.bool_(),
     "truncated": pa.bool_(),
 }
-_LEAF_KINDS = "biuf?U"
+_LEAF_KINDS = "biuf?UT"
+_STR = "str"
+"""The dtype metadata of a column of numpy variable-width strings (``StringDType``)."""
 
 
 class _Rows:
@@ -176,7 +180,7 @@ def _merge(
 
 
 def _leaf_to_arrow(name: str, values: np.ndarray, valid: np.ndarray | None) -> tuple[pa.Array, pa.Field]:
-    if values.dtype.kind not in _LEAF_KINDS or (values.dtype.kind == "U" and values.ndim > 1):
+    if values.dtype.kind not in _LEAF_KINDS or (values.dtype.kind in "UT" and values.ndim > 1):
         raise DataFormatError(
             f"column {name!r} has dtype {values.dtype}; the Arrow form holds bool, int, uint, float "
             "and (scalar) str leaves"
@@ -190,7 +194,8 @@ def _leaf_to_arrow(name: str, values: np.ndarray, valid: np.ndarray | None) -> t
         arr = pa.FixedSizeListArray.from_arrays(flat, math.prod(inner), mask=mask)
     else:
         arr = pa.array(values, mask=None if valid is None else ~valid)
-    meta = {"dtype": values.dtype.str, "shape": json.dumps(list(inner))}
+    # numpy's variable-width strings (a Text leaf) have no dtype string: "str" names them.
+    meta = {"dtype": _STR if values.dtype.kind == "T" else values.dtype.str, "shape": json.dumps(list(inner))}
     return arr, pa.field(name, arr.type, metadata=meta)
 
 
@@ -360,9 +365,10 @@ def _read_leaf(table: pa.Table, name: str, valid: np.ndarray | None) -> np.ndarr
     field = table.schema.field(name)
     meta = field.metadata or {}
     try:
-        dtype = np.dtype(meta[b"dtype"].decode())
+        name_of_dtype = meta[b"dtype"].decode()
+        dtype = STRING_DTYPE if name_of_dtype == _STR else np.dtype(name_of_dtype)
         shape = tuple(json.loads(meta[b"shape"]))
-        expected = pa.string() if dtype.kind == "U" else pa.from_numpy_dtype(dtype)
+        expected = pa.string() if dtype.kind in "UT" else pa.from_numpy_dtype(dtype)
     except (KeyError, ValueError, TypeError, pa.ArrowException):
         raise DataFormatError(f"column {name!r} lacks valid 'dtype'/'shape' field metadata") from None
     if dtype.kind not in _LEAF_KINDS or not all(
@@ -394,7 +400,7 @@ def _read_leaf(table: pa.Table, name: str, valid: np.ndarray | None) -> np.ndarr
 
 def _to_numpy(arr: pa.Array, dtype: np.dtype, name: str) -> np.ndarray:
     if arr.null_count:
-        zero = {"U": "", "b": False}.get(dtype.kind, 0)
+        zero = {"U": "", "T": "", "b": False}.get(dtype.kind, 0)
         arr = arr.fill_null(pa.scalar(zero, arr.type))
     out = arr.to_numpy(zero_copy_only=False)
     if dtype.kind == "U":

@@ -103,7 +103,9 @@ def stack(items: list[Any]) -> Any:
         return {k: stack([it[k] for it in items]) for k in first}
     if isinstance(first, tuple):
         return tuple(stack(list(parts)) for parts in zip(*items))
-    return np.asarray(items)
+    out = np.asarray(items)
+    # Strings (a Text leaf) stay variable-width: numpy's fixed "<U" would cut longer ones on a copy.
+    return out.astype(np.dtypes.StringDType()) if out.dtype.kind == "U" else out
 
 
 def concat(structs: list[Any]) -> Any:

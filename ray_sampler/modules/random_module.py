@@ -8,13 +8,17 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
 
 __all__ = ["RandomModule"]
 
 
 class RandomModule:
-    """Uniformly random actions from the action space, batched; holds no weights."""
+    """Uniformly random actions from the action space, batched; holds no weights. It reads only the
+    batch size, so it takes observations of any space as they come (no flattening)."""
+
+    needs_flat_observations = False
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, seed: int | None = None) -> None:
         self.observation_space = observation_space
@@ -32,7 +36,7 @@ class RandomModule:
         return np.zeros((0, *(space.shape or ())), space.dtype)
 
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return {Columns.ACTIONS: self._actions(len(batch[Columns.OBS]))}
+        return {Columns.ACTIONS: self._actions(len(tree.first_leaf(batch[Columns.OBS])))}
 
     forward_exploration = forward_inference
 

@@ -17,6 +17,7 @@ import numpy as np
 
 import ray_sampler.envs  # noqa: F401  # registers the project's envs (StatelessCartPole-v1, Atari) where envs are made
 from ray_sampler.envs.atari import atari_install_hint
+from ray_sampler.envs.minigrid import ensure_registered, minigrid_install_hint
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.horizon import env_time_limit
@@ -80,6 +81,7 @@ class _GymMake:
 
     def __call__(self, ctx: EnvContext) -> gym.Env:
         kwargs = {k: v for k, v in ctx.items() if k not in ("worker_index", "vector_index", "num_workers")}
+        ensure_registered(self.env_id)  # in a runner process: an id of a package imported on demand
         return gym.make(self.env_id, **kwargs)
 
 
@@ -89,11 +91,12 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], gym
         return env
     if env in _REGISTRY:
         return _REGISTRY[env]
+    ensure_registered(env)
     if env in gym.registry:
         return _GymMake(env)
     raise EnvCreatorError(
         f"'env' {env!r} is neither a name given to register_env nor a gymnasium id "
-        f"(registered: {sorted(_REGISTRY) or 'none'}){atari_install_hint(env)}"
+        f"(registered: {sorted(_REGISTRY) or 'none'}){atari_install_hint(env)}{minigrid_install_hint(env)}"
     )
 
 
@@ -145,6 +148,8 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
     under the same indices); a native vector env is gymnasium's own and is rebuilt whole."""
     n = config.num_envs_per_env_runner
     if config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
+        if isinstance(config.env, str):
+            ensure_registered(config.env)
         if not isinstance(config.env, str) or config.env not in gym.registry:
             hint = atari_install_hint(config.env) if isinstance(config.env, str) else ""
             raise EnvCreatorError(

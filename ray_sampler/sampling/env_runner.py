@@ -47,6 +47,7 @@ from connectors.env_to_module import EnvToModulePiece, default_env_to_module, en
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.data.spaces import check_flattenable, check_space
 from ray_sampler.errors import ConfigError, EnvError
 from ray_sampler.handles import call
 from ray_sampler.modules import MLPModule, RandomModule
@@ -69,6 +70,8 @@ logger = logging.getLogger(__name__)
 def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: Any) -> Any:
     """The runner's module: ``module_class(observation_space, action_space, **module_config)``."""
     module_class = config.module_class or MLPModule
+    if getattr(module_class, "needs_flat_observations", True):  # the default MLP's kind: floats in
+        check_flattenable(observation_space, getattr(module_class, "__name__", str(module_class)))
     kwargs = dict(config.module_config)
     if module_class is MLPModule:
         kwargs.setdefault("seed", config.seed)
@@ -156,7 +159,7 @@ class EnvRunner:
         self.num_workers = num_workers
         env = make_vector_env(config, worker_index=worker_index, num_workers=num_workers)
         self.num_envs = env.num_envs
-        self.observation_space = env.single_observation_space
+        self.observation_space = check_space(env.single_observation_space)
         self.action_space = env.single_action_space
         seq = (
             np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else np.random.SeedSequence()

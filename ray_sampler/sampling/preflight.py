@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from connectors.env_to_module import env_to_module_observation_space
+from ray_sampler.data.spaces import check_space
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
@@ -32,7 +34,13 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
     if group_config.validate_env_locally:
         env = make_vector_env(config, worker_index=0, num_workers=group_config.num_env_runners)
         try:
-            build_module(config, env.single_observation_space, env.single_action_space)
+            space = check_space(env.single_observation_space)
+            # The module takes what the env-to-module pieces make of it (e.g. FilterObservationKeys).
+            build_module(
+                config,
+                env_to_module_observation_space(space, config.env_to_module_connectors),
+                env.single_action_space,
+            )
         finally:
             env.close()
         if group_config.check_env:

@@ -25,6 +25,9 @@ transitions are counted, so the runner drops and counts them like any sub-env fa
 
 Rewards are float64 on every path: a native vector env's (ALE's are int32) are converted here,
 once per step, into a new array (nothing the env owns is written into); float64 ones pass as they are.
+Observations and flags are put in the runner's form here too (``data.spaces.to_numpy_batch``): a
+``Text`` leaf as a batch of whole strings, and arrays from JAX or torch (or any numpy array the
+runner may not write) copied into numpy ones; numpy arrays pass as they are.
 
 Episode ends: with ``soft_horizon`` or ``no_done_at_end`` on, the stepper's ``EpisodeEnds``
 (module ``horizon``) rewrites each step's flags and resets last, after the data check; a soft cut
@@ -43,6 +46,7 @@ import gymnasium as gym
 import numpy as np
 
 from ray_sampler.data import tree
+from ray_sampler.data.spaces import batch_converter, is_string_leaf, item_converter, owned_array
 from ray_sampler.errors import EnvError
 from ray_sampler.sampling.env_check import describe_non_finite
 from ray_sampler.sampling.horizon import EpisodeEnds
@@ -130,6 +134,8 @@ class VectorStepper:
         ends: EpisodeEnds | None = None,
     ) -> None:
         self.env = env
+        self._to_numpy = batch_converter(env.single_observation_space)
+        self._item_to_numpy = item_converter(env.single_observation_space)
         self.check_data = check_data
         """Refuse NaN or inf in rewards and observations (``EnvError``; see the module docstring)."""
         self.ends = ends
@@ -157,6 +163,7 @@ class VectorStepper:
             obs, infos = self.env.reset(seed=seeds)  # type: ignore[arg-type]  # vector envs take one seed per sub-env
         except Exception as e:
             obs, infos = self._rebuilt(e, "reset")
+        obs = self._to_numpy(obs)
         self._needs_reset[:] = False
         if self.ends is not None:
             self.ends.restart()
@@ -181,7 +188,8 @@ class VectorStepper:
         self._num_rebuilds += 1
         self._needs_reset[:] = False
         try:
-            return self.env.reset(seed=seeds)
+            obs, infos = self.env.reset(seed=seeds)
+            return self._to_numpy(obs), infos
         except Exception as e:
             raise EnvError(f"{where} raised in reset() right after a rebuild: {e!r}") from e
 
@@ -235,7 +243,9 @@ class VectorStepper:
         except Exception as e:
             return self._all_failed(e)
         # One reward dtype on every path (see the module docstring); a new array where it converts.
-        rewards = np.asarray(rewards, dtype=np.float64)
+        rewards = owned_array(rewards).astype(np.float64, copy=False)
+        obs = self._to_numpy(obs)
+        terminated, truncated = _flags(terminated), _flags(truncated)
         n = self.num_envs
         dense = split_infos(infos, n) if infos else None
         sparse = {i: d for i, d in enumerate(dense) if d} if dense else {}
@@ -252,7 +262,7 @@ class VectorStepper:
             if done:
                 final_infos = split_infos(infos.get("final_info", {}), n)
                 for i in done:
-                    final_obs[i] = infos["final_obs"][i]
+                    final_obs[i] = self._item_to_numpy(infos["final_obs"][i])
                     resets[i] = (_row(obs, i), sparse.pop(i, {}))
                     if final_infos[i]:
                         sparse[i] = final_infos[i]
@@ -270,6 +280,7 @@ class VectorStepper:
         if done_mask.any():
             try:
                 reset_obs, reset_infos = self.env.reset(options={"reset_mask": done_mask})
+                reset_obs = self._to_numpy(reset_obs)
             except Exception as e:
                 # The step's transitions happened, but the env is rebuilt before the next one: the
                 # finished episodes end normally; the others' running episodes end here.
@@ -306,7 +317,13 @@ def _float_sum(batch: Any) -> float:
 
 
 def _row(batch: Any, i: int) -> Any:
-    """Sub-env ``i``'s item of a batched (possibly nested) observation, copied."""
-    if isinstance(batch, np.ndarray):
+    """Sub-env ``i``'s item of a batched (possibly nested) observation, copied (a string leaf's as
+    its ``str``)."""
+    if isinstance(batch, np.ndarray) and not is_string_leaf(batch):
         return batch[i].copy()
-    return tree.map_structure(lambda a: np.array(a[i]), batch)
+    return tree.map_structure(lambda a: str(a[i]) if is_string_leaf(a) else np.array(a[i]), batch)
+
+
+def _flags(flags: Any) -> np.ndarray:
+    """Terminated or truncated flags as a bool numpy array the runner may write."""
+    return owned_array(flags).astype(bool, copy=False)

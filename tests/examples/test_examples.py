@@ -143,3 +143,21 @@ def test_custom_torch_module_example_trains_the_users_module(ray_address: str) -
     iters = [line for line in lines if line.startswith("iter ")]
     assert iters[1].startswith("iter 2: 2048 env steps, mean return ") and ", weights v3, " in iters[1]
     assert lines[-1].startswith("did not reach mean return 475: ")
+
+
+def test_minigrid_ppo_example_trains_on_the_filtered_dict_observation(ray_address: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_ADDRESS"] = ray_address
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "minigrid_ppo.py"), "--max-iterations", "2", "--num-env-runners", "1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]  # two iterations miss the target: exit 1
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "PPO on MiniGrid-Empty-5x5-v0: observations image + direction (mission dropped), target 0.9"
+    assert [line.split(":")[0] for line in lines if line.startswith("iter ")] == ["iter 1", "iter 2"]
+    assert "iter 2: 1024 env steps" in proc.stdout

@@ -1,0 +1,116 @@
+"""Stacked frames sampled straight from the replay: equal to the episode getters (the learner's
+FrameStacking rule) across segments of one episode, its stored lookback and n-step next
+observations; each frame stored once."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.errors import ReplayError
+from replay import EpisodeReplayBuffer
+
+K = 4
+
+
+def frame(e: int, t: int) -> np.ndarray:
+    """Episode ``e``'s observation at ``t``: a 2x2 uint8 frame naming both (never 0)."""
+    return np.array([[e + 1, t + 1], [e + 1, t + 1]], np.uint8)
+
+
+def episode(e: int, length: int, *, terminated: bool = True) -> SingleAgentEpisode:
+    return SingleAgentEpisode(
+        f"ep{e}",
+        observations=[frame(e, t) for t in range(length + 1)],
+        actions=[np.int64(t % 2) for t in range(length)],
+        rewards=[1.0] * length,
+        terminated=terminated,
+    )
+
+
+def chunks_of(ep: SingleAgentEpisode, cuts: list[int], lookback: int) -> list[SingleAgentEpisode]:
+    """``ep`` as continuation chunks cut at ``cuts``, each with up to ``lookback`` steps before it."""
+    bounds = [0, *cuts, len(ep)]
+    return [ep.slice(slice(a, b), len_lookback_buffer=lookback) for a, b in itertools.pairwise(bounds)]
+
+
+def expected_stack(e: int, t: int, first_t: int) -> np.ndarray:
+    """Frames t-K+1 .. t, zero where before ``first_t`` (the first frame the buffer holds)."""
+    return np.stack([frame(e, s) if s >= first_t else np.zeros((2, 2), np.uint8) for s in range(t - K + 1, t + 1)])
+
+
+def check(batch: dict, first_t: dict[int, int]) -> None:
+    assert batch["obs"].shape == (len(batch["t"]), K, 2, 2) and batch["obs"].dtype == np.uint8
+    for obs, nxt, t, n in zip(batch["obs"], batch["next_obs"], batch["t"], batch["n_step"], strict=True):
+        e = int(obs[-1, 0, 0]) - 1
+        assert int(obs[-1, 0, 1]) - 1 == t
+        assert np.array_equal(obs, expected_stack(e, int(t), first_t[e]))
+        assert np.array_equal(nxt, expected_stack(e, int(t + n), first_t[e]))
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_stacks_cross_segments_and_use_the_stored_lookback(n_step: int) -> None:
+    buffer = EpisodeReplayBuffer(capacity=10_000, seed=0)
+    # Episode 0 whole from t=0 in three chunks; episode 1's first stored chunk starts at t=5 with 2
+    # steps of lookback (its steps before t=3 were never stored: zeros there).
+    for c in chunks_of(episode(0, 20), [6, 7], lookback=3):
+        buffer.add(c)
+    for c in chunks_of(episode(1, 15), [5, 11], lookback=2)[1:]:
+        buffer.add(c)
+    # One frame row per stored step plus each segment's first observation (episode 1's lookback
+    # frames are kept apart): never K frames per step.
+    assert buffer.storage.num_obs_rows == len(buffer) + 3 + 2
+    batch = buffer.sample(batch_size_B=400, n_step=n_step, frame_stack=K)
+    check(batch, first_t={0: 0, 1: 3})
+    assert {int(t) for t, o in zip(batch["t"], batch["obs"]) if o[-1, 0, 0] == 2} >= {5, 6, 11}  # crossed cuts
+
+
+def test_stacks_equal_the_learners_frame_stacking_on_sampled_episodes() -> None:
+    from connectors.learner import FrameStacking
+
+    buffer = EpisodeReplayBuffer(capacity=10_000, seed=1)
+    for c in chunks_of(episode(0, 30), [4, 9, 10, 22], lookback=3):
+        buffer.add(c)
+    batch = buffer.sample(batch_size_B=64, frame_stack=K)
+    chunks = buffer.sample_episodes(batch_size_B=64, batch_length_T=1, lookback=K - 1)
+    learner = FrameStacking(num_frames=K)(rl_module=None, batch={}, episodes=chunks)["default_policy"]["obs"]
+    by_step = {int(s[-1, 0, 1]) - 1: s for s in learner}
+    compared = 0
+    for o in batch["obs"]:  # each sampled stack is the one the learner builds for the same step
+        t = int(o[-1, 0, 1]) - 1
+        if t in by_step:
+            assert np.array_equal(o, by_step[t])
+            compared += 1
+    assert compared > 30
+
+
+def test_an_evicting_buffer_stacks_the_episodes_it_keeps() -> None:
+    buffer = EpisodeReplayBuffer(capacity=60, seed=0)
+    for e in range(8):  # whole episodes are evicted, oldest first
+        for c in chunks_of(episode(e, 20), [5, 10, 15], lookback=K - 1):
+            buffer.add(c)
+    kept = {int(o[-1, 0, 0]) - 1 for o in buffer.sample(batch_size_B=200, frame_stack=K)["obs"]}
+    assert len(kept) < 8 and 7 in kept
+    check(buffer.sample(batch_size_B=200, n_step=2, frame_stack=K), first_t=dict.fromkeys(kept, 0))
+
+
+def test_frame_stack_is_checked() -> None:
+    buffer = EpisodeReplayBuffer(capacity=100)
+    buffer.add(episode(0, 5))
+    with pytest.raises(ReplayError, match=r"'frame_stack' must be an int >= 1 \(got 0\)"):
+        buffer.sample(batch_size_B=2, frame_stack=0)
+    with pytest.raises(ReplayError, match="it takes no sample_episodes"):
+        buffer.sample(batch_size_B=2, frame_stack=2, sample_episodes=True)  # type: ignore[call-overload]
+
+
+def test_sample_batches_stack_every_batch() -> None:
+    buffer = EpisodeReplayBuffer(capacity=1000, seed=0)
+    for c in chunks_of(episode(0, 25), [10], lookback=K - 1):
+        buffer.add(c)
+    batches = buffer.sample_batches(16, 3, frame_stack=K)
+    assert len(batches) == 3
+    for batch in batches:
+        check(batch, first_t={0: 0})
