@@ -141,3 +141,24 @@ def test_leaves_without_a_fixed_kind_are_refused_naming_the_leaf(leaf: gym.Space
     message = str(err.value)
     assert message.startswith(f"observation['inner'][0] is {shown}") and "Text" in message
     assert "\n" not in message
+
+
+class SequenceEnv(CatalogueEnv):
+    observation_space = gym.spaces.Dict({"seq": gym.spaces.Sequence(gym.spaces.Discrete(3))})
+
+
+def make_sequence_env(ctx: Any) -> SequenceEnv:
+    return SequenceEnv(ctx.vector_index)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_group_refuses_such_a_leaf_before_any_runner_starts() -> None:
+    import ray
+
+    from ray_sampler import EnvRunnerGroup, EnvRunnerGroupConfig
+
+    before = len(ray.util.list_named_actors(all_namespaces=True))
+    config = EnvRunnerConfig(env=make_sequence_env, module_class=RandomModule)
+    with pytest.raises(ConfigError, match=r"^observation\['seq'\] is Sequence\(Discrete\(3\), stack=False\): "):
+        EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2))
+    assert len(ray.util.list_named_actors(all_namespaces=True)) == before
