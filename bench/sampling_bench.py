@@ -13,7 +13,8 @@ Figures, each beside a baseline measured in the same run:
 3. EnvRunnerGroup of N remote runners (8 sub-envs each) sampling and shipping columnar
    objects to the driver (one request per call, and with ``keep_sampling``): aggregate env
    steps/s vs a raw fleet of N actors that only step a SyncVectorEnv of 8 CartPoles with random
-   actions, in the same Ray session.
+   actions, in the same Ray session; and vs a fleet of N actors running part 1's bare loop (the
+   same MLP acting, nothing else), which shows what the policy costs apart from the sampler.
 4. RSS of one runner actor vs one raw stepping actor; bytes shipped per step vs raw bytes.
 5. RLlib 2.60 (own venv, bench/rllib_sampling.py): local runner x 8, remote runners, RSS.
 """
@@ -106,6 +107,31 @@ class RawStepper:
         return _rss_mib()
 
 
+class BareLoop:
+    """Second baseline actor: part 1's bare loop (a SyncVectorEnv of 8 CartPoles stepped with the
+    runner's MLP forward and action sampling, nothing else), run in the same resumable way."""
+
+    def __init__(self, num_envs: int) -> None:
+        import gymnasium as gym
+
+        from ray_sampler.modules.mlp_module import MLPModule
+
+        self.env = gym.make_vec("CartPole-v1", num_envs, vectorization_mode="sync")
+        self.module = MLPModule(self.env.single_observation_space, self.env.single_action_space)
+        self.obs, _ = self.env.reset(seed=0)
+        self.rng = np.random.default_rng(0)
+
+    def run(self, steps: int) -> int:
+        from ray_sampler.modules.distributions import Categorical
+
+        for _ in range(steps):
+            dist = Categorical(self.module.forward_exploration({"obs": self.obs})["action_dist_inputs"])
+            actions = dist.sample(self.rng)
+            dist.logp(actions)
+            self.obs, *_ = self.env.step(actions)
+        return steps * self.env.num_envs
+
+
 def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
     """Part 3 and 4: groups of N runners vs N raw stepping actors, in one Ray session."""
     import ray
@@ -125,6 +151,15 @@ def measure_groups(runner_counts: list[int], seconds: float) -> dict[str, Any]:
         if n == runner_counts[0]:
             out["raw_actor_rss_mib"] = ray.get(raw[0].rss_mib.remote())
         for a in raw:
+            ray.kill(a)
+        # The same fleet acting with the runner's MLP (part 1's bare loop): what the policy costs.
+        bare = [ray.remote(BareLoop).options(num_cpus=1).remote(8) for _ in range(n)]
+        ray.get([a.run.remote(10) for a in bare])
+        t0, steps = time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            steps += sum(ray.get([a.run.remote(256) for a in bare]))
+        out.setdefault("mlp_fleet", {})[n] = steps / (time.perf_counter() - t0)
+        for a in bare:
             ray.kill(a)
         for keep_sampling in (False, True):
             group_config = EnvRunnerGroupConfig(
@@ -218,6 +253,16 @@ def main() -> None:
                 theirs,
             )
             row("  ... keep_sampling=True", groups["group_keep_sampling"][str(n)], groups["raw_fleet"][str(n)], theirs)
+            row(
+                "  ... keep_sampling=True (baseline: fleet of bare MLP loops)",
+                groups["group_keep_sampling"][str(n)],
+                groups["mlp_fleet"][str(n)],
+            )
+            row(
+                "  fleet of bare MLP loops (baseline: raw fleet)",
+                groups["mlp_fleet"][str(n)],
+                groups["raw_fleet"][str(n)],
+            )
         row(
             "RSS of one runner actor (baseline: raw stepping actor)",
             groups["runner_rss_mib"],

@@ -45,8 +45,9 @@ class GetActions(ConnectorV2):
                 batch[Columns.ACTION_LOGP] = dist.logp(raw).astype(np.float32)
             return batch
         dist = dist_class_for(self.action_space)(batch[Columns.ACTION_DIST_INPUTS])
-        # Actions in the space's dtype (whatever the distribution computes in), scored as kept.
-        raw = (dist.sample(self.rng) if explore else dist.deterministic()).astype(self.action_space.dtype)
-        batch[Columns.ACTION_LOGP] = dist.logp(raw).astype(np.float32)
+        # Actions in the space's dtype (whatever the distribution computes in), scored as kept;
+        # both arrays are new, so a cast that changes nothing makes no copy.
+        raw = (dist.sample(self.rng) if explore else dist.deterministic()).astype(self.action_space.dtype, copy=False)
+        batch[Columns.ACTION_LOGP] = dist.logp(raw).astype(np.float32, copy=False)
         batch[Columns.ACTIONS] = raw + self._offset if self._offset else raw
         return batch

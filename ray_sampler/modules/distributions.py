@@ -25,18 +25,26 @@ class Categorical:
 
     def __init__(self, logits: np.ndarray) -> None:
         z = logits - logits.max(axis=-1, keepdims=True)
-        self.log_probs = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))  # in place: one array fewer per call
+        self.log_probs = z
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
-        # Gumbel-max: one uniform draw per class, no Python loop over the batch.
-        gumbel = -np.log(-np.log(rng.random(self.log_probs.shape)))
-        return (self.log_probs + gumbel).argmax(axis=-1)
+        # Gumbel-max: one uniform draw per class, no Python loop over the batch. The noise is
+        # -log(-log(u)), computed in place; adding it is subtracting log(-log(u)).
+        u = rng.random(self.log_probs.shape)
+        np.log(u, out=u)
+        np.negative(u, out=u)
+        np.log(u, out=u)
+        return np.subtract(self.log_probs, u, out=u).argmax(axis=-1)
 
     def deterministic(self) -> np.ndarray:
         return self.log_probs.argmax(axis=-1)
 
     def logp(self, actions: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(self.log_probs, np.asarray(actions, np.int64)[..., None], axis=-1)[..., 0]
+        actions = np.asarray(actions, np.int64)
+        if self.log_probs.ndim == 2 and actions.ndim == 1:  # the common [B, K] case: one fancy index
+            return self.log_probs[np.arange(len(actions)), actions]
+        return np.take_along_axis(self.log_probs, actions[..., None], axis=-1)[..., 0]
 
     def entropy(self) -> np.ndarray:
         return -(np.exp(self.log_probs) * self.log_probs).sum(axis=-1)
@@ -52,7 +60,7 @@ class DiagGaussian:
         return self.mean + np.exp(self.log_std) * rng.standard_normal(self.mean.shape)
 
     def deterministic(self) -> np.ndarray:
-        return self.mean
+        return self.mean.copy()  # a new array, as every other output here (not a view of the inputs)
 
     def logp(self, actions: np.ndarray) -> np.ndarray:
         z = (actions - self.mean) / np.exp(self.log_std)

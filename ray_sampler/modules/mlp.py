@@ -47,9 +47,10 @@ def forward(
     for layer in range(n):
         w, b = params[f"{head}.{layer}.w"], params[f"{head}.{layer}.b"]
         cache.append(x)
-        x = x @ w + b
+        x = x @ w
+        x += b  # in place on the new product: the same values as ``x @ w + b``, one array fewer
         if layer < n - 1:
-            x = np.tanh(x) if activation == "tanh" else np.maximum(x, 0.0)
+            x = np.tanh(x, out=x) if activation == "tanh" else np.maximum(x, 0.0, out=x)
     return x, cache
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
+
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, concat_columnar, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.sampling.harvest import harvest
@@ -82,7 +84,7 @@ class PerStepEngine:
         while steps < num_steps:
             record, dropped = self._record(request)
             steps -= dropped
-            made = int(record.valid.sum())
+            made = int(np.count_nonzero(record.valid))
             if steps + made > num_steps:
                 record = ongoing.hold_back(record, steps + made - num_steps)
                 made = num_steps - steps
@@ -151,7 +153,7 @@ class VectorizedEngine:
                 return episodes_to_columnar(flushed) if flushed else None
         carry = ongoing.take_carry()
         records = [carry] if carry is not None else []
-        steps += sum(int(r.valid.sum()) for r in records)
+        steps += sum(int(np.count_nonzero(r.valid)) for r in records)
         segments: list[ColumnarEpisodes] = []
         recent = self._recent_steps(carry) if steps < num_steps else None
         while steps < num_steps:
@@ -167,7 +169,7 @@ class VectorizedEngine:
                 segments, dropped = self._end_failed(records, segments, record)
                 records, steps = [], steps - dropped
             records.append(record)
-            steps += int(record.valid.sum())
+            steps += int(np.count_nonzero(record.valid))
         if steps > num_steps:
             records[-1] = ongoing.hold_back(records[-1], steps - num_steps)
         parts = [episodes_to_columnar(flushed)] if flushed else []

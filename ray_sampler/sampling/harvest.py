@@ -56,19 +56,22 @@ class Transitions:
     """Record (vector step) of each transition, [M]."""
     position: np.ndarray
     """Transition index of (sub-env, record), -1 where that sub-env made none, [N, K]."""
+    flat: np.ndarray
+    """Row of each transition in the records' batches stacked and flattened ([K * N]), [M]."""
 
     def gather(self, batches: list[Any]) -> Any:
-        """Per-record batches (each [N, ...]) -> the transitions' rows ([M, ...])."""
-        return tree.map_structure(lambda *xs: np.stack(xs)[self.step_of, self.env_of], *batches)
+        """Per-record batches (each [N, ...]) -> the transitions' rows ([M, ...]): per leaf, one
+        concatenate (record k's rows at k * N, faster than ``np.stack`` for many small batches) and one take."""
+        return tree.map_structure(lambda *xs: np.take(np.concatenate(xs), self.flat, axis=0), *batches)
 
 
 def order_transitions(records: list[StepRecord], num_envs: int) -> Transitions:
     """The valid transitions of ``records``, ordered by sub-env, then time."""
-    valid = np.stack([r.valid for r in records])  # [K, N]
+    valid = np.concatenate([r.valid for r in records]).reshape(len(records), num_envs)  # [K, N]
     env_of, step_of = np.nonzero(valid.T)
     position = np.full((num_envs, len(records)), -1, np.int64)
     position[env_of, step_of] = np.arange(len(env_of))
-    return Transitions(env_of, step_of, position)
+    return Transitions(env_of, step_of, position, step_of * num_envs + env_of)
 
 
 def resets_by_env(records: list[StepRecord]) -> Resets:
@@ -156,12 +159,10 @@ def chunk_starts(
     for i in chunk_env[~continues].tolist():
         fresh_starts.append(resets[i][used[i]])
         used[i] += 1
-    cont_ids = [cb.ids[i] for i in cont_env.tolist()]
-    fresh_ids = [new_id() for _ in fresh_starts]
-    cont_at = np.cumsum(continues) - 1
-    fresh_at = np.cumsum(~continues) - 1
     is_cont = continues.tolist()
-    ids = [cont_ids[cont_at[s]] if is_cont[s] else fresh_ids[fresh_at[s]] for s in range(num_chunks)]
+    cont_ids = iter([cb.ids[i] for i in cont_env.tolist()])
+    fresh_ids = iter([new_id() for _ in fresh_starts])
+    ids = [next(cont_ids) if c else next(fresh_ids) for c in is_cont]  # chunk order, each list in turn
     t_started = np.zeros(num_chunks, np.int64)
     t_started[continues] = cb.t_started[cont_env]
     lookback_lens = np.zeros(num_chunks, np.int64)
@@ -174,8 +175,9 @@ def chunk_starts(
         fresh = tree.stack([o for o, _ in fresh_starts])
         tree.map_structure(lambda out, src: out.__setitem__(~continues, src), first_obs, fresh)
     cursor_infos = dict(zip(cb.data.info_rows.tolist(), cb.data.info_values))
+    fresh_infos = iter([info for _, info in fresh_starts])
     first_infos = [
-        cursor_infos.get(i) if is_cont[s] else fresh_starts[fresh_at[s]][1] for s, i in enumerate(chunk_env.tolist())
+        cursor_infos.get(i) if c else next(fresh_infos) for c, i in zip(is_cont, chunk_env.tolist(), strict=True)
     ]
     return ChunkStarts(continues, ids, t_started, lookback_lens, first_obs, first_infos, used)
 
@@ -241,14 +243,14 @@ def harvest(
         empty = np.zeros(0, np.int64)
         return None, advance_cursors(None, cursors, chunk_env=empty, resets=resets, used={}, h=lookback, new_id=new_id)
     next_obs, trans_infos = next_observations(records, order)
-    terminated = np.stack([r.step.terminated for r in records])[order.step_of, order.env_of]
-    truncated = np.stack([r.step.truncated for r in records])[order.step_of, order.env_of]
+    terminated = order.gather([r.step.terminated for r in records])
+    truncated = order.gather([r.step.truncated for r in records])
     bounds = chunk_bounds(order.env_of, terminated | truncated)
     starts = chunk_starts(bounds.chunk_env, cursors, resets, new_id=new_id)
     observations, chunk_row, trans_row = interleave_observations(starts.first_obs, next_obs, bounds)
     info_rows, info_values = chunk_infos(trans_infos, starts.first_infos, chunk_row, trans_row)
     actions = order.gather([r.actions for r in records])
-    rewards = np.stack([r.step.rewards for r in records])[order.step_of, order.env_of]
+    rewards = order.gather([r.step.rewards for r in records])
     extras = {k: order.gather([r.extras[k] for r in records]) for k in records[0].extras}
     col = ColumnarEpisodes(
         ids=starts.ids,

@@ -17,6 +17,12 @@ sub-env makes its step whatever another one does:
   ``worker_index``, ``vector_index`` and the cause; it is then half-stepped and must be rebuilt.
 
 A ``try`` costs nothing in the no-fault path (Python 3.11 zero-cost exceptions).
+
+Speed (the runner steps through here every step): ``step_rows`` is ``step`` with the infos by
+sub-env, which the runner's ``VectorStepper`` reads as they are, instead of gymnasium's vector
+infos packed per key (masks and arrays) and split back per sub-env; a Box observation batch is
+one ``np.array`` of the rows; actions of a Box, MultiDiscrete or MultiBinary batch space are
+iterated as array rows. ``bench/sampling_bench.py`` measures the runner against the bare loop.
 """
 
 from __future__ import annotations
@@ -57,11 +63,43 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
         """Sub-envs rebuilt so far."""
         self.num_stepped_before_error = 0
         """Sub-envs that had made their transition in the step that raised ``EnvError`` (restarts off)."""
+        space = self.single_observation_space
+        # Fast path of the per-step loop (the same values as gymnasium's): array actions of a
+        # Box/MultiDiscrete/MultiBinary batch space iterate as rows (``iterate`` does just that),
+        # and a Box observation batch is one ``np.array`` of the rows, a new array each step.
+        self._row_actions = isinstance(
+            self.action_space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+        )
+        self._obs_batch: tuple[np.dtype, tuple[int, ...]] | None = (
+            (space.dtype, (len(envs), *space.shape)) if type(space) is gym.spaces.Box else None
+        )
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        self.failed = []
+        obs, rewards, terminated, truncated, rows, finals = self.step_rows(actions)
         infos: dict[str, Any] = {}
-        for i, action in enumerate(iterate(self.action_space, actions)):
+        for i in sorted(rows.keys() | finals.keys()):  # gymnasium's order: the end's, then the reset's
+            if i in finals:
+                infos = self._add_info(infos, {"final_obs": finals[i][0], "final_info": finals[i][1]}, i)
+            if i in rows:
+                infos = self._add_info(infos, rows[i], i)
+        return obs, rewards, terminated, truncated, infos
+
+    def step_rows(
+        self, actions: Any
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[int, dict], dict[int, tuple[Any, dict]]]:
+        """``step`` with the infos by sub-env, not packed in gymnasium's vector form (the runner's
+        stepper reads them so): (obs, rewards, terminated, truncated, infos, finals). ``infos``
+        holds each sub-env's non-empty info (where an episode ended, its reset's); ``finals`` the
+        (last observation, last info) of each episode that ended."""
+        self.failed = []
+        infos: dict[int, dict] = {}
+        finals: dict[int, tuple[Any, dict]] = {}
+        rows = (
+            iter(actions)
+            if self._row_actions and isinstance(actions, np.ndarray)
+            else iterate(self.action_space, actions)
+        )
+        for i, action in enumerate(rows):
             try:
                 obs, reward, terminated, truncated, env_info = self.envs[i].step(action)
             except Exception as e:  # the sub-env's own failure: restart it alone (or raise EnvError)
@@ -77,22 +115,35 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
                     truncated,
                 )
                 if terminated or truncated:
-                    infos = self._add_info(infos, {"final_obs": obs, "final_info": env_info}, i)
+                    finals[i] = (obs, env_info)
                     try:
                         self._env_obs[i], env_info = self.envs[i].reset()
                     except Exception as e:  # the episode ended normally; only its autoreset failed
                         self.num_stepped_before_error = i + 1 - len(self.failed)
                         env_info = self._restart(i, "reset", e)
-            infos = self._add_info(infos, env_info, i)
-        self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+            if env_info:
+                infos[i] = env_info
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
         return (
-            deepcopy(self._observations) if self.copy else self._observations,
+            self._batched_observations(),
             np.copy(self._rewards),
             np.copy(self._terminations),
             np.copy(self._truncations),
             infos,
+            finals,
         )
+
+    def _batched_observations(self) -> Any:
+        """The sub-envs' observations batched, as gymnasium's ``concatenate`` (and copy) gives them."""
+        if self._obs_batch is not None:
+            dtype, shape = self._obs_batch
+            with contextlib.suppress(ValueError, TypeError):  # a ragged or odd row: gymnasium's way says what
+                batch = np.array(self._env_obs)
+                if batch.shape == shape and batch.dtype == dtype:  # else gymnasium's casting rules decide
+                    self._observations = batch
+                    return batch  # new each step: the caller owns it
+        self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+        return deepcopy(self._observations) if self.copy else self._observations
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
@@ -116,8 +167,7 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
             except Exception as e:
                 env_info = self._restart(i, "reset", e)
             infos = self._add_info(infos, env_info, i)
-        self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
-        return deepcopy(self._observations) if self.copy else self._observations, infos
+        return self._batched_observations(), infos
 
     def _restart(self, i: int, phase: str, cause: Exception) -> dict:
         """Rebuilds sub-env ``i`` after ``cause`` and resets it: its reset info (raises EnvError when

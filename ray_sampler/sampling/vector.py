@@ -104,6 +104,12 @@ def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def own_info(info: dict) -> dict:
+    """One sub-env's info as ``split_infos`` gives it back from gymnasium's vector form: new dicts
+    (nested ones too), numpy scalars as Python ones, other values as they are."""
+    return {k: own_info(v) if isinstance(v, dict) else _python(v) for k, v in info.items()}
+
+
 def split_infos(infos: dict, n: int) -> list[dict]:
     """Gymnasium's vector infos (dict of arrays with ``_key`` masks; nested dicts in the same
     form) -> one dict per sub-env. ``final_obs``/``final_info`` are left out."""
@@ -238,8 +244,17 @@ class VectorStepper:
             )
 
     def _step(self, actions: Any) -> VectorStep:
+        infos: dict[str, Any] = {}
+        ends: dict[int, tuple[Any, dict]] | None = None
         try:
-            obs, rewards, terminated, truncated, infos = self.env.step(actions)
+            if self._sub_envs is not None:  # infos by sub-env already: nothing to pack and split again
+                obs, rewards, terminated, truncated, rows, finals = self._sub_envs.step_rows(actions)
+                sparse = {i: own_info(d) for i, d in rows.items()}
+                ends = {i: (last, own_info(d)) for i, (last, d) in finals.items()}
+            else:
+                obs, rewards, terminated, truncated, infos = self.env.step(actions)
+                dense = split_infos(infos, self.num_envs) if infos else None
+                sparse = {i: d for i, d in enumerate(dense) if d} if dense else {}
         except Exception as e:
             return self._all_failed(e)
         # One reward dtype on every path (see the module docstring); a new array where it converts.
@@ -247,8 +262,6 @@ class VectorStepper:
         obs = self._to_numpy(obs)
         terminated, truncated = _flags(terminated), _flags(truncated)
         n = self.num_envs
-        dense = split_infos(infos, n) if infos else None
-        sparse = {i: d for i, d in enumerate(dense) if d} if dense else {}
         if self.mode is gym.vector.AutoresetMode.SAME_STEP:
             valid, failed = self._all_valid, {}
             if self._sub_envs is not None and self._sub_envs.failed:
@@ -258,20 +271,25 @@ class VectorStepper:
             self.num_transitions += n - len(failed)
             final_obs: dict[int, Any] = {}
             resets: dict[int, tuple[Any, dict]] = {}
-            done = np.flatnonzero(terminated | truncated).tolist()
+            # The ended sub-envs, in order: SubEnvVector has listed them.
+            done = list(ends) if ends is not None else np.flatnonzero(terminated | truncated).tolist()
             if done:
-                final_infos = split_infos(infos.get("final_info", {}), n)
-                for i in done:
-                    final_obs[i] = self._item_to_numpy(infos["final_obs"][i])
-                    resets[i] = (_row(obs, i), sparse.pop(i, {}))
-                    if final_infos[i]:
-                        sparse[i] = final_infos[i]
+                if ends is None:
+                    final_infos = split_infos(infos.get("final_info", {}), n)
+                    ends = {i: (infos["final_obs"][i], final_infos[i]) for i in done}
+                for i, row in zip(done, _rows_at(obs, done), strict=True):
+                    last_obs, last_info = ends[i]
+                    final_obs[i] = self._item_to_numpy(last_obs)
+                    resets[i] = (row, sparse.pop(i, {}))
+                    if last_info:
+                        sparse[i] = last_info
             return VectorStep(obs, final_obs, rewards, terminated, truncated, sparse, valid, resets, obs, failed)
         if self.mode is gym.vector.AutoresetMode.NEXT_STEP:
             valid = ~self._needs_reset
-            resets = {i: (_row(obs, i), sparse.pop(i, {})) for i in np.flatnonzero(self._needs_reset).tolist()}
+            starting = np.flatnonzero(self._needs_reset).tolist()
+            resets = {i: (row, sparse.pop(i, {})) for i, row in zip(starting, _rows_at(obs, starting), strict=True)}
             self._needs_reset = (terminated | truncated) & valid
-            self.num_transitions += int(valid.sum())
+            self.num_transitions += int(np.count_nonzero(valid))
             return VectorStep(obs, {}, rewards, terminated, truncated, sparse, valid, resets, obs)
         # DISABLED: reset the finished sub-envs ourselves.
         done_mask = terminated | truncated
@@ -302,7 +320,8 @@ class VectorStepper:
                     num_unrecorded=n - int(done_mask.sum()),
                 )
             reset_dicts = split_infos(reset_infos, n)
-            resets = {i: (_row(reset_obs, i), reset_dicts[i]) for i in np.flatnonzero(done_mask).tolist()}
+            done = np.flatnonzero(done_mask).tolist()
+            resets = {i: (row, reset_dicts[i]) for i, row in zip(done, _rows_at(reset_obs, done), strict=True)}
             current = reset_obs
         return VectorStep(obs, {}, rewards, terminated, truncated, sparse, self._all_valid, resets, current)
 
@@ -322,6 +341,14 @@ def _row(batch: Any, i: int) -> Any:
     if isinstance(batch, np.ndarray) and not is_string_leaf(batch):
         return batch[i].copy()
     return tree.map_structure(lambda a: str(a[i]) if is_string_leaf(a) else np.array(a[i]), batch)
+
+
+def _rows_at(batch: Any, idx: list[int]) -> list[Any]:
+    """Sub-envs ``idx``'s items of a batched observation, copied: one gather for a plain array
+    (the rows are views of that new array), else ``_row`` each."""
+    if idx and isinstance(batch, np.ndarray) and not is_string_leaf(batch):
+        return list(batch[idx])
+    return [_row(batch, i) for i in idx]
 
 
 def _flags(flags: Any) -> np.ndarray:

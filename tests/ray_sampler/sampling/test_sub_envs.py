@@ -99,3 +99,53 @@ def test_a_rebuilt_env_failing_its_first_reset_raises_env_error() -> None:
     )
     with pytest.raises(EnvError, match=r"vector_index=0 raised in reset\(\) right after a restart: EnvBoom"):
         vec.reset()
+
+
+class _InfoEnv(gym.Env):
+    """Float64 observations for a float32 space, and infos of every kind: numpy scalars, nested
+    dicts, keys some steps lack, an info at the episode's end, and reset infos on odd sub-envs."""
+
+    observation_space = gym.spaces.Box(-10, 10, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, vector_index: int) -> None:
+        self.v, self.t = vector_index, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.v, 0.0]), ({"r": np.int64(self.v)} if self.v % 2 else {})
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        info: dict[str, Any] = {"n": np.int32(self.t), "f": np.float32(0.5 * self.t), "nested": {"x": np.float64(1)}}
+        if self.t % 2 == 0:
+            info["even"] = True
+        end = self.t == 3 + self.v
+        if end:
+            info["end"] = np.int64(self.v)
+        return np.array([self.v, self.t + 0.25]), float(action), end, False, info
+
+
+def test_the_runners_stepper_reads_the_infos_gymnasiums_vector_form_carries() -> None:
+    """The stepper takes SubEnvVector's infos by sub-env (no packing): the same steps as it reads
+    from gymnasium's SyncVectorEnv, numpy scalars made Python ones, float64 rows stored as float32."""
+    from ray_sampler.sampling.vector import VectorStepper
+
+    ours = VectorStepper(SubEnvVector([_InfoEnv(v) for v in range(3)], worker_index=0))
+    theirs = VectorStepper(
+        gym.vector.SyncVectorEnv(
+            [lambda v=v: _InfoEnv(v) for v in range(3)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        )
+    )
+    _assert_same_output(ours.reset([0, 1, 2])[1:], theirs.reset([0, 1, 2])[1:])
+    num_ends = 0
+    for k in range(12):
+        a, b = ours.step(np.array([k % 2, 1, 0])), theirs.step(np.array([k % 2, 1, 0]))
+        assert a.obs.dtype == np.float32
+        for field in ("obs", "final_obs", "rewards", "terminated", "infos", "resets", "current_obs"):
+            _assert_same_output(getattr(a, field), getattr(b, field))
+        for info in a.infos.values():
+            assert type(info["n"]) is int and type(info["f"]) is float and type(info["nested"]["x"]) is float
+        num_ends += len(a.final_obs)
+    assert num_ends >= 6  # the end infos and the reset infos were compared too
