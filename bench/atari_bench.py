@@ -3,6 +3,7 @@
     .venv/bin/python bench/atari_bench.py [--num-envs 8] [--rollout-fragment-length 128] [--calls 3]
                                           [--repeats 5] [--replay-steps 200000] [--batch-size 32]
                                           [--seconds 3] [--rllib-python .venv-rllib/bin/python]
+                                          [--replay-only]
 
 One run, every figure beside a baseline measured in the same run (each part in a fresh process):
 
@@ -272,6 +273,9 @@ def main() -> None:
     parser.add_argument("--replay-steps", type=int, default=200_000, help="replay capacity, filled (env steps)")
     parser.add_argument("--batch-size", type=int, default=32, help="stacked transitions per replay sample")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per replay sampling figure")
+    parser.add_argument(
+        "--replay-only", action="store_true", help="figures 3 and 4 only (ours and RLlib's), no runner or shipping"
+    )
     default_rllib = ROOT / ".venv-rllib" / "bin" / "python"
     parser.add_argument("--rllib-python", default=str(default_rllib) if default_rllib.exists() else None)
     args = parser.parse_args()
@@ -287,22 +291,9 @@ def main() -> None:
         return
 
     t_start = time.perf_counter()
-    ours_runner = (
-        run_json(
-            [
-                sys.executable,
-                __file__,
-                "--part",
-                "runner",
-                "--calls",
-                str(args.calls),
-                "--repeats",
-                str(args.repeats),
-                *sizes,
-            ]
-        )
-        or {}
-    )
+    runner_cmd = [sys.executable, __file__, "--part", "runner", "--calls", str(args.calls), "--repeats"]
+    runner_cmd += [str(args.repeats), *sizes]
+    ours_runner = {} if args.replay_only else run_json(runner_cmd) or {}
     replay_args = ["--batch-size", str(args.batch_size), "--seconds", str(args.seconds), *sizes]
     ours_replay = (
         run_json([sys.executable, __file__, "--part", "replay", "--replay-steps", str(args.replay_steps), *replay_args])
@@ -312,8 +303,9 @@ def main() -> None:
     if args.rllib_python:
         script = str(ROOT / "bench" / "rllib_atari.py")
         ship = [args.rllib_python, script, "--part", "ship", "--calls", str(args.calls), *sizes]
-        theirs["ship"] = run_json(ship) or {}
-        theirs["ship_env_stack"] = run_json([*ship, "--framestack-in-env"]) or {}
+        if not args.replay_only:
+            theirs["ship"] = run_json(ship) or {}
+            theirs["ship_env_stack"] = run_json([*ship, "--framestack-in-env"]) or {}
         theirs["replay"] = (
             run_json([args.rllib_python, script, "--part", "replay", "--steps", str(args.replay_steps), *replay_args])
             or {}

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from replay.frame_stacks import stacked_observations
+from replay.frame_stacks import stacked_observations, stacked_transition_observations
 from replay.storage import EpisodeStorage
 
 __all__ = ["n_step_transitions"]
@@ -54,57 +54,64 @@ def n_step_transitions(
     """The n-step transitions starting at step ``off`` of segments ``seg``, ``n_step`` one int or
     one per transition (see the module docstring). With ``frame_stack`` k, ``obs`` and ``next_obs``
     are each the last k observations, [B, k, ...] (``replay.frame_stacks``)."""
-    per_item = isinstance(n_step, np.ndarray)
-    max_n = int(np.max(n_step))
+    max_n = int(n_step.max()) if isinstance(n_step, np.ndarray) else n_step
     view = storage.segment_view()
-    batch_size_B = len(seg)
     first_seg, first_off = seg, off
     first_step = view.step_start[seg] + off
-    out: dict[str, Any] = {
-        "obs": None if frame_stack else storage.gather_observations(view.obs_start[seg] + off),
-        "actions": storage.gather_actions(first_step),
-        "t": view.t_started[seg] + off,
-        "keys": view.order[seg] * (1 << 32) + view.t_started[seg] + off,
-    }
-    rewards = np.zeros(batch_size_B, np.float64)
-    discount = np.ones(batch_size_B, np.float64)
-    used = np.zeros(batch_size_B, np.int64)
-    terminated = np.zeros(batch_size_B, bool)
-    truncated = np.zeros(batch_size_B, bool)
-    next_row = view.obs_start[seg] + off + 1
+    t = view.t_started[seg] + off
+    # The first step: every transition takes it.
+    rewards = np.zeros(len(seg), np.float64)
+    rewards += storage.rewards_at(first_step)
+    used = np.ones(len(seg), np.int64)
+    last_in_seg = off == view.num_steps[seg] - 1
+    ends = last_in_seg & (view.next[seg] < 0)  # the episode's last stored step
+    terminated = ends & view.ends_terminated[seg]
+    truncated = ends & view.ends_truncated[seg]
     next_seg, next_pos = seg, off + 1
-    active = np.ones(batch_size_B, bool)
-    for j in range(max_n):
-        rewards += np.where(active, discount * storage.rewards_at(view.step_start[seg] + off), 0.0)
-        discount = np.where(active, discount * gamma, discount)
-        used += active
-        next_row = np.where(active, view.obs_start[seg] + off + 1, next_row)
-        next_seg, next_pos = np.where(active, seg, next_seg), np.where(active, off + 1, next_pos)
-        last_in_seg = off == view.num_steps[seg] - 1
-        ends = last_in_seg & (view.next[seg] < 0)  # the episode's last stored step
-        terminated |= active & ends & view.ends_terminated[seg]
-        truncated |= active & ends & view.ends_truncated[seg]
-        active &= ~ends
-        if per_item:
-            active &= j + 1 < n_step
-        if j == max_n - 1 or not active.any():
-            break
-        seg, off = (
-            np.where(active & last_in_seg, view.next[seg], seg),
-            np.where(active & last_in_seg, 0, np.where(active, off + 1, off)),
-        )
-    out.update(
-        rewards=rewards,
-        next_obs=None if frame_stack else storage.gather_observations(next_row),
-        terminateds=terminated,
-        truncateds=truncated,
-        n_step=used,
-    )
-    if frame_stack is not None:
+    if max_n > 1:  # the walk on, while any transition has steps left
+        active = ~ends
+        if isinstance(n_step, np.ndarray):
+            active &= n_step > 1
+        discount = np.full(len(seg), gamma, np.float64)
+        for j in range(1, max_n):
+            if not active.any():
+                break
+            seg, off = (
+                np.where(active & last_in_seg, view.next[seg], seg),
+                np.where(active & last_in_seg, 0, np.where(active, off + 1, off)),
+            )
+            rewards += np.where(active, discount * storage.rewards_at(view.step_start[seg] + off), 0.0)
+            discount = np.where(active, discount * gamma, discount)
+            used += active
+            next_seg, next_pos = np.where(active, seg, next_seg), np.where(active, off + 1, next_pos)
+            last_in_seg = off == view.num_steps[seg] - 1
+            ends = last_in_seg & (view.next[seg] < 0)
+            terminated |= active & ends & view.ends_terminated[seg]
+            truncated |= active & ends & view.ends_truncated[seg]
+            active &= ~ends
+            if isinstance(n_step, np.ndarray):
+                active &= j + 1 < n_step
+    out: dict[str, Any] = {
+        "obs": None,
+        "actions": storage.gather_actions(first_step),
+        "t": t,
+        "keys": view.order[first_seg] * (1 << 32) + t,
+        "rewards": rewards,
+        "next_obs": None,
+        "terminateds": terminated,
+        "truncateds": truncated,
+        "n_step": used,
+    }
+    if frame_stack is None:
+        out["obs"] = storage.gather_observations(view.obs_start[first_seg] + first_off)
+        out["next_obs"] = storage.gather_observations(view.obs_start[next_seg] + next_pos)
+    elif max_n == 1:  # next_obs is the observation after obs: one row computation for both stacks
+        out["obs"], out["next_obs"] = stacked_transition_observations(storage, first_seg, first_off, frame_stack)
+    else:
         out["obs"] = stacked_observations(storage, first_seg, first_off, frame_stack)
         out["next_obs"] = stacked_observations(storage, next_seg, next_pos, frame_stack)
     if include_extra_model_outputs:
         out.update(storage.gather_extra_model_outputs(first_step))
     if include_infos:
-        out["infos"] = storage.gather_infos(next_row)
+        out["infos"] = storage.gather_infos(view.obs_start[next_seg] + next_pos)
     return out

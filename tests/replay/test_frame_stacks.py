@@ -114,3 +114,87 @@ def test_sample_batches_stack_every_batch() -> None:
     assert len(batches) == 3
     for batch in batches:
         check(batch, first_t={0: 0})
+
+
+class TestAgainstEpisodeFrames:
+    """Differential: every sampled stack equals one built straight from its stored episode's frames
+    (lookback first, zeros before them), over random chunkings, lookbacks, interleaved episodes,
+    evictions, compactions, n-steps and stacks longer than whole episodes; sampled after every add,
+    so each storage state (and what is kept across samples of one state) is checked."""
+
+    @staticmethod
+    def reference(buffer: EpisodeReplayBuffer, keys: np.ndarray, ts: np.ndarray, k: int) -> np.ndarray:
+        storage = buffer.storage
+        by_order = {ep.order: id_ for id_, ep in storage.episodes.items()}
+        stacks = []
+        for key, t in zip(keys.tolist(), ts.tolist(), strict=True):
+            col = storage.episodes_columnar([by_order[key >> 32]])
+            frames = np.concatenate([col.lookback.observations, col.data.observations])
+            first = int(col.t_started[0]) - int(col.lookback_lens[0])  # the first frame stored
+            zeros = np.zeros_like(frames[0])
+            stacks.append(np.stack([frames[s - first] if s >= first else zeros for s in range(t - k + 1, t + 1)]))
+        return np.stack(stacks)
+
+    @staticmethod
+    def chunks(rng: np.random.Generator, num_episodes: int) -> list[SingleAgentEpisode]:
+        """Every episode cut at random points (a random first stored step and lookback per chunk),
+        the chunks of all episodes interleaved as runners ship them."""
+        queues = []
+        for e in range(num_episodes):
+            ep = episode(e, int(rng.integers(1, 30)), terminated=bool(rng.integers(2)))
+            start = int(rng.integers(0, min(len(ep), 5)))
+            cuts = rng.integers(start + 1, len(ep), int(rng.integers(0, 4))) if len(ep) - start > 1 else []
+            bounds = [start, *sorted(set(int(c) for c in cuts)), len(ep)]
+            queues.append(
+                [
+                    ep.slice(slice(a, b), len_lookback_buffer=int(rng.integers(0, K + 2)))
+                    for a, b in itertools.pairwise(bounds)
+                ]
+            )
+        out = []
+        while any(queues):
+            queue = queues[int(rng.choice([i for i, q in enumerate(queues) if q]))]
+            out.append(queue.pop(0))
+        return out
+
+    @pytest.mark.parametrize("seed", range(12))
+    @pytest.mark.parametrize("n_step", [1, 3, (1, 3)], ids=["n1", "n3", "n1to3"])
+    def test_stacks_equal_the_episodes_own_frames(self, seed: int, n_step: int | tuple[int, int]) -> None:
+        rng = np.random.default_rng(seed)
+        buffer = EpisodeReplayBuffer(capacity=int(rng.integers(10, 40)), seed=seed)
+        for i, chunk in enumerate(self.chunks(rng, num_episodes=8)):
+            buffer.add(chunk)
+            if i % 7 == 6:
+                buffer.storage.compact()
+            for k in rng.permutation([1, 2, K, 7])[:2].tolist():  # stacks of several sizes from one state
+                batch = buffer.sample(batch_size_B=24, n_step=n_step, frame_stack=k)
+                assert batch["obs"].dtype == batch["next_obs"].dtype == np.uint8
+                assert np.array_equal(batch["obs"], self.reference(buffer, batch["keys"], batch["t"], k))
+                next_keys, next_t = batch["keys"] + batch["n_step"], batch["t"] + batch["n_step"]
+                assert np.array_equal(batch["next_obs"], self.reference(buffer, next_keys, next_t, k))
+        assert buffer.storage.num_evicted_episodes > 0
+
+
+def test_obs_and_next_obs_are_separate_writable_arrays() -> None:
+    buffer = EpisodeReplayBuffer(capacity=1000, seed=0)
+    for c in chunks_of(episode(0, 25), [10], lookback=K - 1):
+        buffer.add(c)
+    for n_step in (1, 2):
+        batch = buffer.sample(batch_size_B=64, n_step=n_step, frame_stack=K)
+        assert batch["obs"].flags.writeable and batch["next_obs"].flags.writeable
+        assert not np.shares_memory(batch["obs"], batch["next_obs"])
+        batch["obs"][:] = 0
+        batch["next_obs"][:] = 0
+    check(buffer.sample(batch_size_B=64, frame_stack=K), first_t={0: 0})  # nothing stored was changed
+
+
+def test_a_fill_outside_the_dtype_widens_the_stacks() -> None:
+    from ray_sampler.data.columnar import episodes_to_columnar
+    from replay.frame_stacks import stacked_observations
+    from replay.storage import EpisodeStorage
+
+    storage = EpisodeStorage(capacity_env_steps=100)
+    storage.add(episodes_to_columnar([episode(0, 5).slice(slice(2, 5), len_lookback_buffer=1)]))
+    out = stacked_observations(storage, np.array([0, 0]), np.array([0, 3]), 4, fill=-1)
+    assert out.dtype == np.int64  # connectors.history.fill_dtype: uint8 and a fill of -1
+    assert out[:, :, 0, 1].tolist() == [[-1, -1, 2, 3], [3, 4, 5, 6]]  # t + 1, the fill before t=1
