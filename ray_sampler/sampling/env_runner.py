@@ -16,7 +16,9 @@ vector env), the ``OngoingEpisodes`` it keeps between calls, and two engines (``
 vectorized one for plain truncate-mode calls (default connectors, and env-to-module pieces that
 keep the ``EnvToModulePiece`` contract), the per-step one otherwise (a config whose pieces break
 that contract is named in ``vectorized_fallback``, logged and counted in ``num_fallback_calls``);
-every call's arguments travel as one ``SampleRequest``.
+every call's arguments travel as one ``SampleRequest``. What it derives from its config (module,
+lookback, engine choice) is in ``runner_build``; its episodes' sums across calls and each call's
+metrics in ``RunnerTally``; the chunks a dead replay actor did not take in ``ReplayOutbox``.
 
 Episode ids are a random per-runner prefix (uuid4, never seeded), the worker index and a counter,
 so two runs with the same seed never share an id in one replay; a seeded rerun gives the same
@@ -42,112 +44,35 @@ from typing import Any
 
 import numpy as np
 
-from connectors.connector_v2 import piece_name
-from connectors.env_to_module import EnvToModulePiece, default_env_to_module, env_to_module_observation_space
+from connectors.env_to_module import default_env_to_module, env_to_module_observation_space
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.data.spaces import check_flattenable, check_space
-from ray_sampler.errors import ConfigError, EnvError
-from ray_sampler.handles import call
-from ray_sampler.modules import MLPModule, RandomModule
-from ray_sampler.modules.rl_module import initial_state, is_stateful
+from ray_sampler.data.spaces import check_space
+from ray_sampler.errors import EnvError
+from ray_sampler.modules import RandomModule
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.engines import Collected, PerStepEngine, SamplingEngine, VectorizedEngine
 from ray_sampler.sampling.env_creator import make_vector_env, sub_env_seeds
 from ray_sampler.sampling.horizon import EpisodeEnds
-from ray_sampler.sampling.metrics import EpisodeTotals, RunnerMetrics, chunk_totals
+from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.ongoing import OngoingEpisodes
 from ray_sampler.sampling.recorder import StepRecorder
+from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
+from ray_sampler.sampling.runner_build import (
+    build_module,
+    lookback_horizon,
+    set_torch_threads,
+    vectorized_fallback,
+    view_lookback_steps,
+)
+from ray_sampler.sampling.runner_tally import RunnerTally
 from ray_sampler.sampling.vector import VectorStepper
 
 __all__ = ["EnvRunner", "build_module", "lookback_horizon", "vectorized_fallback", "view_lookback_steps"]
 
 logger = logging.getLogger(__name__)
-
-
-def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: Any) -> Any:
-    """The runner's module: ``module_class(observation_space, action_space, **module_config)``."""
-    module_class = config.module_class or MLPModule
-    if getattr(module_class, "needs_flat_observations", True):  # the default MLP's kind: floats in
-        check_flattenable(observation_space, getattr(module_class, "__name__", str(module_class)))
-    kwargs = dict(config.module_config)
-    if module_class is MLPModule:
-        kwargs.setdefault("seed", config.seed)
-    try:
-        module = module_class(observation_space, action_space, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(
-            f"'module_class' {getattr(module_class, '__name__', module_class)!r} with 'module_config' "
-            f"{config.module_config!r} could not be built for {observation_space} / {action_space}: {e}"
-        ) from e
-    missing = [
-        m
-        for m in ("forward_inference", "forward_exploration", "get_state", "set_state")
-        if not callable(getattr(module, m, None))
-    ]
-    if missing:
-        raise ConfigError(f"'module_class' must build an RLModule; {type(module).__name__} lacks {missing}")
-    if is_stateful(module):
-        _check_stateful(config, module)
-    return module
-
-
-def _check_stateful(config: EnvRunnerConfig, module: Any) -> None:
-    """A stateful module needs an initial state of arrays, and continuation chunks that keep the
-    previous step's ``state_out`` (the learner starts a chunk's first sequence from it)."""
-    name = type(module).__name__
-    try:
-        state = initial_state(module)
-    except Exception as e:
-        raise ConfigError(f"stateful module {name}: get_initial_state() failed: {e}") from e
-    if not state or not all(isinstance(k, str) for k in state):
-        raise ConfigError(f"stateful module {name}: get_initial_state() must return a non-empty dict of arrays")
-    if config.batch_mode is BatchMode.TRUNCATE_EPISODES and lookback_horizon(config) < 1:
-        raise ConfigError(
-            f"'episode_lookback_horizon' must be >= 1 for the stateful module {name} in truncate mode "
-            f"(got {config.episode_lookback_horizon}): a chunk's first state_in is its lookback's last state_out"
-        )
-
-
-def lookback_horizon(config: EnvRunnerConfig) -> int:
-    """``config.episode_lookback_horizon``, which ``EnvRunnerConfig`` has resolved to an int."""
-    assert config.episode_lookback_horizon is not None, "EnvRunnerConfig.__post_init__ derives it"
-    return config.episode_lookback_horizon
-
-
-def vectorized_fallback(config: EnvRunnerConfig) -> str | None:
-    """Why a truncate-mode runner with ``columnar_sampling`` cannot take the vectorized engine: user
-    pieces outside its contract (None: it can, or the config does not ask for it).
-
-    Env-to-module pieces must subclass ``EnvToModulePiece`` (they read history from the view the
-    engine keeps, never from episode objects); user module-to-env pieces always fall back (they
-    get no episodes on that engine)."""
-    if not (config.columnar_sampling and config.batch_mode is BatchMode.TRUNCATE_EPISODES):
-        return None
-    others = [piece_name(p) for p in config.env_to_module_connectors if not isinstance(p, EnvToModulePiece)]
-    others += [piece_name(p) for p in config.module_to_env_connectors]
-    if not others:
-        return None
-    return (
-        f"connector pieces {others} do not keep the vectorized engine's contract (env-to-module pieces "
-        "subclassing EnvToModulePiece; no module-to-env pieces): sampling falls back to the per-step engine"
-    )
-
-
-def view_lookback_steps(pieces: tuple[Any, ...]) -> int | None:
-    """Steps of history the env-to-module pieces read (None: no piece reads the running episodes' view)."""
-    steps = [p.lookback_steps for p in pieces if isinstance(p, EnvToModulePiece)]
-    return max(steps) if steps else None
-
-
-def _set_torch_threads(module: Any, num_threads: int) -> None:
-    """One runner's torch intra-op threads (``EnvRunnerConfig.num_torch_threads``), for a torch module."""
-    if getattr(module, "framework", None) == "torch":
-        import torch
-
-        torch.set_num_threads(num_threads)
 
 
 class EnvRunner:
@@ -170,7 +95,7 @@ class EnvRunner:
         )
         """What the module sees: the env's observation space after the user's env-to-module pieces."""
         self.module = build_module(config, self.module_observation_space, self.action_space)
-        _set_torch_threads(self.module, config.num_torch_threads)
+        set_torch_threads(self.module, config.num_torch_threads)
         random_module = RandomModule(self.module_observation_space, self.action_space, seed=random_seed)
         self.env_to_module = default_env_to_module(self.observation_space, config.env_to_module_connectors)
         self.module_to_env = default_module_to_env(
@@ -209,9 +134,7 @@ class EnvRunner:
         self._vectorized = VectorizedEngine(
             self.recorder, self.ongoing, view_lookback_steps=view_lookback_steps(config.env_to_module_connectors)
         )
-        self._totals = EpisodeTotals()
-        self._shipped_running: set[str] = set()
-        """Ids of the episodes shipped unfinished that still run (``running_episode_ids``)."""
+        self._tally = RunnerTally(worker_index)
         self._is_seeded = False
         self._lost_in_failed_call: int | None = None
         """Steps an ``EnvError`` call held or made (None: no failure to recover from)."""
@@ -220,7 +143,7 @@ class EnvRunner:
         self.weights_version = 0
         self.metrics = RunnerMetrics(worker_index=worker_index)
         """Metrics of the last ``sample()`` call."""
-        self._held_for_replay: list[ColumnarEpisodes] = []  # chunks a dead replay actor did not take
+        self._outbox = ReplayOutbox()  # chunks a dead replay actor did not take
 
     @property
     def env(self) -> Any:
@@ -324,38 +247,13 @@ class EnvRunner:
         """``sample_to()`` for a request (what ``EnvRunnerGroup`` sends)."""
         col, metrics = self.collect(request)
         if col is not None:
-            self._held_for_replay.append(col)
-        ack = self._send_held(replay)
-        held = sum(c.num_env_steps for c in self._held_for_replay)
+            self._outbox.hold(col)
+        ack = self._outbox.send(replay)
         return dataclasses.replace(
             metrics,
             replay=ack,
-            num_env_steps_held_for_replay=held,
-            running_episode_ids=sorted(self._shipped_running),
-        )
-
-    def _send_held(self, replay: Any) -> Any:
-        """Adds the held chunks to ``replay`` in order; one ack summing those it took (None: none).
-
-        A dead replay actor is not this runner's failure: the chunks it did not take stay held,
-        unchanged, so the episodes go on and reach the restored actor whole (learner/replay_recovery.py)."""
-        acks = []
-        try:
-            if not self._held_for_replay:
-                return call(replay.add, None)
-            while self._held_for_replay:
-                acks.append(call(replay.add, self._held_for_replay[0]))
-                self._held_for_replay.pop(0)
-        except Exception as e:
-            if not _is_actor_death(e):
-                raise
-        if not acks:
-            return None
-        return dataclasses.replace(
-            acks[-1],
-            num_env_steps=sum(a.num_env_steps for a in acks),
-            num_env_steps_received=sum(a.num_env_steps_received for a in acks),
-            waited_s=sum(a.waited_s for a in acks),
+            num_env_steps_held_for_replay=self._outbox.num_env_steps,
+            running_episode_ids=self._tally.running_episode_ids,
         )
 
     def _collect(self, request: SampleRequest) -> Collected:
@@ -394,13 +292,14 @@ class EnvRunner:
                 restarts + 1,
             )
         duration_s = time.perf_counter() - t0
-        self._record_metrics(
+        self.metrics = self._tally.record(
             result,
             duration_s,
             dropped,
             abandoned,
             (num_episodes, num_steps_dropped, ended_ids),
             restarts,
+            weights_version=self.weights_version,
             fallback=self.vectorized_fallback if fell_back else None,
         )
         return result
@@ -416,8 +315,7 @@ class EnvRunner:
         self.recorder.stepper = stepper
         self.ongoing.drain(ship_running=False)
         self.ongoing.take_drops()
-        self._totals.clear()
-        self._shipped_running.clear()
+        self._tally.clear()
         self._recovered_steps = self._lost_in_failed_call or 0
         self._lost_in_failed_call = None
         return self._new_seeds()
@@ -435,44 +333,6 @@ class EnvRunner:
         return self.ongoing.restart(obs_rows, infos, ship_running=self._is_truncating)
 
     # ---------------------------------------------------------------- metrics and state
-    def _record_metrics(
-        self,
-        result: Collected,
-        duration_s: float,
-        dropped: int,
-        abandoned: set[str],
-        env_dropped: tuple[int, int, list[str]],
-        restarts: int,
-        *,
-        fallback: str | None,
-    ) -> None:
-        """``env_dropped``: (episodes, steps, ids) a sub-env failure dropped; ``fallback``: why the call
-        took the per-step engine (None: it did not fall back)."""
-        chunks = list(chunk_totals(result))
-        returns, lengths, steps = self._totals.add(chunks)
-        # Episodes a reset or a sub-env failure ended never continue: their sums go once this call's chunks are in.
-        ended = abandoned | set(env_dropped[2])
-        self._totals.forget(ended)
-        self._shipped_running |= {id_ for id_, _, _, is_done in chunks if not is_done}
-        self._shipped_running -= {id_ for id_, _, _, is_done in chunks if is_done} | ended
-        self.metrics = RunnerMetrics(
-            worker_index=self.worker_index,
-            num_env_steps=steps,
-            num_agent_steps=steps,
-            num_episodes=len(returns),
-            episode_returns=returns,
-            episode_lengths=lengths,
-            num_episodes_dropped_by_reset=dropped,
-            num_episodes_dropped_env_error=env_dropped[0],
-            num_env_steps_dropped=env_dropped[1],
-            num_sub_env_restarts=restarts,
-            ended_episode_ids=list(env_dropped[2]),
-            duration_s=duration_s,
-            num_env_steps_per_s=steps / duration_s if duration_s > 0 else 0.0,
-            weights_version=self.weights_version,
-            vectorized_fallback=fallback,
-        )
-
     def get_metrics(self) -> RunnerMetrics:
         """Metrics of the last ``sample()`` call."""
         return self.metrics
@@ -506,11 +366,9 @@ class EnvRunner:
         complete mode ships only whole finished episodes, running ones are dropped and counted, as
         that mode never returns part of an episode. The runner starts fresh afterwards.
         """
-        held = [ep for col in self._held_for_replay for ep in columnar_to_episodes(col)]
-        self._held_for_replay = []
+        held = [ep for col in self._outbox.take() for ep in columnar_to_episodes(col)]
         out, dropped = self.ongoing.drain(ship_running=self._is_truncating)
-        self._totals.clear()
-        self._shipped_running.clear()
+        self._tally.clear()
         return held + out, dropped
 
     def ping(self) -> int:
@@ -519,10 +377,3 @@ class EnvRunner:
 
     def stop(self) -> None:
         self.env.close()
-
-
-def _is_actor_death(error: BaseException) -> bool:
-    """Whether ``error`` says the called actor died or cannot be reached (Ray's RayActorError)."""
-    import ray
-
-    return isinstance(error, ray.exceptions.RayActorError)

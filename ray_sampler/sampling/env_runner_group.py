@@ -28,6 +28,8 @@
   weights and connector states and a fresh seed; what died with it is counted and logged
   (``runner_failures.py`` says how, and why not through Ray's ``max_restarts``). The
   ``EnvRunnerGroupConfig`` fault-tolerance fields bound it; past them ``EnvRunnerFailedError``.
+  The actors, their requests in flight and the replacements are kept by a ``RunnerFleet``
+  (``runner_fleet.py``); the chunks a dead replay did not take by a ``ReplayOutbox``.
 - The env and the module are checked on the driver before any actor starts (``preflight.py``).
 
 The group never calls ``ray.init``; start Ray first.
@@ -40,31 +42,21 @@ import time
 import uuid
 from typing import Any
 
-import numpy as np
 import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.errors import EnvRunnerFailedError, RaySamplerError
+from ray_sampler.errors import RaySamplerError
 from ray_sampler.handles import call
-from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
-from ray_sampler.sampling.placement import RunnerPlacement
 from ray_sampler.sampling.preflight import prepare_env
+from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
-from ray_sampler.sampling.runner_failures import RunnerFailures
+from ray_sampler.sampling.runner_fleet import Answer, RunnerFleet, SampleTimeoutError
 from ray_sampler.validate import check_int
 
 __all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
-
-Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
-"""One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
-
-
-class SampleTimeoutError(RaySamplerError, TimeoutError):
-    """No runner (or not every runner, where all are needed) answered before the deadline."""
 
 
 class EnvRunnerGroup:
@@ -76,22 +68,12 @@ class EnvRunnerGroup:
         if not ray.is_initialized():
             raise RaySamplerError("EnvRunnerGroup needs a running Ray: call ray.init() first")
         self.config = config
-        self._remote: Any = ray.remote(EnvRunner)  # an actor class: its methods' .remote is untyped
         self._name_prefix = f"ray-sampler-{uuid.uuid4().hex[:8]}"
-        self._actors: dict[int, Any] = {}
-        self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with
-        self._failures = RunnerFailures(self.group_config)
-        self._placement = RunnerPlacement(self.group_config, self._name_prefix)
-        self._inflight: dict[int, ray.ObjectRef] = {}
-        self._ready: list[tuple[int | None, Answer]] = []
+        self._fleet = RunnerFleet(config, self.group_config, self._name_prefix)
         self._drained: list[SingleAgentEpisode] = []
-        self._held_for_replay: tuple[ColumnarEpisodes, ...] = ()  # chunks a dead replay did not take, oldest first
+        self._outbox = ReplayOutbox()  # chunks a dead replay did not take, oldest first
         self._next_index = 1
-        self._weights_ref: ray.ObjectRef | None = None
-        self._last_request: tuple[SampleRequest, Any] | None = None  # (request, replay) of the last call
-        self._inflight_requests: dict[int, SampleRequest] = {}
         self._num_dropped_by_scale = 0
-        self._connector_ref: ray.ObjectRef | None = None  # the last merged connector state
         self._stopped_connector_states: list[dict[str, Any]] = []  # unsynced moments of stopped runners
         self.merged_connector_states: dict[str, Any] | None = None
         """The connector states of the last sync (for a learner pipeline's copy of e.g. MeanStdFilter)."""
@@ -102,11 +84,11 @@ class EnvRunnerGroup:
 
     @property
     def num_env_runners(self) -> int:
-        return len(self._actors)
+        return len(self._fleet.actors)
 
     @property
     def worker_indices(self) -> list[int]:
-        return sorted(self._actors)
+        return sorted(self._fleet.actors)
 
     @property
     def name_prefix(self) -> str:
@@ -117,11 +99,11 @@ class EnvRunnerGroup:
     @property
     def in_flight(self) -> list[int]:
         """Worker indices with a request in flight."""
-        return sorted(self._inflight)
+        return sorted(self._fleet.inflight)
 
     def actor(self, worker_index: int) -> Any:
         """The actor handle of runner ``worker_index``."""
-        return self._actors[worker_index]
+        return self._fleet.actors[worker_index]
 
     # ---------------------------------------------------------------- sampling
     def sample(
@@ -170,21 +152,23 @@ class EnvRunnerGroup:
     def _sample(self, request: SampleRequest, replay: Any, timeout_s: float | None) -> list[Answer]:
         """Sends ``request`` (to go to ``replay`` if given) to every runner with none in flight and
         collects answers until the deadline."""
-        if not self._actors:
+        if not self._fleet.actors:
             raise RaySamplerError("the group has no env runners (scale it up first)")
-        self._last_request = (request, replay)
-        for index in list(self._actors):
-            if index not in self._inflight:
-                self._submit(index, request, replay)
-        num_failures = self._failures.num_failures
+        self._fleet.last_request = (request, replay)
+        for index in list(self._fleet.actors):
+            if index not in self._fleet.inflight:
+                self._fleet.submit(index, request, replay)
+        num_failures = self._fleet.failures.num_failures
         deadline = time.monotonic() + (timeout_s or self.group_config.sample_timeout_s)
-        self._collect(deadline)
-        if not self._ready:
-            late = sorted(self._inflight)
-            if self._failures.num_failures > num_failures:
-                raise self._failures.error(f"no env runner answered within the deadline (runners {late} starting)")
+        self._fleet.collect(deadline)
+        if not self._fleet.ready:
+            late = sorted(self._fleet.inflight)
+            if self._fleet.failures.num_failures > num_failures:
+                raise self._fleet.failures.error(
+                    f"no env runner answered within the deadline (runners {late} starting)"
+                )
             raise SampleTimeoutError(f"no env runner answered within the deadline (runners {late} still sampling)")
-        ready = self._take_ready()
+        ready = self._fleet.take_ready()
         if self._drained:
             drained, self._drained = self._drained, []
             steps = sum(len(ep) for ep in drained)
@@ -195,10 +179,10 @@ class EnvRunnerGroup:
         self.metrics = GroupMetrics.of(
             [metrics for _, (_, metrics) in ready],
             weights_version=self.weights_version,
-            late_runners=sorted(self._inflight),
+            late_runners=sorted(self._fleet.inflight),
             num_dropped_by_scale=self._num_dropped_by_scale,
         )
-        self.metrics = dataclasses.replace(self.metrics, **self._failures.metrics(len(self._actors)))
+        self.metrics = dataclasses.replace(self.metrics, **self._fleet.failures.metrics(len(self._fleet.actors)))
         return [result for _, result in ready]
 
     def sample_to_replay(
@@ -231,7 +215,7 @@ class EnvRunnerGroup:
             random_actions=random_actions,
             force_reset=force_reset,
         )
-        self._add_held_for_replay(replay)
+        self._outbox.flush(replay)
         out = []
         for col, metrics in self._sample(request, replay, timeout_s):
             if col is not None:
@@ -239,133 +223,17 @@ class EnvRunnerGroup:
             out.append(metrics)
         return out
 
-    def _add_held_for_replay(self, replay: Any) -> None:
-        """Adds the chunks held from an earlier ``sample_to_replay`` to ``replay``, in order; those it
-        does not take stay held (its ``RayActorError`` goes up)."""
-        while self._held_for_replay:
-            call(replay.add, self._held_for_replay[0])
-            self._held_for_replay = self._held_for_replay[1:]
-
     def _add_from_driver(self, replay: Any, col: ColumnarEpisodes, metrics: RunnerMetrics) -> RunnerMetrics:
         """``metrics`` with the ack of adding ``col`` to ``replay``; a dead replay (now or for an earlier
         chunk of this call: the order is kept) leaves ``col`` held, counted as held for the replay."""
-        if not self._held_for_replay:
+        if self._outbox.is_empty:
             try:
                 return dataclasses.replace(metrics, replay=call(replay.add, col))
             except ray.exceptions.RayActorError:
                 pass  # held below: the restored replay gets it first
-        self._held_for_replay += (col,)
+        self._outbox.hold(col)
         held = metrics.num_env_steps_held_for_replay + col.num_env_steps
         return dataclasses.replace(metrics, replay=None, num_env_steps_held_for_replay=held)
-
-    def _collect(self, deadline: float) -> None:
-        """Moves finished in-flight results into ``_ready`` until all are in or the deadline passes;
-        a failed runner is replaced and, during a sampling call, sent the call's request at once."""
-        by_ref = {ref: index for index, ref in self._inflight.items()}
-        pending = list(by_ref)
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            done, pending = ray.wait(pending, num_returns=1, timeout=remaining)
-            for ref in done:
-                index = by_ref[ref]
-                del self._inflight[index]
-                request = self._inflight_requests.pop(index)
-                try:
-                    answer = self._answer(ray.get(ref), request, index)
-                except ray.exceptions.RayError as e:
-                    self._fail(index, e, lost_request=request)
-                    if index in self._actors and self._last_request is not None:
-                        request, replay = self._last_request
-                        by_ref[self._submit(index, request.without_reset(), replay)] = index
-                        pending.append(self._inflight[index])
-                    continue
-                self._ready.append((index, answer))
-                if self.group_config.keep_sampling and self._last_request is not None:
-                    # One request ahead, with this call's arguments; a reset is never repeated.
-                    request, replay = self._last_request
-                    self._submit(index, request.without_reset(), replay)
-
-    def _take_ready(self) -> list[tuple[int | None, Answer]]:
-        """Empties ``_ready``: with a seed in runner order (a stable sort: a runner's answers stay
-        oldest first), else in arrival order, as there is no run to repeat."""
-        ready, self._ready = self._ready, []
-        if self.config.seed is not None:
-            ready.sort(key=lambda item: -1 if item[0] is None else item[0])
-        return ready
-
-    def _submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
-        actor = self._actors[index]
-        ref = actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
-        self._inflight[index] = ref
-        self._inflight_requests[index] = request
-        return ref
-
-    def _answer(self, result: Any, request: SampleRequest, index: int) -> Answer:
-        """(chunks, metrics with the request) of a finished request of either kind (``collect_to``
-        ships to the replay: no chunks)."""
-        col, metrics = (None, result) if isinstance(result, RunnerMetrics) else result
-        metrics = dataclasses.replace(metrics, request=request)
-        # Only a collect_to answer reports the steps held for a dead replay (a collect leaves them held).
-        held = metrics.num_env_steps_held_for_replay if isinstance(result, RunnerMetrics) else None
-        self._failures.track(index, col, metrics, num_env_steps_held=held)
-        return col, metrics
-
-    # ---------------------------------------------------------------- failures
-    def _fail(
-        self, index: int, error: BaseException, *, lost_request: SampleRequest | None = None, replace: bool = True
-    ) -> None:
-        """Runner ``index`` failed: counts what died with it, kills it, and starts its replacement
-        (``replace``) or raises EnvRunnerFailedError (restarts disabled or used up)."""
-        actor = self._actors.pop(index, None)
-        if actor is None:
-            return  # handled already
-        ref = self._inflight.pop(index, None)
-        request = self._inflight_requests.pop(index, None) if lost_request is None else lost_request
-        if ref is not None and request is not None and ray.wait([ref], timeout=0)[0]:
-            try:  # answered before it died: the result is in the object store, not lost
-                self._ready.append((index, self._answer(ray.get(ref), request, index)))
-                request = None
-            except ray.exceptions.RayError:
-                pass
-        lost = 0
-        if request is not None and request.num_episodes is None:
-            lost = request.num_env_steps(
-                rollout_fragment_length=self.config.rollout_fragment_length,
-                num_envs=self.config.num_envs_per_env_runner,
-            )
-        ray.kill(actor)  # a runner that raised is still alive, in an unknown state
-        self._failures.record(index, error, num_env_steps_lost=lost, may_restart=replace)
-        if replace:
-            delay_s = self.group_config.delay_between_env_runner_restarts_s
-            if delay_s > 0:
-                time.sleep(delay_s)
-            actor = self._start_runner(index, self._num_workers[index], restart=self._failures.num_restarts)
-            # Calls to one actor run in order: these land before its first sample.
-            if self._weights_ref is not None:
-                actor.set_state.remote(self._weights_ref)
-            if self._connector_ref is not None:
-                actor.set_state.remote(self._connector_ref)
-            self._actors[index] = actor
-        else:
-            self._placement.free(index)
-
-    def _start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
-        """A new runner actor for ``index``; a replacement (``restart`` > 0) gets a fresh seed."""
-        config = self.config
-        if restart and config.seed is not None:
-            seed = int(np.random.SeedSequence([config.seed, index, restart]).generate_state(1)[0])
-            module_config = config.module_config
-            if (config.module_class or MLPModule) is MLPModule and "seed" not in module_config:
-                # The built-in MLP is seeded with the run's seed: the same first weights as its peers.
-                module_config = {**module_config, "seed": config.seed}
-            config = dataclasses.replace(config, seed=seed, module_config=module_config)
-        self._num_workers[index] = num_workers
-        name = f"{self._name_prefix}-env-runner-{index}" + (f"-restart-{restart}" if restart else "")
-        return self._remote.options(name=name, **self._placement.options(index)).remote(
-            config, worker_index=index, num_workers=num_workers
-        )
 
     # ---------------------------------------------------------------- weights
     def sync_weights(
@@ -380,11 +248,11 @@ class EnvRunnerGroup:
         if connector_states:
             state["env_to_module"] = self.merged_connector_states = self._merge_connector_states(timeout_s)
             # Kept apart too: runners added later take the weights, then the newest connector states.
-            self._connector_ref = ray.put({"env_to_module": state["env_to_module"]})
+            self._fleet.connector_ref = ray.put({"env_to_module": state["env_to_module"]})
         self.weights_version += 1
-        self._weights_ref = ray.put({**state, "weights_version": self.weights_version})
-        refs = {actor.set_state.remote(self._weights_ref): index for index, actor in self._actors.items()}
-        self._wait_all(refs, timeout_s, "take the new weights")  # a replacement takes them when it starts
+        self._fleet.weights_ref = ray.put({**state, "weights_version": self.weights_version})
+        # A runner that fails now is replaced, and its replacement takes them when it starts.
+        self._fleet.broadcast(self._fleet.weights_ref, timeout_s, "take the new weights")
         return self.weights_version
 
     def sync_connector_states(self, *, timeout_s: float | None = None) -> dict[str, Any]:
@@ -400,15 +268,15 @@ class EnvRunnerGroup:
         checkpoint) to every runner with one ``ray.put``; runners added later start from them."""
         timeout_s = timeout_s or self.group_config.sample_timeout_s
         self.merged_connector_states = merged
-        self._connector_ref = ray.put({"env_to_module": merged})
-        self._wait_all(
-            {a.set_state.remote(self._connector_ref): i for i, a in self._actors.items()}, timeout_s, "take the states"
-        )
+        self._fleet.connector_ref = ray.put({"env_to_module": merged})
+        self._fleet.broadcast(self._fleet.connector_ref, timeout_s, "take the states")
 
     def _merge_connector_states(self, timeout_s: float) -> dict[str, Any]:
         from connectors.pipeline import ConnectorPipelineV2
 
-        states = self._wait_all({a.get_state.remote(): i for i, a in self._actors.items()}, timeout_s, "report state")
+        states = self._fleet.wait_all(
+            {a.get_state.remote(): i for i, a in self._fleet.actors.items()}, timeout_s, "report state"
+        )
         if not states and not self._stopped_connector_states and self.merged_connector_states is not None:
             return self.merged_connector_states  # nobody saw anything since: what was agreed stands
         # The user's pieces come first in every runner's pipeline (the defaults hold no state), so
@@ -420,26 +288,6 @@ class EnvRunnerGroup:
         self._stopped_connector_states = []
         return merged
 
-    def _wait_all(
-        self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str, *, on_failure: str = "replace"
-    ) -> list[Any]:
-        """The results of the calls ``refs`` (ref -> worker index) of the runners that did not fail;
-        a failed runner is replaced (``on_failure="replace"``), dropped (``"drop"``), or its error
-        raised (``"raise"``). A call still running at the deadline raises SampleTimeoutError."""
-        done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
-        results = []
-        for ref in done:
-            try:
-                results.append(ray.get(ref))
-            except ray.exceptions.RayError as e:
-                if on_failure == "raise":
-                    raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
-                self._fail(refs[ref], e, replace=on_failure == "replace")
-        if pending:
-            late = sorted(refs[r] for r in pending)
-            raise SampleTimeoutError(f"env runners {late} did not {what} within {timeout_s} s")
-        return results
-
     # ---------------------------------------------------------------- scaling and lifecycle
     def scale(self, num_env_runners: int) -> None:
         """Adds or stops runners until there are ``num_env_runners`` (see the module docstring).
@@ -448,64 +296,33 @@ class EnvRunnerGroup:
         is still sampling, SampleTimeoutError is raised and no runner is stopped.
         """
         check_int("num_env_runners", num_env_runners, minimum=0)
-        if len(self._actors) > num_env_runners:
-            self._stop_runners(sorted(self._actors)[num_env_runners:])
-        indices = list(range(self._next_index, self._next_index + num_env_runners - len(self._actors)))
-        self._placement.reserve(indices)  # the cluster could never hold them: raises before any starts
+        if len(self._fleet.actors) > num_env_runners:
+            self._stop_runners(sorted(self._fleet.actors)[num_env_runners:])
+        indices = list(range(self._next_index, self._next_index + num_env_runners - len(self._fleet.actors)))
+        self._fleet.placement.reserve(indices)  # the cluster could never hold them: raises before any starts
         self._next_index += len(indices)
-        new = {index: self._start_runner(index, num_env_runners) for index in indices}
-        if new:
-            calls = {
-                a.set_state.remote(self._weights_ref) if self._weights_ref else a.ping.remote(): i
-                for i, a in new.items()
-            }
-            if self._connector_ref is not None:  # new runners also get the agreed connector states
-                calls.update({a.set_state.remote(self._connector_ref): i for i, a in new.items()})
-            try:  # a runner that cannot start is a setup error, not a failure to recover from
-                self._wait_all(calls, self.group_config.actor_start_timeout_s, "start", on_failure="raise")
-            except RaySamplerError:
-                for i, a in new.items():
-                    ray.kill(a)
-                    self._placement.free(i)
-                raise
-            self._actors.update(new)
+        self._fleet.start_new(indices, num_env_runners)
 
     def _stop_runners(self, indices: list[int]) -> None:
         """Collects the runners' in-flight results and drained episodes (for the next ``sample()``),
         then kills them; all or none."""
         timeout_s = self.group_config.sample_timeout_s
-        inflight = {self._inflight[i]: i for i in indices if i in self._inflight}
-        if inflight:
-            _, late = ray.wait(list(inflight), num_returns=len(inflight), timeout=timeout_s)
-            if late:
-                raise SampleTimeoutError(
-                    f"env runners {sorted(inflight[r] for r in late)} are still sampling after {timeout_s} s; "
-                    "no runner was stopped (scale down again once they finish)"
-                )
-            for ref, i in inflight.items():  # no new request for a runner about to stop
-                del self._inflight[i]
-                request = self._inflight_requests.pop(i)
-                try:
-                    self._ready.append((i, self._answer(ray.get(ref), request, i)))
-                except ray.exceptions.RayError as e:
-                    self._fail(i, e, lost_request=request, replace=False)
+        self._fleet.settle(indices, timeout_s)
         # A runner that fails now is stopped anyway: counted, not replaced.
-        live = [i for i in indices if i in self._actors]
-        get_states = {self._actors[i].get_state.remote(): i for i in live}
-        states = self._wait_all(get_states, timeout_s, "report state", on_failure="drop")
+        live = [i for i in indices if i in self._fleet.actors]
+        get_states = {self._fleet.actors[i].get_state.remote(): i for i in live}
+        states = self._fleet.wait_all(get_states, timeout_s, "report state", on_failure="drop")
         self._stopped_connector_states += [s["env_to_module"] for s in states]
-        live = [i for i in live if i in self._actors]
-        drains = self._wait_all(
-            {self._actors[i].drain.remote(): i for i in live}, timeout_s, "drain", on_failure="drop"
+        live = [i for i in live if i in self._fleet.actors]
+        drains = self._fleet.wait_all(
+            {self._fleet.actors[i].drain.remote(): i for i in live}, timeout_s, "drain", on_failure="drop"
         )
         for episodes, dropped in drains:
             self._drained += episodes
             self._num_dropped_by_scale += dropped
         for i in live:
-            if i in self._actors:
-                self._failures.forget(i)
-                ray.kill(self._actors.pop(i))
-                self._placement.free(i)
+            if i in self._fleet.actors:
+                self._fleet.remove(i)
 
     def collect_in_flight(self, *, timeout_s: float | None = None) -> list[Answer]:
         """Waits for the requests still in flight (``keep_sampling`` keeps one per runner) without
@@ -514,20 +331,16 @@ class EnvRunnerGroup:
         object). Call it before ``stop`` so that no sampled step is discarded.
 
         Raises SampleTimeoutError if some are still in flight at the deadline (they stay there)."""
-        self._last_request = None  # no request ahead from here on
-        self._collect(time.monotonic() + (timeout_s or self.group_config.sample_timeout_s))
-        if self._inflight:
-            raise SampleTimeoutError(f"runners {sorted(self._inflight)} still sampling at the deadline")
-        ready = self._take_ready()
+        self._fleet.last_request = None  # no request ahead from here on
+        self._fleet.collect(time.monotonic() + (timeout_s or self.group_config.sample_timeout_s))
+        if self._fleet.inflight:
+            raise SampleTimeoutError(f"runners {sorted(self._fleet.inflight)} still sampling at the deadline")
+        ready = self._fleet.take_ready()
         return [result for _, result in ready]
 
     def stop(self) -> None:
         """Kills every runner actor (unreturned results are discarded: see ``collect_in_flight``)."""
-        for actor in self._actors.values():
-            ray.kill(actor)
-        self._actors.clear()
-        self._inflight.clear()
-        self._placement.release_all()
+        self._fleet.stop()
 
     def __enter__(self) -> EnvRunnerGroup:
         return self

@@ -1,0 +1,243 @@
+"""RunnerFleet: an EnvRunnerGroup's runner actors and the calls in flight to them; a failed runner is replaced.
+
+A runner whose actor dies (``RayActorError``) or whose call raises is killed and replaced by a new
+actor under the same ``worker_index``, with the last broadcast weights and connector states and a
+fresh seed; what died with it is counted (``runner_failures.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+import ray
+
+from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.errors import EnvRunnerFailedError, RaySamplerError
+from ray_sampler.modules import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner import EnvRunner
+from ray_sampler.sampling.metrics import RunnerMetrics
+from ray_sampler.sampling.placement import RunnerPlacement
+from ray_sampler.sampling.request import SampleRequest
+from ray_sampler.sampling.runner_failures import RunnerFailures
+
+__all__ = ["Answer", "RunnerFleet", "SampleTimeoutError"]
+
+Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
+"""One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
+
+
+class SampleTimeoutError(RaySamplerError, TimeoutError):
+    """No runner (or not every runner, where all are needed) answered before the deadline."""
+
+
+class RunnerFleet:
+    """The runner actors by worker index, their requests in flight and the answers ready to take."""
+
+    def __init__(self, config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig, name_prefix: str) -> None:
+        self.config = config
+        self.group_config = group_config
+        self.name_prefix = name_prefix
+        self._remote: Any = ray.remote(EnvRunner)  # an actor class: its methods' .remote is untyped
+        self.actors: dict[int, Any] = {}
+        self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with
+        self.failures = RunnerFailures(group_config)
+        self.placement = RunnerPlacement(group_config, name_prefix)
+        self.inflight: dict[int, ray.ObjectRef] = {}
+        self.inflight_requests: dict[int, SampleRequest] = {}
+        self.ready: list[tuple[int | None, Answer]] = []
+        self.last_request: tuple[SampleRequest, Any] | None = None  # (request, replay) of the last call
+        self.weights_ref: ray.ObjectRef | None = None
+        self.connector_ref: ray.ObjectRef | None = None  # the last merged connector state
+
+    # ---------------------------------------------------------------- requests and answers
+    def collect(self, deadline: float) -> None:
+        """Moves finished in-flight results into ``ready`` until all are in or the deadline passes;
+        a failed runner is replaced and, during a sampling call, sent the call's request at once."""
+        by_ref = {ref: index for index, ref in self.inflight.items()}
+        pending = list(by_ref)
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            done, pending = ray.wait(pending, num_returns=1, timeout=remaining)
+            for ref in done:
+                index = by_ref[ref]
+                del self.inflight[index]
+                request = self.inflight_requests.pop(index)
+                try:
+                    answer = self.answer(ray.get(ref), request, index)
+                except ray.exceptions.RayError as e:
+                    self.fail(index, e, lost_request=request)
+                    if index in self.actors and self.last_request is not None:
+                        request, replay = self.last_request
+                        by_ref[self.submit(index, request.without_reset(), replay)] = index
+                        pending.append(self.inflight[index])
+                    continue
+                self.ready.append((index, answer))
+                if self.group_config.keep_sampling and self.last_request is not None:
+                    # One request ahead, with this call's arguments; a reset is never repeated.
+                    request, replay = self.last_request
+                    self.submit(index, request.without_reset(), replay)
+
+    def take_ready(self) -> list[tuple[int | None, Answer]]:
+        """Empties ``ready``: with a seed in runner order (a stable sort: a runner's answers stay
+        oldest first), else in arrival order, as there is no run to repeat."""
+        ready, self.ready = self.ready, []
+        if self.config.seed is not None:
+            ready.sort(key=lambda item: -1 if item[0] is None else item[0])
+        return ready
+
+    def submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
+        """Sends ``request`` to runner ``index`` (its chunks to go to ``replay`` if given)."""
+        actor = self.actors[index]
+        ref = actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
+        self.inflight[index] = ref
+        self.inflight_requests[index] = request
+        return ref
+
+    def answer(self, result: Any, request: SampleRequest, index: int) -> Answer:
+        """(chunks, metrics with the request) of a finished request of either kind (``collect_to``
+        ships to the replay: no chunks)."""
+        col, metrics = (None, result) if isinstance(result, RunnerMetrics) else result
+        metrics = dataclasses.replace(metrics, request=request)
+        # Only a collect_to answer reports the steps held for a dead replay (a collect leaves them held).
+        held = metrics.num_env_steps_held_for_replay if isinstance(result, RunnerMetrics) else None
+        self.failures.track(index, col, metrics, num_env_steps_held=held)
+        return col, metrics
+
+    # ---------------------------------------------------------------- failures and lifecycle
+    def fail(
+        self, index: int, error: BaseException, *, lost_request: SampleRequest | None = None, replace: bool = True
+    ) -> None:
+        """Runner ``index`` failed: counts what died with it, kills it, and starts its replacement
+        (``replace``) or raises EnvRunnerFailedError (restarts disabled or used up)."""
+        actor = self.actors.pop(index, None)
+        if actor is None:
+            return  # handled already
+        ref = self.inflight.pop(index, None)
+        request = self.inflight_requests.pop(index, None) if lost_request is None else lost_request
+        if ref is not None and request is not None and ray.wait([ref], timeout=0)[0]:
+            try:  # answered before it died: the result is in the object store, not lost
+                self.ready.append((index, self.answer(ray.get(ref), request, index)))
+                request = None
+            except ray.exceptions.RayError:
+                pass
+        lost = 0
+        if request is not None and request.num_episodes is None:
+            lost = request.num_env_steps(
+                rollout_fragment_length=self.config.rollout_fragment_length,
+                num_envs=self.config.num_envs_per_env_runner,
+            )
+        ray.kill(actor)  # a runner that raised is still alive, in an unknown state
+        self.failures.record(index, error, num_env_steps_lost=lost, may_restart=replace)
+        if replace:
+            delay_s = self.group_config.delay_between_env_runner_restarts_s
+            if delay_s > 0:
+                time.sleep(delay_s)
+            actor = self.start_runner(index, self._num_workers[index], restart=self.failures.num_restarts)
+            # Calls to one actor run in order: these land before its first sample.
+            if self.weights_ref is not None:
+                actor.set_state.remote(self.weights_ref)
+            if self.connector_ref is not None:
+                actor.set_state.remote(self.connector_ref)
+            self.actors[index] = actor
+        else:
+            self.placement.free(index)
+
+    def start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
+        """A new runner actor for ``index``; a replacement (``restart`` > 0) gets a fresh seed."""
+        config = self.config
+        if restart and config.seed is not None:
+            seed = int(np.random.SeedSequence([config.seed, index, restart]).generate_state(1)[0])
+            module_config = config.module_config
+            if (config.module_class or MLPModule) is MLPModule and "seed" not in module_config:
+                # The built-in MLP is seeded with the run's seed: the same first weights as its peers.
+                module_config = {**module_config, "seed": config.seed}
+            config = dataclasses.replace(config, seed=seed, module_config=module_config)
+        self._num_workers[index] = num_workers
+        name = f"{self.name_prefix}-env-runner-{index}" + (f"-restart-{restart}" if restart else "")
+        return self._remote.options(name=name, **self.placement.options(index)).remote(
+            config, worker_index=index, num_workers=num_workers
+        )
+
+    def wait_all(
+        self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str, *, on_failure: str = "replace"
+    ) -> list[Any]:
+        """The results of the calls ``refs`` (ref -> worker index) of the runners that did not fail;
+        a failed runner is replaced (``on_failure="replace"``), dropped (``"drop"``), or its error
+        raised (``"raise"``). A call still running at the deadline raises SampleTimeoutError."""
+        done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+        results = []
+        for ref in done:
+            try:
+                results.append(ray.get(ref))
+            except ray.exceptions.RayError as e:
+                if on_failure == "raise":
+                    raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
+                self.fail(refs[ref], e, replace=on_failure == "replace")
+        if pending:
+            late = sorted(refs[r] for r in pending)
+            raise SampleTimeoutError(f"env runners {late} did not {what} within {timeout_s} s")
+        return results
+
+    def remove(self, index: int) -> None:
+        """Kills runner ``index`` on purpose (scale-down): not a failure, nothing of it is tracked."""
+        self.failures.forget(index)
+        ray.kill(self.actors.pop(index))
+        self.placement.free(index)
+
+    def stop(self) -> None:
+        """Kills every runner actor and forgets their requests in flight."""
+        for actor in self.actors.values():
+            ray.kill(actor)
+        self.actors.clear()
+        self.inflight.clear()
+        self.placement.release_all()
+
+    def start_new(self, indices: list[int], num_workers: int) -> None:
+        """Starts runners ``indices`` (placed already) with the last broadcast weights and connector
+        states; all or none: a runner that cannot start is a setup error, not a failure to recover from."""
+        new = {index: self.start_runner(index, num_workers) for index in indices}
+        if not new:
+            return
+        calls = {
+            a.set_state.remote(self.weights_ref) if self.weights_ref else a.ping.remote(): i for i, a in new.items()
+        }
+        if self.connector_ref is not None:  # new runners also get the agreed connector states
+            calls.update({a.set_state.remote(self.connector_ref): i for i, a in new.items()})
+        try:
+            self.wait_all(calls, self.group_config.actor_start_timeout_s, "start", on_failure="raise")
+        except RaySamplerError:
+            for i, a in new.items():
+                ray.kill(a)
+                self.placement.free(i)
+            raise
+        self.actors.update(new)
+
+    def settle(self, indices: list[int], timeout_s: float) -> None:
+        """Moves the in-flight answers of runners ``indices`` into ``ready`` without sending them more
+        (they are about to stop); all or none: SampleTimeoutError if one is still sampling."""
+        inflight = {self.inflight[i]: i for i in indices if i in self.inflight}
+        if not inflight:
+            return
+        _, late = ray.wait(list(inflight), num_returns=len(inflight), timeout=timeout_s)
+        if late:
+            raise SampleTimeoutError(
+                f"env runners {sorted(inflight[r] for r in late)} are still sampling after {timeout_s} s; "
+                "no runner was stopped (scale down again once they finish)"
+            )
+        for ref, i in inflight.items():  # no new request for a runner about to stop
+            del self.inflight[i]
+            request = self.inflight_requests.pop(i)
+            try:
+                self.ready.append((i, self.answer(ray.get(ref), request, i)))
+            except ray.exceptions.RayError as e:
+                self.fail(i, e, lost_request=request, replace=False)
+
+    def broadcast(self, state_ref: ray.ObjectRef, timeout_s: float, what: str) -> None:
+        """Sends the state ``state_ref`` (one ``ray.put``) to every runner and waits for all of them."""
+        self.wait_all({a.set_state.remote(state_ref): i for i, a in self.actors.items()}, timeout_s, what)
