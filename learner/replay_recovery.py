@@ -13,7 +13,8 @@ kept), it
 2. starts a new actor with the same ReplayConfig, which restores the last checkpoint
    (``checkpoint_path``; none: it starts empty) after removing a killed save's temporary files,
    and waits up to ``timeout_s`` for it (a checkpoint it cannot restore, e.g. a corrupt file:
-   ``ReplayUnavailableError`` naming the file and why; a later call tries again);
+   ``ReplayUnavailableError`` naming the file and why; a later call tries again; a replacement
+   killed, or whose node died, before it answered is replaced in turn, up to ``START_ATTEMPTS``);
 3. asks it for the acknowledged steps that died with the old actor (``num_env_steps_lost``), adds
    them to the metrics and keeps one line for the caller's log.
 
@@ -44,6 +45,9 @@ __all__ = ["ReplayRecoveryMetrics", "ReplayUnavailableError", "SupervisedReplay"
 T = TypeVar("T")
 
 _log = logging.getLogger("learner.replay_recovery")
+
+START_ATTEMPTS = 3
+"""Replacement actors started, at most, for one death: one killed while starting is replaced in turn."""
 
 
 class ReplayUnavailableError(ReplayError):
@@ -175,27 +179,7 @@ class SupervisedReplay:
             self._drained += answers
         ray.kill(old)  # dead already, or unreachable: never two actors writing one checkpoint
         restart = self.metrics.num_replay_restarts + 1
-        name = None if self.name is None else f"{self.name}-restart-{self._num_actors_started}"
-        self._num_actors_started += 1
-        self.actor = create_replay_actor(self.config, name=name, **self._options)
-        acknowledged = self.metrics.num_env_steps_acknowledged
-        try:
-            # The restored actor's figure covers every incarnation (acknowledged so far, less what the
-            # checkpoint it restored had received): the loss of all restarts so far, not just this one.
-            lost_so_far = ray.get(self.actor.num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            raise ReplayUnavailableError(
-                f"the replay actor died ({_describe(cause)}) and its replacement did not start within "
-                f"timeout_s={self.timeout_s}"
-            ) from None
-        except ray.exceptions.RayActorError as e:  # its __init__ raised: the checkpoint cannot be restored
-            # self.actor stays this dead replacement: a later call finds it dead and tries again.
-            message = (
-                f"the replay actor died ({_describe(cause)}) and its replacement failed to start from "
-                f"checkpoint_path={self.config.checkpoint_path!r}: {_last_line(e)}"
-            )
-            _log.error(message)
-            raise ReplayUnavailableError(message) from e
+        lost_so_far = self._start_replacement(cause)
         lost = max(0, lost_so_far - self.metrics.num_env_steps_lost)
         self.metrics = dataclasses.replace(
             self.metrics,
@@ -207,6 +191,42 @@ class SupervisedReplay:
             f"replay actor died ({_describe(cause)}); restored {source} (restart "
             f"{self.metrics.num_replay_restarts}), {lost} acknowledged env steps lost"
         )
+
+    def _start_replacement(self, cause: BaseException | str) -> int:
+        """Starts the replacement actor (it restores the checkpoint) and returns the acknowledged
+        steps lost over every incarnation. A replacement that dies before it answers without its
+        ``__init__`` having raised (killed, or its node lost, while starting) is replaced in turn, up
+        to ``START_ATTEMPTS`` actors; ``ReplayUnavailableError`` when none answers."""
+        acknowledged = self.metrics.num_env_steps_acknowledged
+        for attempt in range(1, START_ATTEMPTS + 1):
+            name = None if self.name is None else f"{self.name}-restart-{self._num_actors_started}"
+            self._num_actors_started += 1
+            self.actor = create_replay_actor(self.config, name=name, **self._options)
+            try:
+                # The restored actor's figure covers every incarnation (acknowledged so far, less what
+                # the checkpoint it restored had received): the loss of all restarts so far.
+                return int(ray.get(self.actor.num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s))
+            except ray.exceptions.GetTimeoutError:
+                raise ReplayUnavailableError(
+                    f"the replay actor died ({_describe(cause)}) and its replacement did not start within "
+                    f"timeout_s={self.timeout_s}"
+                ) from None
+            except ray.exceptions.RayActorError as e:
+                if e.actor_init_failed or attempt == START_ATTEMPTS:
+                    # Its __init__ raised (the checkpoint cannot be restored), or every try died:
+                    # self.actor stays this dead replacement, so a later call finds it dead and tries again.
+                    why = (
+                        "failed to start from" if e.actor_init_failed else f"died while starting {attempt} times, with"
+                    )
+                    message = (
+                        f"the replay actor died ({_describe(cause)}) and its replacement {why} "
+                        f"checkpoint_path={self.config.checkpoint_path!r}: {_last_line(e)}"
+                    )
+                    _log.error(message)
+                    raise ReplayUnavailableError(message) from e
+                _log.warning("the replay actor's replacement died while starting (%s); starting another", _last_line(e))
+                ray.kill(self.actor)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _replay_died(self, error: BaseException) -> bool:
         """Whether ``error`` is the replay actor's death: an actor died and the replay does not answer."""

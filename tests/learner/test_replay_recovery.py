@@ -288,3 +288,60 @@ def test_a_corrupt_checkpoint_found_by_a_restart_raises_replay_unavailable_namin
         assert replay.metrics.num_replay_restarts == 0
     finally:
         replay.stop()
+
+
+def _creating(monkeypatch: pytest.MonkeyPatch, kill_first: int) -> list:
+    """Makes SupervisedReplay's replacements through a wrapper that kills the first ``kill_first``
+    of them as soon as they are created (they die while starting: not their ``__init__``'s fault)."""
+    import learner.replay_recovery as recovery
+
+    made: list = []
+    real = recovery.create_replay_actor
+
+    def create(config: ReplayConfig, **kwargs: object) -> object:
+        actor = real(config, **kwargs)
+        made.append(actor)
+        if len(made) <= kill_first:
+            ray.kill(actor)
+        return actor
+
+    monkeypatch.setattr(recovery, "create_replay_actor", create)
+    return made
+
+
+def test_a_replacement_killed_while_starting_is_replaced_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replay = supervised(tmp_path / "replay.parquet")
+    try:
+        replay.add([episode("a", 50)])
+        replay.call("save")
+        made = _creating(monkeypatch, kill_first=1)
+        kill(replay)
+        assert replay.call("get_metrics").num_env_steps == 50  # restored by the second replacement
+        assert len(made) == 2 and replay.actor is made[1]
+        assert replay.metrics.num_replay_restarts == 1 and replay.metrics.num_env_steps_lost == 0
+    finally:
+        replay.stop()
+
+
+def test_replacements_that_all_die_while_starting_raise_replay_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from learner.replay_recovery import START_ATTEMPTS, ReplayUnavailableError
+
+    path = tmp_path / "replay.parquet"
+    replay = supervised(path)
+    try:
+        replay.add([episode("a", 50)])
+        replay.call("save")
+        made = _creating(monkeypatch, kill_first=START_ATTEMPTS)
+        kill(replay)
+        with pytest.raises(
+            ReplayUnavailableError, match=f"died while starting {START_ATTEMPTS} times, with checkpoint"
+        ):
+            replay.call("get_metrics")
+        assert len(made) == START_ATTEMPTS and replay.metrics.num_replay_restarts == 0
+        assert replay.call("get_metrics").num_env_steps == 50  # a later call tries again, and this one starts
+    finally:
+        replay.stop()
