@@ -21,7 +21,7 @@ outlives the runner that sent it, and answers with a small acknowledgement.
   records the env steps acknowledged up to it, so after a restore ``num_env_steps_lost(acked)``
   tells a driver how many of the steps it saw acknowledged (by every incarnation of the actor)
   died with the old actor; the restored episodes accept their runners' next chunks despite the
-  gap (see replay.storage).
+  gap (see replay.add_plan).
 """
 
 from __future__ import annotations

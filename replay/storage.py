@@ -4,31 +4,18 @@ Layout: every added chunk becomes a *segment* (see :mod:`replay.segments`): its 
 observations in observation rows and its ``len`` steps (action, reward, model outputs) in step
 rows (see :mod:`replay.columns`), so a transition's next observation is simply the next
 observation row (gathered when sampled, never stored twice). Segments of one episode are linked
-in time order; a chunk that continues a stored episode is checked (same ``id_``, ``t_started``
-equal to the episode's ``t``, its first observation equal to the stored last one, the episode not
-done) and its lookback dropped, since the stored steps already hold it; a chunk whose episode is
-not stored (new, or evicted) keeps its lookback. ``add`` is atomic: one bad chunk and nothing
-changes (the segment table and the episode records are changed on copies, swapped in at the end;
-the columns roll back). Capacity counts env steps (lookback never counts), optionally bytes too;
-the oldest whole episodes go first, but the newest stored episode is always kept: an episode
-longer than the whole capacity stays (alone) until the next one arrives, as in RLlib, so the
-stored steps may exceed the capacity (by less than that one episode's length). Dead rows are
-reclaimed by compaction once they pass a quarter of the live ones (or of ``capacity_bytes``).
-``capacity_bytes`` bounds the stored steps' own bytes (observation, action, reward, model
-outputs); allocation adds growth room and lookback rows on top.
-
-A storage restored from a checkpoint (``mark_restored``) lets the episodes it held that were not
-done go on after a gap: a replay actor restored from its last checkpoint lacks the chunks
-acknowledged since, so the runners' next chunks start later than the stored episodes end. Such a
-chunk starts a new stored episode under its id; the restored part stays, renamed
-``<id>#<its end t>`` (two separate pieces, no transition across the gap). Any gap in a storage
-not restored is refused.
-
-A chunk whose steps the episode stores already is a re-send (the replay actor stored it, then died
-before its ack reached the runner, and was restored from a checkpoint holding it): when its range
-lies within the stored one and its first and last observations equal the stored ones there, it is
-skipped (``num_duplicate_steps_skipped``) and adds nothing. Any other overlap (a chunk starting
-before the stored end) is refused as a duplicate.
+in time order. Before anything changes, ``add`` plans the chunks (see :mod:`replay.add_plan`): a
+chunk that continues a stored episode is checked and its lookback dropped, since the stored steps
+already hold it; a chunk whose episode is not stored (new, or evicted) keeps its lookback; a
+re-sent chunk is skipped; after ``mark_restored`` an episode may go on after a gap as a new piece.
+``add`` is atomic: one bad chunk and nothing changes (the segment table and the episode records
+are changed on copies, swapped in at the end; the columns roll back). Capacity counts env steps
+(lookback never counts), optionally bytes too; the oldest whole episodes go first, but the newest
+stored episode is always kept: an episode longer than the whole capacity stays (alone) until the
+next one arrives, as in RLlib, so the stored steps may exceed the capacity (by less than that one
+episode's length). Dead rows are reclaimed by compaction once they pass a quarter of the live ones
+(or of ``capacity_bytes``). ``capacity_bytes`` bounds the stored steps' own bytes (observation,
+action, reward, model outputs); allocation adds growth room and lookback rows on top.
 
 Everything else reads the storage through its read API (counts, episode records, an episode's
 rows, a read-only segment view, column gathers, sizes). A :class:`StepRowListener` (the
@@ -57,10 +44,11 @@ from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
 from ray_sampler.validate import check_int, check_optional
+from replay.add_plan import plan_add
 from replay.columns import EpisodeMeta, StoredColumns
+from replay.keys import step_rows_of_keys, stored_keys
 from replay.records import EpisodeRows, StepRowListener, StoredEpisode
-from replay.rows import equal_rows
-from replay.segments import SegmentTable, SegmentView, row_ranges
+from replay.segments import SegmentTable, SegmentView
 
 __all__ = ["EpisodeRows", "EpisodeStorage", "StepRowListener", "StoredEpisode"]
 
@@ -123,7 +111,7 @@ class EpisodeStorage:
 
     @property
     def num_duplicate_steps_skipped(self) -> int:
-        """Env steps of re-sent chunks skipped because they were stored already (see the module docstring)."""
+        """Env steps of re-sent chunks skipped because they were stored already (see :mod:`replay.add_plan`)."""
         return self._num_duplicate_steps_skipped
 
     @property
@@ -151,7 +139,14 @@ class EpisodeStorage:
         """Stores the chunks of ``col`` (all or none); returns how many of their env steps are still
         stored after eviction (the newest episode always stays, see the module docstring)."""
         col.validate()
-        plan, renames, num_duplicate_steps = self._plan(col)
+        plan, renames, num_duplicate_steps = plan_add(
+            col,
+            episodes=self._episodes,
+            restored_open=self._restored_open,
+            columns=self._columns,
+            segments=self._segments,
+            episode_rows=self.episode_rows,
+        )
         if not plan:
             self._num_duplicate_steps_skipped += num_duplicate_steps
             return 0
@@ -172,83 +167,8 @@ class EpisodeStorage:
         return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self._episodes)
 
     def mark_restored(self) -> None:
-        """The stored episodes that are not done may go on after a gap (see the module docstring)."""
+        """The stored episodes that are not done may go on after a gap (see :mod:`replay.add_plan`)."""
         self._restored_open = {id_ for id_, ep in self._episodes.items() if not ep.is_done}
-
-    def _plan(self, col: ColumnarEpisodes) -> tuple[list[tuple[int, bool]], dict[str, str], int]:
-        """(chunk, continues a stored episode) for every chunk with steps, the restored episodes to
-        rename (old id -> new id) because a chunk goes on after a gap, and the steps of the re-sent
-        chunks skipped; raises before any change."""
-        self._columns.check_keys(col)
-        obs_off = col.obs_offsets
-        pending: dict[str, tuple[int, bool, Any]] = {}  # id -> (t, is_done, last obs) after earlier chunks
-        plan = []
-        renames: dict[str, str] = {}
-        num_duplicate_steps = 0
-        table = self._segments
-        for i, id_ in enumerate(col.ids):
-            if not col.lens[i]:
-                continue
-            stored = self._episodes.get(id_)
-            t: int | None
-            if id_ not in pending and stored is not None and self._is_resent(col, i, stored):
-                num_duplicate_steps += int(col.lens[i])
-                continue
-            if id_ in pending:
-                t, done, last_obs = pending[id_]
-            elif stored is not None and id_ in self._restored_open and int(col.t_started[i]) > stored.t:
-                renames[id_] = self._piece_id(id_, stored.t)  # a gap after a restore: a new piece
-                t, done, last_obs = None, False, None
-            elif stored is not None:
-                t, done = stored.t, stored.is_done
-                seg = stored.last_segment
-                last_obs = self._columns.gather_observations(np.array([table.obs_start[seg] + table.num_steps[seg]]))
-            else:
-                t, done, last_obs = None, False, None
-            first_rows, last_rows = slice(obs_off[i], obs_off[i] + 1), slice(obs_off[i + 1] - 1, obs_off[i + 1])
-            first_obs = tree.map_structure(lambda a, rows=first_rows: a[rows], col.data.observations)
-            if t is not None:
-                where = f"chunk {i} (id_ {id_!r})"
-                if done:
-                    raise ReplayError(f"{where} continues an episode that is already done; nothing was added")
-                if int(col.t_started[i]) != t:
-                    raise ReplayError(
-                        f"{where} starts at t={int(col.t_started[i])} but the stored episode is at "
-                        f"t={t} (a gap or a duplicate); nothing was added"
-                    )
-                if not equal_rows(first_obs, last_obs):
-                    raise ReplayError(
-                        f"{where} does not start with the stored episode's last observation; nothing was added"
-                    )
-            last = tree.map_structure(lambda a, rows=last_rows: a[rows], col.data.observations)
-            pending[id_] = (int(col.t_started[i]) + int(col.lens[i]), bool(col.terminated[i] or col.truncated[i]), last)
-            plan.append((i, t is not None))
-        if plan:
-            with_lookback = any(not cont and col.lookback_lens[i] for i, cont in plan)
-            self._columns.check_rows(col, with_lookback=with_lookback)
-        return plan, renames, num_duplicate_steps
-
-    def _is_resent(self, col: ColumnarEpisodes, i: int, stored: StoredEpisode) -> bool:
-        """Whether chunk ``i`` is a re-send of steps ``stored`` holds already (its ack was lost): its
-        range lies within the stored one, its first and last observations equal the stored ones at
-        those timesteps, and if it ends its episode, the stored episode ends there the same way."""
-        t0, t1 = int(col.t_started[i]), int(col.t_started[i]) + int(col.lens[i])
-        if not stored.t_started <= t0 < t1 <= stored.t:
-            return False
-        if (bool(col.terminated[i]), bool(col.truncated[i])) != (
-            (stored.terminated, stored.truncated) if t1 == stored.t else (False, False)
-        ):
-            return False
-        rows = self.episode_rows(stored.id_).observations[[t0 - stored.t_started, t1 - stored.t_started]]
-        first_last = np.array([col.obs_offsets[i], col.obs_offsets[i + 1] - 1])
-        sent = tree.map_structure(lambda a: a[first_last], col.data.observations)
-        return equal_rows(self._columns.gather_observations(rows), sent)
-
-    def _piece_id(self, id_: str, t: int) -> str:
-        new, k = f"{id_}#{t}", 1
-        while new in self._episodes:
-            new, k = f"{id_}#{t}.{k}", k + 1
-        return new
 
     def _apply(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]], renames: dict[str, str]) -> int:
         """Appends the planned chunks; returns the first new step row. Segments and episode records
@@ -412,29 +332,12 @@ class EpisodeStorage:
         return int(self.step_rows(np.array([(order << 32) | t], np.int64))[0])
 
     def step_rows(self, keys: np.ndarray) -> np.ndarray:
-        """Step rows of sampling keys (``order << 32 | t``, as ``sample`` gives them); -1 where not stored.
-
-        Vectorized: live segments sorted by (order, first t), then one ``searchsorted``."""
-        keys = np.asarray(keys, np.int64)
-        table = self._segments
-        live = np.flatnonzero(table.alive)
-        if not len(live):
-            return np.full(len(keys), -1, np.int64)
-        starts = (table.order[live] << 32) | table.t_started[live]
-        by_start = np.argsort(starts, kind="stable")
-        live, starts = live[by_start], starts[by_start]
-        at = np.maximum(np.searchsorted(starts, keys, side="right") - 1, 0)
-        seg, offset = live[at], keys - starts[at]
-        found = ((keys >> 32) == table.order[seg]) & (offset >= 0) & (offset < table.num_steps[seg])
-        return np.where(found, table.step_start[seg] + offset, -1).astype(np.int64)
+        """Step rows of sampling keys (see :mod:`replay.keys`; ``sample`` gives them); -1 where not stored."""
+        return step_rows_of_keys(self._segments, keys)
 
     def keys(self) -> np.ndarray:
         """The sampling keys of every stored step, in (insertion order, time) order."""
-        table = self._segments
-        live = np.flatnonzero(table.alive)
-        live = live[np.lexsort((table.t_started[live], table.order[live]))]
-        lens = table.num_steps[live]
-        return np.repeat(table.order[live] << 32, lens) + row_ranges(table.t_started[live], lens)
+        return stored_keys(self._segments)
 
     def locate_step_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(segment, step within it) of step ``rows``."""
