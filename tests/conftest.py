@@ -6,6 +6,17 @@ from collections.abc import Iterator
 
 import pytest
 import ray
+import threadpoolctl
+
+
+def pytest_report_header() -> str:
+    """The BLAS library and kernel numpy uses (``OPENBLAS_CORETYPE`` picks another): floats that go
+    through it differ in their last bits between kernels, which the tests allow for."""
+    import numpy  # noqa: F401  (loads the BLAS library that threadpoolctl reports)
+
+    pools = threadpoolctl.threadpool_info()
+    found = [f"{p['internal_api']} {p['version']} {p.get('architecture')} x{p['num_threads']}" for p in pools]
+    return "blas: " + (", ".join(found) or "none found")
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,17 @@
 """Golden cases: seeded sampling, replay and learner runs whose exact outputs are pinned.
 
-``python -m tests.golden.cases`` wrote ``golden.npz`` from the code as it was before the
-layered restructuring (issue #6); ``tests/test_golden.py`` recomputes every case and compares
-every array byte for byte. Outputs are read through public names only (the Arrow table of a
-sample, the replay's sample dict, the learners' weights), so internal moves cannot hide a change.
-The file holds plain arrays (``allow_pickle=False``): loading it runs no code.
+``python -m tests.golden.cases`` wrote ``golden.npz``; ``tests/test_golden.py`` recomputes every
+case and compares every array (exactly, or within a stated tolerance where a float went through a
+BLAS kernel or a reduction: its docstring gives the rule). Outputs are read through public names
+only (the Arrow table of a sample, the replay's sample dict, the learners' weights), so internal
+moves cannot hide a change. The file holds plain arrays (``allow_pickle=False``): loading it runs
+no code.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from ray_sampler import EnvRunner, EnvRunnerConfig, MLPModule, columnar_to_arrow
 from replay import EpisodeReplayBuffer, PrioritizedEpisodeReplayBuffer
 from tests.helpers import stamp_creator
 
-__all__ = ["GOLDEN_PATH", "compute_all"]
+__all__ = ["GOLDEN_PATH", "WeightsAdjust", "compute_all", "learner_cases", "replay_cases", "sampling_cases"]
 
 GOLDEN_PATH = Path(__file__).with_name("golden.npz")
 
@@ -51,8 +53,15 @@ def _arrow_arrays(table: pa.Table, prefix: str) -> dict[str, np.ndarray]:
     return out
 
 
-def _runner(env: str, batch_mode: str, columnar: bool, lookback: int, seed: int = 3) -> EnvRunner:
-    return EnvRunner(
+# Changes a runner module's weights (``get_state()["module"]`` -> the weights to load): the golden
+# tests' own checks use it to show what the comparison catches and what it must not be sensitive to.
+WeightsAdjust = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+def _runner(
+    env: str, batch_mode: str, columnar: bool, lookback: int, seed: int = 3, adjust: WeightsAdjust | None = None
+) -> EnvRunner:
+    runner = EnvRunner(
         EnvRunnerConfig(
             env=_ENVS[env],
             num_envs_per_env_runner=4,
@@ -65,16 +74,20 @@ def _runner(env: str, batch_mode: str, columnar: bool, lookback: int, seed: int 
         worker_index=1,
         num_workers=2,
     )
+    if adjust is not None:
+        runner.set_state({"module": adjust(runner.get_state()["module"])})
+    return runner
 
 
-def sampling_cases() -> dict[str, np.ndarray]:
-    """Three seeded ``sample_columnar()`` calls per engine, batch mode, lookback and env."""
+def sampling_cases(adjust: WeightsAdjust | None = None) -> dict[str, np.ndarray]:
+    """Three seeded ``sample_columnar()`` calls per engine, batch mode, lookback and env (with the
+    runners' weights changed by ``adjust`` where given)."""
     out: dict[str, np.ndarray] = {}
     for env in _ENVS:
         for batch_mode in ("truncate_episodes", "complete_episodes"):
             for columnar in (True, False):
                 for lookback in (1, 4):
-                    runner = _runner(env, batch_mode, columnar, lookback)
+                    runner = _runner(env, batch_mode, columnar, lookback, adjust=adjust)
                     for call in range(3):
                         col, _ = runner.sample_columnar()
                         key = f"sample/{env}/{batch_mode}/{'vectorized' if columnar else 'per_step'}/h{lookback}/{call}"
