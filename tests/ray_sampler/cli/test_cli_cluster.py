@@ -117,6 +117,27 @@ def test_an_unreachable_address_is_one_line() -> None:
     ), out.stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+    ("auth", "error"),
+    [
+        ({"RAY_AUTH_MODE": ""}, "requires token authentication: export RAY_AUTH_MODE=token (Ray sends the token"),
+        ({"RAY_AUTH_TOKEN": "0" * 64}, "refused the token from RAY_AUTH_TOKEN: give the cluster's token (Ray sends"),
+    ],
+    ids=["token-mode-unset", "wrong-token"],
+)
+def test_a_driver_the_cluster_would_refuse_gets_one_line_naming_the_fix(
+    cluster: RayStartCluster, auth: dict[str, str], error: str
+) -> None:
+    """Before ``ray.init``, which would retry for 20 s printing a C++ log line a second."""
+    done = cluster.run([*CLI, "train", "--address", cluster.address, "--max-iterations", "1"], timeout_s=120, env=auth)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"ray-sampler train: error: --address: the Ray cluster at {cluster.address} {error}")
+    assert "gcs_client" not in done.stderr
+    assert cluster.is_running()
+
+
 @pytest.mark.parametrize("address", ["", "local", "auto", "10.0.0.5:6379", "ray://head:10001", "my-head.svc:6379"])
 def test_addresses_of_every_form_are_accepted(address: str) -> None:
     assert check_address(address) == address
