@@ -6,6 +6,9 @@ actors, what each reserves). ``check_demands`` compares them with the cluster:
 - a demand that can never fit (more in total than the cluster has, or one actor larger than
   every node) raises ``InsufficientResourcesError`` at once, naming the fields and what the
   cluster has, unless the cluster autoscales (then it could fit later);
+- a demand that fits the cluster but not beside what this process already reserved (its live
+  placement groups, which nothing frees while it waits) raises too, naming those reservations:
+  runners holding every CPU would otherwise leave a learner group waiting out its whole timeout;
 - ``reserve`` creates a placement group for the demand and waits for it up to a deadline,
   logging what is pending every ``log_every_s`` seconds, so a request that has to wait for
   other jobs or for new nodes says so instead of hanging silently.
@@ -77,6 +80,10 @@ class Demand:
         return f"{self.fields} = {self.count} x {amount:g} {resource} = {self.count * amount:.1f} {resource}"
 
 
+# This process's placement groups made by ``reserve`` and not yet released: placement group id -> demand.
+_held: dict[str, Demand] = {}
+
+
 def never_fits(
     demands: Sequence[Demand], totals: Mapping[str, float], nodes: Sequence[Mapping[str, float]]
 ) -> str | None:
@@ -136,10 +143,12 @@ def cluster_autoscales() -> bool:
 
 
 def check_demands(demands: Sequence[Demand]) -> None:
-    """Raises InsufficientResourcesError if ``demands`` can never fit this cluster (see the module
-    docstring); on an autoscaling cluster it only logs that they must wait for new nodes."""
+    """Raises InsufficientResourcesError if ``demands`` can never fit this cluster beside what this
+    process already holds (see the module docstring); on an autoscaling cluster it only logs that
+    they must wait for new nodes."""
     totals, nodes = _cluster_shape()
-    reason = never_fits(demands, totals, nodes)
+    held = [dataclasses.replace(d, fields=f"{d.fields} (held by this process)") for d in _held.values()]
+    reason = never_fits(demands, totals, nodes) or never_fits([*held, *demands], totals, nodes)
     if reason is None:
         return
     if cluster_autoscales():
@@ -178,6 +187,7 @@ def reserve(
         done, _ = ray.wait([ready], timeout=max(0.0, min(log_every_s, remaining)))
         if done:
             ray.get(ready)
+            _held[group.id.hex()] = demand
             return group
         available = ray.available_resources()
         pending = ", ".join(f"{v:g} {r}" for r, v in sorted(bundles[0].items()))
@@ -202,4 +212,5 @@ def release(group: Any) -> None:
     """Removes a placement group made by ``reserve`` (its reserved resources go back to the cluster)."""
     from ray.util.placement_group import remove_placement_group
 
+    _held.pop(group.id.hex(), None)
     remove_placement_group(group)

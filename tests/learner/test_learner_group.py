@@ -15,8 +15,9 @@ from learner.learner import Learner, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
 from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.modules.mlp_module import MLPModule
-from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from tests.helpers import cpus_back_to, idle_cpus
 from tests.learner.test_dqn_replay import make_module, random_batches
 from tests.replay.test_storage import episode
@@ -176,6 +177,39 @@ class TestPlacement:
             match=r"num_learners x num_cpus_per_learner = 8 x 1 CPU = 8\.0 CPU, but the cluster has 4\.0 CPU in all",
         ):
             LearnerGroup(make_module, DQNConfig(), learner_class=DQNLearner, num_learners=8, num_cpus_per_learner=1.0)
+
+    def test_learners_that_fit_the_cluster_but_not_beside_this_process_s_runners_are_refused_at_once(self) -> None:
+        """The runners' placement group holds every CPU while the driver waits: nothing would free it
+        (before, the learner group waited out its whole timeout)."""
+        total = idle_cpus()
+        runners = EnvRunnerGroup(
+            EnvRunnerConfig(env="CartPole-v1"),
+            EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=total / 2),
+        )
+        try:
+            with pytest.raises(InsufficientResourcesError) as raised:
+                LearnerGroup(
+                    make_module,
+                    DQNConfig(),
+                    learner_class=DQNLearner,
+                    num_learners=1,
+                    num_cpus_per_learner=1.0,
+                    timeout_s=60,  # were it to wait, it would fail after 60 s with another message
+                )
+            assert str(raised.value) == (
+                "cannot place the actors: num_env_runners x (num_cpus_per_env_runner, custom_resources_per_env_runner) "
+                f"(held by this process) = 2 x {total / 2:g} CPU = {total:.1f} CPU + num_learners x "
+                f"num_cpus_per_learner = 1 x 1 CPU = 1.0 CPU = {total + 1:.1f} CPU, but the cluster has {total:.1f} "
+                "CPU in all (reduce the fields named, or attach to a larger cluster with --address; set "
+                "RAY_SAMPLER_CLUSTER_AUTOSCALES=1 if it autoscales)"
+            )
+        finally:
+            runners.stop()
+        assert cpus_back_to(total)
+        group = LearnerGroup(
+            make_module, DQNConfig(), learner_class=DQNLearner, num_learners=1, num_cpus_per_learner=1.0
+        )
+        group.stop()  # with the runners' reservation released, the same learners fit
 
     def test_learners_reserve_their_cpus_an_actor_fits_beside_them_and_stop_gives_the_cpus_back(self) -> None:
         before = idle_cpus()
