@@ -48,6 +48,11 @@ No block is skipped. Links: every relative link target is a file or directory of
 and an anchor after ``#`` is one of its headings; no ``http://`` or ``https://`` appears outside
 code. Every test a page cites (``tests/x.py::test_name``, and the ``::test_name`` or bare
 ``test_name`` after it) exists. Each page under docs/ is linked from the README.
+
+The README is a front page: at most ``README_MAX_LINES`` lines; the reference is under docs/.
+No page (README.md, CHANGELOG.md, docs/*.md) names an issue by number (``issue #12``,
+``(#12)``): they describe features, and CHANGELOG.md, which must exist with a section for the
+version in ``pyproject.toml``, says what each version added by feature.
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"python", "bash", "console", "toml", "text"}
+CHANGELOG = ROOT / "CHANGELOG.md"
+README_MAX_LINES = 250
 PYTHON_TIMEOUT_S = 240
 COMMAND_TIMEOUT_S = 240
 BUDGETS = {"train": ["--max-iterations", "2"], "train-dqn": ["--max-env-steps", "1500"]}
@@ -355,3 +362,55 @@ def test_cited_tests_exist(path: Path) -> None:
         source = cited.read_text()
         for name in filter(None, (match.group(2) or "").split("::")):
             assert re.search(rf"^\s*(def|class) {name}\b", source, re.M), f"{path.name}: no {name} in {cited.name}"
+
+
+# -- the front page and the history -----------------------------------------------------------------
+
+ISSUE_REFERENCE = re.compile(r"\b[Ii]ssues? #?\d|(?<![\w&/#])#\d+\b")
+"""``issue #12``, ``issues #12 and #13``, ``issue 12``, ``(#12)``; not an anchor (``file.md#1``)
+or an HTML entity (``&#123;``)."""
+
+
+def test_the_readme_is_a_front_page() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move reference text to a page under docs/"
+    )
+
+
+@pytest.mark.parametrize("path", [*DOCUMENTS, CHANGELOG], ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_issue_numbers(path: Path) -> None:
+    assert path.is_file(), f"{path.relative_to(ROOT)} is missing"
+    found = [
+        f"{number}: {line.strip()}"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if ISSUE_REFERENCE.search(line)
+    ]
+    assert not found, f"{path.name} names issues by number (describe the feature instead): {found}"
+
+
+@pytest.mark.parametrize(
+    ("text", "is_reference"),
+    [
+        ("what issue #12 added", True),
+        ("issues #12 and #13", True),
+        ("Issue 9", True),
+        ("stacked samples (#12)", True),
+        ("a fix, #7.", True),
+        ("[replay](replay.md#sampling)", False),
+        ("the [table](cli.md#1-step)", False),
+        ("`<id>#<its end t>`", False),
+        ("# 512: 2 runners", False),
+        ("&#123;", False),
+        ("ray://host:10001", False),
+    ],
+)
+def test_issue_reference_pattern(text: str, is_reference: bool) -> None:
+    assert bool(ISSUE_REFERENCE.search(text)) == is_reference
+
+
+def test_the_changelog_has_the_current_version() -> None:
+    assert CHANGELOG.is_file(), "CHANGELOG.md is missing: what each version added, by feature"
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    headings = re.findall(r"^## (\S+)", CHANGELOG.read_text(), re.M)
+    assert version in headings, f"CHANGELOG.md has no '## {version}' section (it has {headings})"
