@@ -2,24 +2,31 @@
 
 ``prepare_env`` resolves the env the config names (an unknown name fails here), ships a
 ``register_env`` name's creator itself (a registered name lives in this process only), and, with
-``validate_env_locally``, builds the sub-envs and the module once (bad creators, spaces a module
-cannot take) and runs the env check (``env_check.check_env``, with ``check_env``): every error
-comes before a runner is placed.
+``validate_env_locally``, builds a few sub-envs and the module once (bad creators, spaces a module
+cannot take), checks that the runners' memory can fit the nodes (``runner_memory``) and runs the
+env check (``env_check.check_env``, with ``check_env``): every error comes before a runner is placed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tracemalloc
 
 from connectors.env_to_module import env_to_module_observation_space
 from ray_sampler.data.spaces import check_space
+from ray_sampler.resources import cluster_autoscales
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
+from ray_sampler.sampling.runner_memory import check_runner_memory, node_memory_bytes, step_bytes
 
 __all__ = ["prepare_env"]
+
+# Sub-envs the driver builds to check the creator and measure one sub-env's memory (not all of a
+# runner's: a million would take minutes).
+_PROBE_SUB_ENVS = 2
 
 
 def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> EnvRunnerConfig:
@@ -32,7 +39,19 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
             # A registered name (which wins over a gymnasium id of the same name): ship the creator.
             config = dataclasses.replace(config, env=creator)
     if group_config.validate_env_locally:
-        env = make_vector_env(config, worker_index=0, num_workers=group_config.num_env_runners)
+        probe = dataclasses.replace(
+            config, num_envs_per_env_runner=min(config.num_envs_per_env_runner, _PROBE_SUB_ENVS)
+        )
+        tracing = tracemalloc.is_tracing()  # a user's own tracing stays on
+        if not tracing:
+            tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        try:
+            env = make_vector_env(probe, worker_index=0, num_workers=group_config.num_env_runners)
+            sub_env_bytes = max(tracemalloc.get_traced_memory()[0] - before, 0) / probe.num_envs_per_env_runner
+        finally:
+            if not tracing:
+                tracemalloc.stop()
         try:
             space = check_space(env.single_observation_space)
             # The module takes what the env-to-module pieces make of it (e.g. FilterObservationKeys).
@@ -40,6 +59,15 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
                 config,
                 env_to_module_observation_space(space, config.env_to_module_connectors),
                 env.single_action_space,
+            )
+            check_runner_memory(
+                num_envs=config.num_envs_per_env_runner,
+                rollout_fragment_length=config.rollout_fragment_length,
+                num_runners=max(group_config.num_env_runners, 1),
+                sub_env_bytes=sub_env_bytes,
+                bytes_per_step=step_bytes(space, env.single_action_space),
+                nodes=node_memory_bytes(),
+                autoscales=cluster_autoscales(),
             )
         finally:
             env.close()

@@ -5,12 +5,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes
-from ray_sampler.errors import ConfigError, EnvCreatorError, EnvRunnerFailedError, RaySamplerError
+from ray_sampler.errors import (
+    ConfigError,
+    EnvCreatorError,
+    EnvRunnerFailedError,
+    InsufficientResourcesError,
+    RaySamplerError,
+)
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
@@ -111,6 +118,26 @@ def test_bad_creator_fails_before_any_actor_starts() -> None:
     before = len(ray.util.list_named_actors())
     with pytest.raises(EnvCreatorError, match=r"must return a gymnasium\.Env"):
         EnvRunnerGroup(EnvRunnerConfig(env=lambda ctx: None), GROUP)
+    assert len(ray.util.list_named_actors()) == before
+
+
+def test_a_million_sub_envs_per_runner_are_refused_having_built_two() -> None:
+    """The driver's check builds a couple of sub-envs, not a runner's million (which took minutes),
+    and refuses a request whose memory no node of the session's cluster can hold."""
+    built = []
+
+    def counting_creator(ctx: dict) -> gym.Env:
+        built.append(ctx["vector_index"])
+        if len(built) > 10:
+            raise AssertionError("the driver's check builds every sub-env")
+        return gym.make("CartPole-v1")
+
+    before = len(ray.util.list_named_actors())
+    # At least 5 PB a runner: beyond any machine this suite runs on.
+    config = EnvRunnerConfig(env=counting_creator, num_envs_per_env_runner=10**6, rollout_fragment_length=10**5)
+    with pytest.raises(InsufficientResourcesError, match=r"^cannot run the env runners: .* = 1,000,000 x \("):
+        EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, check_env=False))
+    assert built == [0, 1]
     assert len(ray.util.list_named_actors()) == before
 
 
