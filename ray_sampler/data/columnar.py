@@ -251,10 +251,36 @@ class _SidePacker:
         )
 
 
+def _shape_mismatch(episodes: list[SingleAgentEpisode]) -> str | None:
+    """Which item of which chunk cannot be stacked beside the others (an item of another shape
+    within a chunk, or chunks whose items differ), for the error of a failed pack."""
+    firsts: dict[str, tuple[int, Any]] = {}
+    for i, ep in enumerate(episodes):
+        fields = {"observations": ep.observations, "actions": ep.actions, "rewards": ep.rewards}
+        fields.update({f"extra_model_outputs[{k!r}]": b for k, b in ep.extra_model_outputs.items()})
+        for name, buf in fields.items():
+            items = buf.data if isinstance(buf.data, list) else tree.unstack(buf.data)
+            if not items:
+                continue
+            found = tree.first_mismatch(items)
+            if found is not None:
+                return f"'episodes[{i}]' {name} item {found[0]} (lookback counted first) has {found[1]}"
+            j, first = firsts.setdefault(name, (i, items[0]))
+            found = tree.first_mismatch([first, items[0]])
+            if found is not None:
+                return f"'episodes[{i}]' {name} have {found[1].replace('the first', f'episodes[{j}]')}"
+    return None
+
+
 def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes:
     """Packs episode chunks (list-form or numpy'd, with lookback) into one ColumnarEpisodes."""
+    if not isinstance(episodes, list | tuple):
+        raise DataFormatError(f"'episodes' must be a list of SingleAgentEpisode (got {type(episodes).__name__})")
     if not episodes:
         raise DataFormatError("'episodes' must hold at least one episode (got none)")
+    for i, ep in enumerate(episodes):
+        if not isinstance(ep, SingleAgentEpisode):
+            raise DataFormatError(f"'episodes[{i}]' must be a SingleAgentEpisode (got {type(ep).__name__}: {ep!r:.60})")
     first = episodes[0]
     # A chunk without any action (not even in its lookback) has no model outputs yet; any key set fits it.
     keyed = next((ep for ep in episodes if ep.actions.num_total()), first)
@@ -278,6 +304,13 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
         lens[i] = len(ep)
         look.add(ep, 0, h, h, has_steps)
         data.add(ep, h, ep.observations.num_total(), ep.actions.num_total(), has_steps)
+    try:
+        data_rows, look_rows = data.result(look), look.result(data)
+    except (ValueError, TypeError) as e:  # numpy's "inhomogeneous shape": say which item
+        why = _shape_mismatch(list(episodes))
+        if why is None:
+            raise
+        raise DataFormatError(f"episodes_to_columnar: {why}; every item of a field must have its space's shape") from e
     return ColumnarEpisodes(
         ids=[ep.id_ for ep in episodes],
         t_started=np.fromiter((ep.t_started for ep in episodes), np.int64, num),
@@ -285,8 +318,8 @@ def episodes_to_columnar(episodes: list[SingleAgentEpisode]) -> ColumnarEpisodes
         lookback_lens=lookback_lens,
         terminated=np.fromiter((ep.is_terminated for ep in episodes), bool, num),
         truncated=np.fromiter((ep.is_truncated for ep in episodes), bool, num),
-        data=data.result(look),
-        lookback=look.result(data),
+        data=data_rows,
+        lookback=look_rows,
         observation_space=obs_space,
         action_space=act_space,
         custom_data={i: ep.custom_data for i, ep in enumerate(episodes) if ep.custom_data},

@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ray_sampler.data import tree
 from ray_sampler.data.episode_chunks import EpisodeChunks
 from ray_sampler.data.lookback import LookbackBuffer
 from ray_sampler.errors import EpisodeError
@@ -299,9 +300,25 @@ class SingleAgentEpisode(EpisodeChunks):
 
     # ---------------------------------------------------------------- forms and state
     def to_numpy(self) -> SingleAgentEpisode:
-        """Turns list storage into (nested) arrays with a leading time axis; infos stay lists."""
-        for buf in (self._obs, self._act, self._rew, *self._emo.values()):
-            buf.to_numpy()
+        """Turns list storage into (nested) arrays with a leading time axis; infos stay lists.
+        EpisodeError (nothing changed) if a field's items do not share one shape."""
+        named = {"observations": self._obs, "actions": self._act, "rewards": self._rew}
+        named.update({f"extra_model_outputs[{k!r}]": b for k, b in self._emo.items()})
+        converted: list[LookbackBuffer] = []
+        for name, buf in named.items():
+            try:
+                buf.to_numpy()
+            except (ValueError, TypeError) as e:  # numpy's "inhomogeneous shape": say which item
+                found = tree.first_mismatch(buf.data) if isinstance(buf.data, list) else None
+                if found is None:
+                    raise
+                for done in converted:
+                    done.to_list()
+                raise EpisodeError(
+                    f"to_numpy: {name} item {found[0]} (the lookback's {buf.lookback} items counted first) has "
+                    f"{found[1]}; every item of a field must have its space's shape"
+                ) from e
+            converted.append(buf)
         self._is_open = False
         return self
 

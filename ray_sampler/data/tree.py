@@ -23,6 +23,7 @@ __all__ = [
     "concat",
     "equal",
     "first_leaf",
+    "first_mismatch",
     "flatten",
     "is_structure",
     "map_structure",
@@ -106,6 +107,32 @@ def stack(items: list[Any]) -> Any:
     out = np.asarray(items)
     # Strings (a Text leaf) stay variable-width: numpy's fixed "<U" would cut longer ones on a copy.
     return out.astype(np.dtypes.StringDType()) if out.dtype.kind == "U" else out
+
+
+def _layout(item: Any) -> Any:
+    """``item``'s structure with each leaf's shape in place of the leaf (what ``stack`` needs equal)."""
+    if isinstance(item, Mapping):
+        return {k: _layout(v) for k, v in item.items()}
+    if isinstance(item, tuple):
+        return tuple(_layout(v) for v in item)
+    return np.shape(item)
+
+
+def first_mismatch(items: list[Any]) -> tuple[int, str] | None:
+    """The index of the first item that ``stack`` cannot put beside ``items[0]`` (another structure,
+    or a leaf of another shape) and what differs; None when all agree.
+
+    >>> first_mismatch([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0, 6.0]])
+    (2, 'shape (3,) where the first has shape (2,)')
+    """
+    want = _layout(items[0]) if items else None
+    for i, item in enumerate(items[1:], 1):
+        got = _layout(item)
+        if got != want:
+            if isinstance(got, tuple) and isinstance(want, tuple) and all(isinstance(n, int) for n in got + want):
+                return i, f"shape {got} where the first has shape {want}"
+            return i, f"layout {got} where the first has {want} (leaf shapes in place of the leaves)"
+    return None
 
 
 def concat(structs: list[Any]) -> Any:

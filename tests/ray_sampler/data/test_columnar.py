@@ -208,3 +208,47 @@ def test_custom_data_outside_the_chunks_is_refused() -> None:
     col = episodes_to_columnar([SingleAgentEpisode(observations=[0, 1], actions=[0], rewards=[0.0])])
     with pytest.raises(DataFormatError, match=r"'custom_data' must map chunk indices in \[0, 1\) to dicts"):
         dataclasses.replace(col, custom_data={1: {}}).validate()
+
+
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        ("abc", r"^'episodes' must be a list of SingleAgentEpisode \(got str\)$"),
+        (["abc"], r"^'episodes\[0\]' must be a SingleAgentEpisode \(got str: 'abc'\)$"),
+        (
+            [SingleAgentEpisode(observations=[0, 1], actions=[0], rewards=[1.0]), 7],
+            r"^'episodes\[1\]' must be a SingleAgentEpisode \(got int: 7\)$",
+        ),
+    ],
+    ids=["not-a-list", "a-string", "an-int-among-episodes"],
+)
+def test_what_is_not_an_episode_is_refused_by_position(given: object, match: str) -> None:
+    """Before: AttributeError: 'str' object has no attribute 'actions'."""
+    with pytest.raises(DataFormatError, match=match):
+        episodes_to_columnar(given)  # type: ignore[arg-type]
+
+
+def _chunk(obs_size: int, *, ragged_at: int | None = None) -> SingleAgentEpisode:
+    ep = SingleAgentEpisode()
+    ep.add_env_reset(np.zeros(obs_size, np.float32))
+    for t in range(1, 4):
+        ep.add_env_step(np.zeros(obs_size + (t == ragged_at), np.float32), 0, 1.0)
+    return ep
+
+
+def test_an_item_of_another_shape_within_a_chunk_is_named() -> None:
+    with pytest.raises(DataFormatError) as raised:
+        episodes_to_columnar([_chunk(2), _chunk(2, ragged_at=2)])
+    assert str(raised.value) == (
+        "episodes_to_columnar: 'episodes[1]' observations item 2 (lookback counted first) has shape (3,) where "
+        "the first has shape (2,); every item of a field must have its space's shape"
+    )
+
+
+def test_chunks_whose_items_differ_are_named() -> None:
+    with pytest.raises(DataFormatError) as raised:
+        episodes_to_columnar([_chunk(2), _chunk(2).to_numpy(), _chunk(4).to_numpy()])
+    assert str(raised.value) == (
+        "episodes_to_columnar: 'episodes[2]' observations have shape (4,) where episodes[0] has shape (2,); every "
+        "item of a field must have its space's shape"
+    )

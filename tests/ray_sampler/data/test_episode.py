@@ -471,3 +471,35 @@ class TestStateKeepsCustomDataAndClock:
             del state[key]
         back = SingleAgentEpisode.from_state(state)
         assert (back.custom_data, back.get_duration_s()) == ({}, 0.0)
+
+
+class TestShapesThatDoNotStack:
+    """numpy's "inhomogeneous shape" ValueError becomes an EpisodeError naming the field and item."""
+
+    @staticmethod
+    def _ragged() -> SingleAgentEpisode:
+        ep = SingleAgentEpisode(observation_space=gym.spaces.Box(-1.0, 1.0, (2,)))
+        ep.add_env_reset(np.zeros(2, np.float32))
+        ep.add_env_step(np.zeros(2, np.float32), 0, 1.0)
+        ep.add_env_step(np.zeros(3, np.float32), 1, 1.0)
+        return ep
+
+    def test_to_numpy_names_the_field_and_the_item(self) -> None:
+        with pytest.raises(EpisodeError) as raised:
+            self._ragged().to_numpy()
+        assert str(raised.value) == (
+            "to_numpy: observations item 2 (the lookback's 0 items counted first) has shape (3,) where the first "
+            "has shape (2,); every item of a field must have its space's shape"
+        )
+
+    def test_a_failed_to_numpy_leaves_the_episode_as_it_was(self) -> None:
+        """The observations convert, then the actions fail: the observations go back to list form."""
+        ep = SingleAgentEpisode()
+        ep.add_env_reset(np.zeros(2, np.float32))
+        ep.add_env_step(np.zeros(2, np.float32), np.zeros(2), 1.0)
+        ep.add_env_step(np.ones(2, np.float32), np.zeros(3), 1.0)
+        with pytest.raises(EpisodeError, match=r"^to_numpy: actions item 1 \(the lookback's 0 items counted first\) "):
+            ep.to_numpy()
+        assert not ep.is_numpy
+        ep.add_env_step(np.full(2, 2.0, np.float32), np.zeros(2), 1.0)
+        assert [o.tolist() for o in ep.get_observations()] == [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]

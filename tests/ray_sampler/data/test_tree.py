@@ -40,3 +40,27 @@ def test_concat_skips_empty_pieces() -> None:
 def test_map_structure_over_several_structures() -> None:
     out = tree.map_structure(lambda x, y: np.asarray(x) + np.asarray(y), NESTED, NESTED)
     assert out["a"][0].tolist() == [2, 4] and out["b"]["c"] == 8
+
+
+@pytest.mark.parametrize(
+    ("items", "expected"),
+    [
+        ([np.zeros(2), np.ones(2)], None),
+        ([], None),
+        ([np.zeros(2), np.zeros((2, 1))], (1, "shape (2, 1) where the first has shape (2,)")),
+        (
+            [{"a": np.zeros(2)}, {"a": np.zeros(2)}, {"b": np.zeros(2)}],
+            (2, "layout {'b': (2,)} where the first has {'a': (2,)} (leaf shapes in place of the leaves)"),
+        ),
+        (
+            [(1, 2.0), (1, np.zeros(3))],
+            (1, "layout ((), (3,)) where the first has ((), ()) (leaf shapes in place of the leaves)"),
+        ),
+    ],
+    ids=["equal", "empty", "array-shape", "dict-keys", "tuple-leaf"],
+)
+def test_first_mismatch_names_the_first_item_stack_cannot_take(items: list, expected: tuple | None) -> None:
+    assert tree.first_mismatch(items) == expected
+    if expected is not None:
+        with pytest.raises((ValueError, KeyError)):
+            tree.stack(items)
