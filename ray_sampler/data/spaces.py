@@ -30,7 +30,8 @@ ray_sampler.errors.ConfigError: observation['seq'] is Sequence(Discrete(2), stac
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -44,6 +45,7 @@ __all__ = [
     "batch_converter",
     "check_flattenable",
     "check_space",
+    "describe_outside",
     "flatten_batch",
     "is_string_leaf",
     "is_text",
@@ -204,3 +206,54 @@ def flatten_batch(space: gym.Space, x: Any) -> np.ndarray:
 
 owned_array = _owned
 """``value`` as a numpy array the runner may write (see ``_owned``): for rewards and flags."""
+
+
+def describe_outside(
+    space: gym.Space, value: Any, path: str = "observation", *, non_finite_ok: bool = False
+) -> str | None:
+    """What makes ``value`` fall outside ``space`` (``space.contains``), naming the leaf at ``path``
+    and what the space holds; None when it is inside. ``non_finite_ok``: NaN and inf in a float Box
+    leaf pass (a check of their own reports them).
+
+    >>> box = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    >>> print(describe_outside(box, np.zeros(3), "obs"))
+    obs of shape (3,) and dtype float64, where Box(-1.0, 1.0, (4,), float32) holds shape (4,) and dtype float32
+    >>> describe_outside(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), {"a": 5})
+    "observation['a'] 5 (a int), which Discrete(2) does not contain"
+    """
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(value, Mapping) or set(value) != set(space.spaces):
+            keys = sorted(value) if isinstance(value, Mapping) else f"a {type(value).__name__}"
+            return f"{path} with keys {keys}, where {space} has keys {sorted(space.spaces)}"
+        items = ((sub, value[k], f"{path}[{k!r}]") for k, sub in space.spaces.items())
+        return next((d for sub, v, p in items if (d := describe_outside(sub, v, p, non_finite_ok=non_finite_ok))), None)
+    if isinstance(space, gym.spaces.Tuple):
+        if not isinstance(value, tuple | list) or len(value) != len(space.spaces):
+            return f"{path} {value!r:.60}, where {space} holds a tuple of {len(space.spaces)}"
+        items = ((sub, v, f"{path}[{i}]") for i, (sub, v) in enumerate(zip(space.spaces, value, strict=True)))
+        return next((d for sub, v, p in items if (d := describe_outside(sub, v, p, non_finite_ok=non_finite_ok))), None)
+    try:
+        with warnings.catch_warnings():  # gymnasium warns when it casts a list; the answer is what counts
+            warnings.simplefilter("ignore")
+            if space.contains(value):
+                return None
+    except Exception:  # a value the space cannot even compare
+        pass
+    if isinstance(space, gym.spaces.Box):
+        try:
+            array = np.asarray(value)
+        except Exception:
+            array = None
+        if array is None or array.shape != space.shape or not np.can_cast(array.dtype, space.dtype):
+            got = f"of shape {array.shape} and dtype {array.dtype}" if array is not None else repr(value)[:60]
+            return f"{path} {got}, where {space} holds shape {space.shape} and dtype {space.dtype}"
+        finite = np.isfinite(array) if array.dtype.kind == "f" else np.True_
+        if not non_finite_ok and not np.all(finite):
+            return f"{path} with {array[~finite][0]} at index {np.argwhere(~finite)[0].tolist()}"
+        outside = np.argwhere(finite & ((array < space.low) | (array > space.high)))
+        if len(outside):
+            at = tuple(int(k) for k in outside[0])
+            bounds = f"[{space.low[at]}, {space.high[at]}]"
+            return f"{path} {array[at]} at index {list(at)}, outside {space}'s bounds {bounds} there"
+        return None  # inside but for NaN or inf, which non_finite_ok lets through
+    return f"{path} {value!r:.60} (a {type(value).__name__}), which {space} does not contain"

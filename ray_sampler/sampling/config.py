@@ -123,6 +123,12 @@ class EnvRunnerConfig:
     check_env_data: bool = True
     """Refuse NaN or inf in rewards and observations at every step: ``sample()`` raises ``EnvError``
     naming the sub-env and its data is dropped and counted (see ``env_check``); False lets it through."""
+    check_env_first_steps: int = 100
+    """Check each sub-env's first calls (its resets included; a rebuilt sub-env starts again): an
+    observation outside ``observation_space`` raises ``EnvError`` naming the sub-env and what the space
+    holds (``space.contains``: a float64 array for a float32 Box is outside). 0 turns it off. Sync
+    vector envs only (``vectorization_mode="sync"``); ``reset()``/``step()`` of the wrong form are
+    refused always."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.env, str) and self.env):
@@ -130,6 +136,7 @@ class EnvRunnerConfig:
         check_dict("env_config", self.env_config)
         check_int("num_envs_per_env_runner", self.num_envs_per_env_runner, minimum=1)
         check_int("rollout_fragment_length", self.rollout_fragment_length, minimum=1)
+        check_int("check_env_first_steps", self.check_env_first_steps, minimum=0)
         for name in ("env_to_module_connectors", "module_to_env_connectors"):
             replace_field(self, name, check_pieces(name, getattr(self, name)))
         _set_lookback_horizon(self)

@@ -186,6 +186,7 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
     def reset_seed(v: int, restart: int) -> int | None:
         return None if seed is None else _seed(seed, worker_index, v, restart)
 
+    checks = config.check_env_first_steps
     if not config.restart_failed_sub_environments:
-        return SubEnvVector(envs, worker_index=worker_index)
-    return SubEnvVector(envs, worker_index=worker_index, make_env=make_env, reset_seed=reset_seed)
+        return SubEnvVector(envs, worker_index=worker_index, check_steps=checks)
+    return SubEnvVector(envs, worker_index=worker_index, make_env=make_env, reset_seed=reset_seed, check_steps=checks)

@@ -18,6 +18,14 @@ sub-env makes its step whatever another one does:
 
 A ``try`` costs nothing in the no-fault path (Python 3.11 zero-cost exceptions).
 
+What a sub-env returns is checked, and an env that breaks the contract raises ``EnvError`` naming
+the sub-env and what was expected (never restarted: a rebuilt one would break it again):
+``reset()`` must return ``(observation, info)`` and ``step()`` five values (the old gym API
+returned the observation alone, and four values); for the first ``check_steps`` calls of each
+sub-env (its resets included; a rebuilt sub-env starts again), every observation must lie in
+``single_observation_space`` (``space.contains``; ``describe_outside`` says where it does not).
+A batch that cannot be made of the observations (a row of another shape) names its sub-env too.
+
 Speed (the runner steps through here every step): ``step_rows`` is ``step`` with the infos by
 sub-env, which the runner's ``VectorStepper`` reads as they are, instead of gymnasium's vector
 infos packed per key (masks and arrays) and split back per sub-env; a Box observation batch is
@@ -36,6 +44,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, iterate
 
+from ray_sampler.data.spaces import describe_outside
 from ray_sampler.errors import EnvError
 
 __all__ = ["SubEnvVector"]
@@ -51,9 +60,16 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
         worker_index: int,
         make_env: Callable[[int], gym.Env] | None = None,
         reset_seed: Callable[[int, int], int | None] | None = None,
+        check_steps: int = 0,
     ) -> None:
         super().__init__([_returning(e) for e in envs], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.worker_index = worker_index
+        self._check_steps = check_steps
+        self._checks_left = [check_steps] * len(envs)
+        """Per sub-env: its calls still to check against the observation space."""
+        self._num_checking = len(envs) if check_steps > 0 else 0
+        """Sub-envs with calls still to check (none: the step loop stops looking)."""
+        self._checking = self._num_checking > 0
         self._make_env = make_env
         self._reset_seed = reset_seed
         self._restarts_of = [0] * len(envs)
@@ -99,15 +115,22 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
             if self._row_actions and isinstance(actions, np.ndarray)
             else iterate(self.action_space, actions)
         )
+        checking = self._checking
         for i, action in enumerate(rows):
             try:
-                obs, reward, terminated, truncated, env_info = self.envs[i].step(action)
+                result = self.envs[i].step(action)
             except Exception as e:  # the sub-env's own failure: restart it alone (or raise EnvError)
                 self.num_stepped_before_error = i - len(self.failed)
                 env_info = self._restart(i, "step", e)
                 self.failed.append(i)
                 self._rewards[i], self._terminations[i], self._truncations[i] = 0.0, False, False
             else:
+                try:
+                    obs, reward, terminated, truncated, env_info = result
+                except (TypeError, ValueError):
+                    raise self._broken_api(i, "step", result) from None
+                if checking and self._checks_left[i]:
+                    self._check(i, "step", obs)
                 self._env_obs[i], self._rewards[i], self._terminations[i], self._truncations[i] = (
                     obs,
                     reward,
@@ -117,10 +140,12 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
                 if terminated or truncated:
                     finals[i] = (obs, env_info)
                     try:
-                        self._env_obs[i], env_info = self.envs[i].reset()
+                        result = self.envs[i].reset()
                     except Exception as e:  # the episode ended normally; only its autoreset failed
                         self.num_stepped_before_error = i + 1 - len(self.failed)
                         env_info = self._restart(i, "reset", e)
+                    else:
+                        self._env_obs[i], env_info = self._reset_result(i, result)
             if env_info:
                 infos[i] = env_info
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
@@ -142,7 +167,16 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
                 if batch.shape == shape and batch.dtype == dtype:  # else gymnasium's casting rules decide
                     self._observations = batch
                     return batch  # new each step: the caller owns it
-        self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+        try:
+            self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
+        except (ValueError, TypeError) as e:  # numpy's "Output array is the wrong shape": say whose and what
+            space = self.single_observation_space
+            found = next(((i, d) for i, o in enumerate(self._env_obs) if (d := describe_outside(space, o))), None)
+            if found is None:
+                raise
+            raise EnvError(
+                f"sub-env worker_index={self.worker_index}, vector_index={found[0]} returned {found[1]}"
+            ) from e
         return deepcopy(self._observations) if self.copy else self._observations
 
     def reset(
@@ -163,9 +197,11 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
         infos: dict[str, Any] = {}
         for i, (env, single_seed) in enumerate(zip(self.envs, seeds, strict=True)):
             try:
-                self._env_obs[i], env_info = env.reset(seed=single_seed, options=options)
+                result = env.reset(seed=single_seed, options=options)
             except Exception as e:
                 env_info = self._restart(i, "reset", e)
+            else:
+                self._env_obs[i], env_info = self._reset_result(i, result)
             infos = self._add_info(infos, env_info, i)
         return self._batched_observations(), infos
 
@@ -180,12 +216,57 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
         self._restarts_of[i] += 1
         self.num_restarts += 1
         self.envs[i] = self._make_env(i)
+        if self._check_steps > 0 and not self._checks_left[i]:
+            self._num_checking += 1
+            self._checking = True
+        self._checks_left[i] = self._check_steps
         seed = self._reset_seed(i, self._restarts_of[i]) if self._reset_seed is not None else None
         try:
-            self._env_obs[i], env_info = self.envs[i].reset(seed=seed)
+            result = self.envs[i].reset(seed=seed)
         except Exception as e:
             raise EnvError(f"sub-env {where} raised in reset() right after a restart: {e!r}") from e
+        self._env_obs[i], env_info = self._reset_result(i, result)
         return env_info
+
+    def _reset_result(self, i: int, result: Any) -> tuple[Any, dict]:
+        """Sub-env ``i``'s ``reset()`` result, checked (see the module docstring)."""
+        try:
+            obs, info = result
+        except (TypeError, ValueError):
+            raise self._broken_api(i, "reset", result) from None
+        if not isinstance(info, dict):  # an observation of two values unpacks too
+            raise self._broken_api(i, "reset", result)
+        if self._checks_left[i]:
+            self._check(i, "reset", obs)
+        return obs, info
+
+    def _broken_api(self, i: int, phase: str, result: Any) -> EnvError:
+        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else f"a {type(result).__name__}"
+        if phase == "reset":
+            want, old = "(observation, info)", "the old gym API returned the observation alone"
+        else:
+            want, old = (
+                "(observation, reward, terminated, truncated, info)",
+                ("the old gym API returned (observation, reward, done, info)"),
+            )
+        where = f"worker_index={self.worker_index}, vector_index={i}"
+        return EnvError(f"sub-env {where}: {phase}() must return {want}, gymnasium's API (got {got}; {old})")
+
+    def _check(self, i: int, phase: str, obs: Any) -> None:
+        """Counts one of sub-env ``i``'s checked calls; EnvError if ``obs`` is outside the space."""
+        self._checks_left[i] -= 1
+        if not self._checks_left[i]:
+            self._num_checking -= 1
+            self._checking = self._num_checking > 0
+        # NaN and inf are the finite-data check's (EnvRunnerConfig.check_env_data), with its own switch.
+        outside = describe_outside(self.single_observation_space, obs, non_finite_ok=True)
+        if outside is not None:
+            call = self._check_steps - self._checks_left[i] - 1
+            raise EnvError(
+                f"sub-env worker_index={self.worker_index}, vector_index={i} returned {outside} in {phase}() "
+                f"(its call {call} since it was built; EnvRunnerConfig(check_env_first_steps=0) turns this "
+                "check off)"
+            )
 
 
 def _returning(env: gym.Env) -> Callable[[], gym.Env]:

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 CHARSET = string.ascii_letters + string.digits + " |:éü🙂"
-TEXT = gym.spaces.Text(40, min_length=0, charset=CHARSET)
+TEXT = gym.spaces.Text(48, min_length=0, charset=CHARSET)  # the longest made: 44 characters
 
 SPACE = gym.spaces.Dict(
     {
