@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["RayStartCluster", "free_port"]
+__all__ = ["RayStartCluster", "free_port", "processes_of", "stop_processes_of"]
 
 _BIN = Path(sys.executable).parent
 
@@ -109,8 +109,7 @@ class RayStartCluster:
 
     def _processes(self) -> list[int]:
         """Pids of every process of this cluster (each names the cluster's own temp dir)."""
-        found = subprocess.run(["pgrep", "-f", str(self.temp_dir)], capture_output=True, text=True, check=False)
-        return [int(pid) for pid in found.stdout.split()]
+        return processes_of(self.temp_dir)
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -124,3 +123,23 @@ class RayStartCluster:
             self._process.wait(timeout=10)
         self._log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def processes_of(temp_dir: Path) -> list[int]:
+    """Pids of the Ray processes started with ``--temp-dir`` under ``temp_dir`` (each names it)."""
+    found = subprocess.run(["pgrep", "-f", str(temp_dir)], capture_output=True, text=True, check=False)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def stop_processes_of(temp_dir: Path, *, grace_s: float = 5.0) -> None:
+    """What ``ray stop`` does, for one head only: SIGTERM to its processes, SIGKILL to those left
+    after ``grace_s`` (``ray stop`` itself would stop every Ray of this user, a test session's too)."""
+    for pid in processes_of(temp_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while processes_of(temp_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in processes_of(temp_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -35,7 +35,12 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
     exist); ``ray job submit ... -- ENTRYPOINT`` (its ``--working-dir`` must exist and a
     ``ray-sampler`` entrypoint's flags must be options of that command: it names a remote
     cluster); ``python SCRIPT ...`` (the script must exist: the examples have their own tests,
-    the benchmarks take minutes); ``export`` (sets the environment of the commands after it).
+    the benchmarks take minutes); ``export`` (sets the environment of the commands after it);
+    ``ray start``, ``ray stop``, ``ray get-auth-token`` and ``ssh`` (they would change this
+    machine's Ray, or reach another machine). A block that starts a head (``ray start --head``) is
+    run by tests/ray_sampler/cli/test_cli_cluster.py against a head of its own in a temporary
+    directory (``ray stop`` there stops only that head); here its ``ray-sampler`` commands, which
+    name that head's address, are checked (their options must exist), not run.
   * Anything else fails the test: a new kind of command needs a rule here first.
 - ``console``: lines starting with ``$ `` are commands, handled as in ``bash``; the lines after
   one are its output. A command shown with output that says ``error:`` must exit 2, and the
@@ -128,11 +133,11 @@ def _env(ray_address: str = "local") -> dict[str, str]:
 # -- commands ------------------------------------------------------------------------------------------
 
 
-def _logical_lines(text: str) -> list[str]:
+def logical_lines(text: str) -> list[str]:
     return [line for line in re.sub(r"\\\n\s*", " ", text).splitlines() if line.strip()]
 
 
-def _commands(line: str) -> list[list[str]]:
+def shell_commands(line: str) -> list[list[str]]:
     """The commands of one shell line: split on ``&&``, comments and a trailing ``&`` dropped."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars="&")
     lexer.whitespace_split, lexer.commenters = True, "#"
@@ -196,12 +201,16 @@ def _check_exists(path: str, what: str) -> None:
     assert (ROOT / path).exists(), f"{what} names {path!r}, which is not in the repository"
 
 
-def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[str], ray_address: str) -> None:
+def _handle(
+    command: list[str], *, line: str, cwd: Path, expected_output: list[str], ray_address: str, run: bool = True
+) -> None:
     while command and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", command[0]):
         command = command[1:]  # environment assignments of this command
     program, args = command[0], command[1:]
     name = Path(program).name
-    if name == "ray-sampler":
+    if name == "ray-sampler" and not run:
+        _check_ray_sampler_flags(args)
+    elif name == "ray-sampler":
         _run_ray_sampler(args, cwd, expected_output, ray_address)
     elif program == "export":
         assert all("=" in arg for arg in args), line
@@ -231,21 +240,30 @@ def _handle(command: list[str], *, line: str, cwd: Path, expected_output: list[s
             _check_ray_sampler_flags(entrypoint[1:])
     elif program == "kubectl" and args[:1] == ["apply"]:
         _check_exists(args[args.index("-f") + 1], line)
+    elif (program == "ray" and args[:1] in (["start"], ["stop"], ["get-auth-token"])) or program == "ssh":
+        pass  # see the module docstring: a head-starting block runs in test_cli_cluster.py
     else:
         raise AssertionError(f"no rule for {line!r}: add one to tests/test_readme.py's docstring and code")
 
 
+def starts_a_head(block_text: str) -> bool:
+    """Whether a bash block starts a Ray head (``ray start --head``; see the module docstring)."""
+    commands = (command for line in logical_lines(block_text) for command in shell_commands(line))
+    return any(command[:3] == ["ray", "start", "--head"] for command in commands)
+
+
 @pytest.mark.parametrize("block", _of("bash"), ids=lambda block: block.id)
 def test_bash_block(block: Block, tmp_path: Path, ray_address: str) -> None:
-    for line in _logical_lines(block.text):
-        for command in _commands(line):
-            _handle(command, line=line, cwd=tmp_path, expected_output=[], ray_address=ray_address)
+    run = not starts_a_head(block.text)
+    for line in logical_lines(block.text):
+        for command in shell_commands(line):
+            _handle(command, line=line, cwd=tmp_path, expected_output=[], ray_address=ray_address, run=run)
 
 
 @pytest.mark.parametrize("block", _of("console"), ids=lambda block: block.id)
 def test_console_block(block: Block, tmp_path: Path) -> None:
     entries: list[tuple[str, list[str]]] = []
-    for line in _logical_lines(block.text):
+    for line in logical_lines(block.text):
         if line.startswith("$ "):
             entries.append((line[2:], []))
         else:
@@ -253,7 +271,7 @@ def test_console_block(block: Block, tmp_path: Path) -> None:
             entries[-1][1].append(line)
     assert entries, f"{block.id}: a console block shows at least one '$ ' command"
     for line, output in entries:
-        for command in _commands(line):
+        for command in shell_commands(line):
             _handle(command, line=line, cwd=tmp_path, expected_output=output, ray_address="local")
 
 
@@ -300,7 +318,7 @@ def test_every_block_names_a_known_language() -> None:
 
 def test_the_readme_opens_with_the_main_job_and_the_test_command() -> None:
     first = _blocks(ROOT / "README.md")[0]
-    lines = _logical_lines(first.text)
+    lines = logical_lines(first.text)
     assert first.language == "bash" and len(lines) == 2
     assert lines[0].endswith("ray-sampler train")
     assert lines[1] == (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]

@@ -4,9 +4,12 @@ impossible request refused at once. One ``ray start --head`` cluster (2 CPUs, to
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,8 @@ import pytest
 
 from ray_sampler.cli import check_address
 from ray_sampler.errors import ConfigError
-from tests.ray_start import RayStartCluster, free_port
+from tests.ray_start import RayStartCluster, free_port, stop_processes_of
+from tests.test_readme import BLOCKS, logical_lines, shell_commands, starts_a_head
 
 CLI = [sys.executable, "-m", "ray_sampler"]
 RAY = str(Path(sys.executable).parent / "ray")
@@ -163,3 +167,45 @@ def test_a_job_submitted_with_its_working_dir_runs_the_shipped_code_on_the_worke
     line = next(line for line in done.stdout.splitlines() if line.startswith("WORKER IMPORTS "))
     # The uploaded copy, not this clone (which the test environment also has installed).
     assert "/runtime_resources/working_dir_files/_ray_pkg_" in line and line.endswith("/ray_sampler/__init__.py")
+
+
+def test_the_readmes_local_head_commands_train_on_the_head_they_start(tmp_path: Path) -> None:
+    """README's "Run on a cluster" block, line by line, as a new user runs it, with these changes so
+    that it cannot touch this machine's other Ray instances: a home of its own (the token lands in
+    it), a free port for 6379 and each of the head's other ports, its own --temp-dir, ``ray stop``
+    done for this head only, and a two-iteration budget for the training command."""
+    [block] = [b for b in BLOCKS if b.path.name == "README.md" and starts_a_head(b.text)]
+    home, temp_dir = tmp_path / "home", Path(tempfile.mkdtemp(prefix="rs-"))  # short: socket paths
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    port = str(free_port())
+    ran: list[str] = []
+    try:
+        for line in logical_lines(block.text):
+            for command in shell_commands(line):
+                command = [arg.replace("6379", port) for arg in command]
+                if command[0] == "export":
+                    env.update(arg.split("=", 1) for arg in command[1:])
+                    continue
+                if command[:2] == ["ray", "stop"]:
+                    stop_processes_of(temp_dir)
+                    ran.append("ray stop")
+                    continue
+                if command[:3] == ["ray", "start", "--head"]:
+                    others = ["--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port"]
+                    others += ["--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port"]
+                    command += [f"{flag}={free_port()}" for flag in others] + [f"--temp-dir={temp_dir / 'ray'}"]
+                if command[0] == "ray-sampler":
+                    command += ["--max-iterations", "2", "--target-return", "none", "--runs-dir", str(tmp_path)]
+                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, check=False)
+                assert done.returncode == 0, f"{line}: exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}"
+                ran.append(" ".join(command[:2]))
+                if command[0] == "ray-sampler":
+                    assert done.stdout.splitlines()[0].endswith(f"(Ray cluster at 127.0.0.1:{port} (4 CPUs))")
+        assert ran == ["ray get-auth-token", "ray start", "ray-sampler train", "ray stop"]
+        assert (home / ".ray" / "auth_token").is_file()
+    finally:
+        stop_processes_of(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
