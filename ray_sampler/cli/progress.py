@@ -175,6 +175,7 @@ class TrainingProgress:
         self._last: IterationRecord | None = None
         self._last_at = time.monotonic()
         self._spinner = Spinner("dots", style="cyan")
+        self._outcome: Outcome | None = None  # set by close(summary): the display's last frame shows it
         self._is_closed = False
 
     @property
@@ -203,10 +204,13 @@ class TrainingProgress:
             self._console.print(Text(line), soft_wrap=True)
 
     def close(self, summary: RunSummary | None = None) -> None:
-        """Ends the live display (its last state stays on screen) and prints ``summary``'s block."""
+        """Ends the live display and prints ``summary``'s block. With a summary, the display's last
+        frame says how the run ended: a run that ended by itself (target reached early, target
+        missed, budget used) shows its bar full; an interrupted one keeps its bar where it stopped."""
         self._check_open("close")
         self._is_closed = True
-        if self._live is not None:
+        self._outcome = summary.outcome if summary is not None else None
+        if self._live is not None:  # stop() draws the last frame
             self._live.stop()
         if summary is None:
             return
@@ -254,12 +258,21 @@ class TrainingProgress:
             done, total = record.env_steps, self._total_env_steps
         elif self._total_iterations is not None:
             done, total = record.iteration, self._total_iterations
-        bar = ProgressBar(total=total, completed=min(done, total or 0), width=30)
-        percent = f" {min(done / total, 1.0):4.0%}" if total else ""
+        outcome = self._outcome
+        percent = f"{min(done / total, 1.0):.0%} " if total else ""
+        if outcome is not None and outcome is not Outcome.INTERRUPTED:  # it ended by itself: the bar is full
+            done, total, percent = 1, 1, ""
         iteration = f"iter {record.iteration}" + (f"/{self._total_iterations}" if self._total_iterations else "")
+        label = Text(f"{percent}{iteration} · {steps} env steps")
+        if outcome is None:  # running: the clock goes on between iterations
+            status: RenderableType = self._spinner
+            elapsed = record.elapsed_s + (time.monotonic() - self._last_at)
+        else:
+            mark, style = _OUTCOME_MARKS[outcome]
+            status, elapsed = Text(mark, style=style), record.elapsed_s
+            label = Text.assemble((outcome.value, style), ": ", label)
         top = Table.grid(padding=(0, 1))
-        top.add_row(self._spinner, bar, Text(f"{percent.strip()} {iteration} · {steps} env steps".strip()))
-        elapsed = record.elapsed_s + (time.monotonic() - self._last_at)
+        top.add_row(status, ProgressBar(total=total, completed=min(done, total or 0), width=30), label)
         figures = Text("  ").join(
             [
                 Text(f"{format_rate(record.env_steps_per_s)} steps/s"),
@@ -320,8 +333,17 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}" if n == 1 else f"{n:,} {what}s"
 
 
+_OUTCOME_MARKS = {
+    Outcome.TARGET_REACHED: ("✓", "bold green"),
+    Outcome.BUDGET_USED: ("✓", "bold"),
+    Outcome.TARGET_MISSED: ("✗", "bold yellow"),
+    Outcome.INTERRUPTED: ("■", "bold yellow"),
+}
+"""Each outcome's mark in the live display's last frame, and the style of its words."""
+
+
 def _summary_panel(summary: RunSummary) -> Panel:
-    style = {Outcome.TARGET_REACHED: "bold green", Outcome.BUDGET_USED: "bold"}.get(summary.outcome, "bold yellow")
+    style = _OUTCOME_MARKS[summary.outcome][1]
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()

@@ -15,7 +15,7 @@ import dataclasses
 import math
 import os
 import re
-import tempfile
+import secrets
 import tomllib
 from collections.abc import Mapping
 from datetime import datetime
@@ -41,6 +41,7 @@ __all__ = [
     "RunDirectory",
     "load_config",
     "read_metrics",
+    "run_env",
     "run_title",
 ]
 
@@ -245,6 +246,20 @@ def read_metrics(path: Path | str) -> list[dict[str, int | float]]:
         return [{k: _parse_cell(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
+def run_env(path: Path | str) -> str | None:
+    """The env a run directory's run trained on: its ``config.toml``'s ``env``, else the one its name
+    gives (``ppo-CartPole-v1-<time>``); None if neither says."""
+    path = Path(path)
+    try:
+        env = load_config(path).get("env")
+    except (OSError, ConfigError, tomllib.TOMLDecodeError):
+        env = None
+    if isinstance(env, str):
+        return env
+    match = _RUN_NAME.match(path.name)
+    return match["env"] if match else None
+
+
 def run_title(path: Path) -> str:
     """A run's title from its directory's name (``ppo on CartPole-v1``), else the name itself."""
     match = _RUN_NAME.match(path.name)
@@ -307,9 +322,14 @@ def _check_toml_value(value: Any, path: str) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Writes ``text`` to ``path`` through a temp file in the same directory, fsynced then renamed
-    over it, so a reader never sees half a file; the temp file is gone whatever happens."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    over it, so a reader never sees half a file; the temp file is gone whatever happens.
+
+    The file gets the mode of the file it replaces, or a new file's (0666 less the umask: 0644 as a
+    rule, as ``metrics.csv`` and ``curve.png`` get), not ``mkstemp``'s 0600."""
+    fd, tmp = _create_temp(path)
     try:
+        if path.exists():
+            os.fchmod(fd, path.stat().st_mode & 0o777)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -324,6 +344,19 @@ def _write_atomic(path: Path, text: str) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _create_temp(path: Path) -> tuple[int, Path]:
+    """A new, empty temp file beside ``path``, opened for writing, with the mode ``open()`` gives a
+    new file (the umask applies; ``tempfile.mkstemp`` would make it 0600 whatever the umask)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # 48 random bits taken: try another name
+            continue
+    raise FileExistsError(f"no free temp file name beside {path}")
 
 
 def _row(record: IterationRecord) -> dict[str, Any]:

@@ -162,6 +162,27 @@ class TestLiveMode:
         assert text.rindex("runner 0 died; restarted") < text.rindex("iter 2")
 
     @pytest.mark.parametrize(
+        ("outcome", "mark", "bar", "label"),
+        [
+            (Outcome.TARGET_REACHED, "✓", "━" * 30, "target reached: iter 55/120 · 56,320 env steps"),
+            (Outcome.TARGET_MISSED, "✗", "━" * 30, "target missed: iter 55/120 · 56,320 env steps"),
+            (Outcome.BUDGET_USED, "✓", "━" * 30, "budget used: iter 55/120 · 56,320 env steps"),
+            (Outcome.INTERRUPTED, "■", "━" * 13 + "╸" + "━" * 16, "interrupted: 46% iter 55/120 · 56,320 env steps"),
+        ],
+        ids=["reached-early", "missed", "budget", "interrupted"],
+    )
+    def test_the_last_frame_says_how_the_run_ended(self, outcome: Outcome, mark: str, bar: str, label: str) -> None:
+        # A run that stops early (its target reached at iteration 55 of 120) ends with its bar full,
+        # not frozen at 46%; an interrupted one keeps its bar where it stopped.
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False, total_iterations=120) as progress:
+            progress.update(make_record(iteration=55, env_steps=56_320))
+            progress.close(_summary(outcome=outcome))
+        text = _text(out)
+        frames = re.findall(r"(\S) (━+╸?━*) ([^\n]*iter 55/120[^\n]*)", text[: text.index("run summary")])
+        assert frames[-1] == (mark, bar, label)
+
+    @pytest.mark.parametrize(
         ("outcome", "headline"),
         [
             (Outcome.TARGET_REACHED, "Target reached: mean return 487.2 over the last 100 episodes (target 475)"),

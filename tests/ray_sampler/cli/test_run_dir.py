@@ -6,6 +6,7 @@ import csv
 import math
 import os
 import struct
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,14 @@ CONFIG: dict[str, Any] = {
     "only_none": {"a": None},
     "tags": [],
 }
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask (022) while the test runs: new files are 0644."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
 
 
 def _create(root: Path, config: dict[str, Any] | None = None, **kwargs: Any) -> RunDirectory:
@@ -113,6 +122,23 @@ class TestConfigToml:
         with pytest.raises(OSError, match="disk full"):
             _create(tmp_path)
         assert list(tmp_path.iterdir()) == []
+
+    @pytest.mark.usefixtures("umask_022")
+    def test_config_toml_gets_the_mode_of_the_runs_other_files(self, tmp_path: Path) -> None:
+        with _create(tmp_path) as run:
+            for record in cartpole_like_records(3):
+                run.append(record)
+        modes = {p.name: p.stat().st_mode & 0o777 for p in run.path.iterdir()}
+        assert modes == {"config.toml": 0o644, "metrics.csv": 0o644, "curve.png": 0o644}
+
+    def test_a_rewritten_metrics_csv_keeps_its_mode(self, tmp_path: Path) -> None:
+        with _create(tmp_path) as run:
+            for iteration in (1, 2, 3):
+                run.append(make_record(iteration=iteration))
+        (run.path / "metrics.csv").chmod(0o640)
+        assert RunDirectory.open(run.path).drop_rows_after(1) == 2
+        assert (run.path / "metrics.csv").stat().st_mode & 0o777 == 0o640
+        assert [row["iteration"] for row in read_metrics(run.path)] == [1]
 
     def test_load_config_of_a_missing_file_names_it(self, tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=f"no run config at {tmp_path / 'config.toml'}"):
