@@ -65,7 +65,7 @@ class PPOConfig:
 
     lr: float = 2e-3
     """Adam learning rate. 1e-3 took 6k-18k more env steps to a 100-episode mean of 450 on
-    CartPole-v1 at seeds 0-4 (bench/RESULTS.md, issue #9)."""
+    CartPole-v1 at seeds 0-4 (bench/RESULTS.md)."""
     gamma: float = 0.99
     """Discount."""
     lambda_: float = 0.95
@@ -82,8 +82,8 @@ class PPOConfig:
     num_epochs: int = 8
     """Passes over each train batch."""
     minibatch_size: int = 128
-    """Steps per gradient step (over all learners together); 128 (256 before issue #9) makes 8
-    gradient steps per epoch on the default 1,024-step batch."""
+    """Steps per gradient step (over all learners together); 128 makes 8 gradient steps per epoch
+    on the default 1,024-step batch (256, the earlier default, made half as many)."""
     grad_clip: float | None = 0.5
     """Global gradient-norm clip; None: none."""
     standardize_advantages: bool = True

@@ -4,10 +4,10 @@
 itself for an env without one); fields a preset does not name keep ``base``'s values (seeds,
 the runner group, learners). The CLI applies it first, so the user's flags override it.
 
-Pendulum-v1 (issue #9). The reference is RLlib's tuned Pendulum PPO example; "tuning" below
-means single seed-0 runs of this preset with one value changed, to the 399,360-step budget or
--300 (the preset itself took 108,544 env steps in the same session; runs of one seed vary by
-~30%: bench/RESULTS.md has the measured runs of several seeds):
+Pendulum-v1: Box actions with a diagonal Gaussian policy. The reference is RLlib's tuned Pendulum
+PPO example; "tuning" below means single seed-0 runs of this preset with one value changed, to
+the 399,360-step budget or -300 (the preset itself took 108,544 env steps in the same session;
+runs of one seed vary by ~30%: bench/RESULTS.md has the measured runs of several seeds):
 
 ====================================== ===================== =============================================
 Field                                  Value                 Why
@@ -47,7 +47,7 @@ No observation filter: Pendulum's observations (cos, sin, angular velocity in [-
 already of order one, and the preset reaches -300 without one (``train_ppo`` would also have to
 sync a MeanStdFilter's state to the learner's pipeline, which it does not today).
 
-StatelessCartPole-v1 (issue #10): CartPole with the velocities hidden needs memory, so the
+StatelessCartPole-v1: CartPole with the velocities hidden needs memory, so the
 preset trains a torch LSTM (``TorchLSTMModule``: a 64-unit tanh encoder, a 64-cell LSTM, 64-unit
 heads; needs ``ray-sampler[torch]``). Each value was tried in single seed-0 runs of 60 iterations
 (bench/RESULTS.md has the measured runs):

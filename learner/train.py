@@ -63,8 +63,9 @@ class PPOTrainingConfig:
 
     env_runner: EnvRunnerConfig = dataclasses.field(default_factory=_default_ppo_runner)
     """What each runner steps (a gymnasium id) and how it samples: 4 CartPole-v1 sub-envs, 128 steps
-    each per iteration, seed 0 (with 2 runners, 1,024 env steps per iteration: half of the 2,048
-    before issue #9's tuning, so twice the updates per env step; bench/RESULTS.md)."""
+    each per iteration, seed 0 (with 2 runners, 1,024 env steps per iteration: half of the 2,048 of
+    the defaults before they were tuned on CartPole-v1, so twice the updates per env step;
+    bench/RESULTS.md)."""
     env_runner_group: EnvRunnerGroupConfig = dataclasses.field(default_factory=_default_ppo_runner_group)
     """The runner actors: 2, half a CPU each."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
@@ -84,7 +85,7 @@ class PPOTrainingConfig:
     one: no target, the run uses its budget."""
     stop_window: int = 100
     """Finished episodes in the stop rule's mean (stricter than RLlib 2.60's ``episode_return_mean``,
-    which averages the episodes that finished in its last iteration: bench/RESULTS.md, issue #9)."""
+    which averages the episodes that finished in its last iteration: bench/RESULTS.md)."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)

@@ -127,7 +127,7 @@ class DQNTrainingConfig:
     one: no target, the run uses its budget."""
     stop_window: int = 100
     """Finished episodes in the stop rule's mean (stricter than RLlib 2.60's ``episode_return_mean``,
-    which averages the episodes that finished in its last iteration: bench/RESULTS.md, issue #9)."""
+    which averages the episodes that finished in its last iteration: bench/RESULTS.md)."""
     replay_restart_timeout_s: float = 60.0
     """Longest a dead replay actor's replacement may take to restore its checkpoint and start."""
 

@@ -11,8 +11,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from learner.train import PPOTrainingConfig
 from ray_sampler.cli.options import check_env_id
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
+from ray_sampler.cli.train import DEFAULT_ENV
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -22,9 +24,15 @@ from ray_sampler.validate import check_int
 __all__ = ["DemoConfig", "SampleJobConfig", "run_demo", "run_sample_job"]
 
 
+_TRAIN = PPOTrainingConfig()
+"""``ray-sampler train``'s defaults: ``sample`` starts the same runners unless told otherwise."""
+_BATCH_MODE = BatchMode(_TRAIN.env_runner.batch_mode)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SampleJobConfig:
-    """Sample with a group of remote env runners and print each iteration's throughput."""
+    """Sample with a group of remote env runners and print each iteration's throughput (by default
+    the runners ``ray-sampler train`` starts)."""
 
     address: str = ""
     """Ray cluster to attach to: auto, host:port or ray://host:10001 (default: RAY_ADDRESS if set, else
@@ -32,17 +40,17 @@ class SampleJobConfig:
     verbose: bool = False
     """Show Ray's own log lines (startup, its workers' output)."""
 
-    env: str = "CartPole-v1"
+    env: str = DEFAULT_ENV
     """Gymnasium id (or a name given to register_env) every runner steps."""
-    num_env_runners: int = 2
+    num_env_runners: int = _TRAIN.env_runner_group.num_env_runners
     """Remote EnvRunner actors."""
-    num_cpus_per_env_runner: float = 0.5
+    num_cpus_per_env_runner: float = _TRAIN.env_runner_group.num_cpus_per_env_runner
     """CPUs each runner actor reserves."""
-    num_envs_per_env_runner: int = 8
+    num_envs_per_env_runner: int = _TRAIN.env_runner.num_envs_per_env_runner
     """Sub-envs per runner."""
-    rollout_fragment_length: int = 128
+    rollout_fragment_length: int = _TRAIN.env_runner.rollout_fragment_length
     """Steps per sub-env per iteration."""
-    batch_mode: BatchMode = BatchMode.TRUNCATE_EPISODES
+    batch_mode: BatchMode = _BATCH_MODE
     """truncate_episodes: fixed-size chunks cut with lookback; complete_episodes: whole episodes."""
     iterations: int = 5
     """Sampling iterations to run."""

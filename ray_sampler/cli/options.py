@@ -33,7 +33,16 @@ from tyro.constructors import ConstructorRegistry, StructConstructorSpec, Struct
 from ray_sampler.envs.minigrid import ensure_registered
 from ray_sampler.errors import ConfigError
 
-__all__ = ["UsageError", "check_env_id", "config_file_flags", "flag_of", "parse", "read_toml", "to_toml_dict"]
+__all__ = [
+    "UsageError",
+    "changed_options",
+    "check_env_id",
+    "config_file_flags",
+    "flag_of",
+    "parse",
+    "read_toml",
+    "to_toml_dict",
+]
 
 T = TypeVar("T")
 
@@ -146,6 +155,44 @@ def _flag_message(message: str, group: str = "") -> str:
     return f"{flag_of(path)}{match[2]}"
 
 
+_SPELLINGS = r"--[\w.-]+(?:/--[\w.-]+)*"
+"""An option as tyro names it in an error: its spellings joined by ``/`` (``--lr/--ppo.lr``)."""
+
+
+def _alias_flags(cls: type, hidden: tuple[str, ...]) -> dict[str, str]:
+    """Full flag -> short alias (``--ppo.lr`` -> ``--lr``) of the options of command ``cls`` that have
+    one (``hidden``: the names of nested configs whose fields are at the top, as ``_one_line``'s)."""
+    out: dict[str, str] = {}
+
+    def walk(config: type, prefix: tuple[str, ...]) -> None:
+        hints = typing.get_type_hints(config)
+        for field in dataclasses.fields(config):
+            path = prefix if field.name in hidden else (*prefix, field.name)
+            hint = hints.get(field.name)
+            if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+                walk(hint, path)
+            elif alias := ALIASES.get((config.__name__, field.name)):
+                out[flag_of(".".join(path))] = alias
+
+    walk(cls, ())
+    return out
+
+
+def _as_typed(message: str, args: list[str], aliases: dict[str, str]) -> str:
+    """``message`` with its leading option (one spelling or tyro's ``--a/--b``) written as the user
+    typed it last in ``args``: ``--lr`` if they typed ``--lr``, ``--ppo.lr`` if they typed that (the
+    full name if neither, e.g. a value the config's own default broke)."""
+    match = re.match(_SPELLINGS, message)
+    if not match:
+        return message
+    spellings = match[0].split("/")
+    full = next((s for s in spellings if s in aliases), spellings[0])
+    candidates = [full, *(a for a in [aliases.get(full)] if a), *spellings]
+    typed = [i for i, arg in enumerate(args) for s in candidates if arg == s or arg.startswith(s + "=")]
+    chosen = args[max(typed)].split("=", 1)[0] if typed else full
+    return chosen + message[match.end() :]
+
+
 def _one_line(box: str, hidden: tuple[str, ...] = ()) -> str:
     """The message inside tyro's boxed error, on one line, with the flag named as the user writes it
     (``hidden``: group names that are no part of a flag, such as a nameless nested config's)."""
@@ -165,12 +212,13 @@ def _one_line(box: str, hidden: tuple[str, ...] = ()) -> str:
     if nested and not nested[1].startswith("--"):  # a nested config's check, e.g. ppo: 'lr' must be ...
         group = ".".join(part for part in nested[1].replace("-", "_").split(".") if part not in hidden)
         return _flag_message(nested[2], group)
-    text = re.sub(r"^Error parsing (--[\w.-]+/)?(--[\w.-]+): ", r"\2: ", text)
-    text = re.sub(r"^Missing value for argument '(--[\w.-]+)'.*", r"\1: a value is needed (got none)", text)
-    choice = re.match(r"invalid choice '(.*)' for argument '(--[\w.-]+)'\. Expected one of \((.*)\)\.?$", text)
+    # tyro names an option with aliases by all its spellings (--lr/--ppo.lr): _as_typed picks one.
+    text = re.sub(rf"^Error parsing ({_SPELLINGS}): ", r"\1: ", text)
+    text = re.sub(rf"^Missing value for argument '({_SPELLINGS})'.*", r"\1: a value is needed (got none)", text)
+    choice = re.match(rf"invalid choice '(.*)' for argument '({_SPELLINGS})'\. Expected one of \((.*)\)\.?$", text)
     if choice:
         return f"{choice[2]}: one of {choice[3]} allowed (got '{choice[1]}')"
-    union = re.match(r"(--[\w.-]+): no type matching (\S+) could be instantiated from \[(.*?)\]", text)
+    union = re.match(rf"({_SPELLINGS}): no type matching (\S+) could be instantiated from \[(.*?)\]", text)
     if union:
         return f"{union[1]}: {union[2].replace('|', ' or ')} allowed (got {union[3]})"
     return text.replace("Unrecognized options: ", "unrecognized option(s): ")
@@ -189,6 +237,7 @@ def parse(cls: type[T], args: list[str], *, default: T | None = None, prog: str,
     description = _help(description) or ""
     # None is written None on tyro's command line; none and null read the same here.
     args = [a if a.lower() not in ("none", "null") else "None" for a in args]
+    hidden = ("training", cls.__name__)
     if any(a in ("-h", "--help") for a in args):
         tyro.cli(cls, args=args, default=default, prog=prog, description=description, registry=_REGISTRY)
     with _captured_stderr() as err:
@@ -207,9 +256,10 @@ def parse(cls: type[T], args: list[str], *, default: T | None = None, prog: str,
         except SystemExit as e:
             if e.code in (0, None):
                 raise
-            raise UsageError(_one_line(err.getvalue(), hidden=("training", cls.__name__))) from None
+            message = _one_line(err.getvalue(), hidden=hidden)
         except ConfigError as e:  # the command's own fields (a nested config's come boxed, above)
-            raise UsageError(_flag_message(str(e))) from None
+            message = _flag_message(str(e))
+    raise UsageError(_as_typed(message, args, _alias_flags(cls, hidden))) from None
 
 
 def to_toml_dict(obj: Any, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -232,6 +282,67 @@ def to_toml_dict(obj: Any, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
         else:
             out[field.name] = value
     return out
+
+
+def changed_options(before: Any, after: Any, *, final: Any = None) -> list[str]:
+    """What ``after`` sets that ``before`` does not, two configs of one dataclass type, as flags
+    (``--ppo.lr 0.0003``, ``--env-runner.normalize-actions``); a field no flag gives by its dotted
+    path (``env_runner.module_class TorchLSTMModule``), a dict field key by key. With ``final`` (a
+    third config of the type), a value ``final`` has otherwise is marked ``(overridden: VALUE)``.
+
+    >>> from learner.learner import PPOConfig
+    >>> changed_options(PPOConfig(), PPOConfig(lr=3e-4, standardize_advantages=False), final=PPOConfig(lr=0.01))
+    ['--lr 0.0003 (overridden: 0.01)', '--no-standardize-advantages (overridden: True)']
+    """
+    out: list[str] = []
+
+    def walk(old: Any, new: Any, last: Any, path: tuple[str, ...]) -> None:
+        hints = typing.get_type_hints(type(new))
+        for field in dataclasses.fields(new):
+            a, b, c = (getattr(x, field.name, None) if x is not None else None for x in (old, new, last))
+            where = (*path, field.name)
+            if dataclasses.is_dataclass(b) and not isinstance(b, type):
+                walk(a, b, c, where)
+            elif isinstance(a, dict) and isinstance(b, dict):
+                for key in [k for k in b if a.get(k, _MISSING) != b[k]]:
+                    item = c.get(key, _MISSING) if isinstance(c, dict) else _MISSING
+                    out.append(_option(".".join((*where, str(key))), b[key], item, last is not None, is_flag=False))
+            elif a != b:
+                is_flag = _cli_type(hints[field.name]) is not None
+                out.append(_option(".".join(where), b, c, last is not None, is_flag=is_flag))
+
+    walk(before, after, final, ())
+    return out
+
+
+_MISSING = object()
+
+
+def _option(path: str, value: Any, final: Any, has_final: bool, *, is_flag: bool) -> str:
+    """One entry of ``changed_options``."""
+    if not is_flag:
+        text = f"{path} {_shown(value)}"
+    elif isinstance(value, bool):
+        head, _, name = flag_of(path)[2:].rpartition(".")
+        text = f"--{head + '.' if head else ''}{'' if value else 'no-'}{name}"
+    else:
+        text = f"{flag_of(path)} {_shown(value)}"
+    if has_final and final != value:
+        text += f" (overridden: {_shown(final) if final is not _MISSING else 'unset'})"
+    return text
+
+
+def _shown(value: Any) -> str:
+    """A value as the command line writes it: ``0.0003``, ``mean_std``, ``64 64``, ``TorchLSTMModule``."""
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, type):
+        return value.__name__
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple | list):
+        return " ".join(map(_shown, value))
+    return str(value)
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -20,10 +20,18 @@ import tyro
 
 from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.metrics import IterationRecord, TrainResult
-from learner.presets import ppo_preset
+from learner.presets import PRESET_ENVS, ppo_preset
 from learner.train import PPOTrainingConfig, ReturnTracker, env_spaces, resolve_target, train_ppo, training_demands
 from learner.train_dqn import DQNTrainingConfig, train_dqn
-from ray_sampler.cli.options import UsageError, check_env_id, config_file_flags, parse, read_toml, to_toml_dict
+from ray_sampler.cli.options import (
+    UsageError,
+    changed_options,
+    check_env_id,
+    config_file_flags,
+    parse,
+    read_toml,
+    to_toml_dict,
+)
 from ray_sampler.cli.progress import RunSummary, TrainingProgress
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.run_dir import RunDirectory
@@ -34,7 +42,16 @@ from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
 
-__all__ = ["RunOptions", "TrainDQN", "TrainPPO", "command_from_args", "config_of", "run_training"]
+__all__ = [
+    "RunOptions",
+    "TrainDQN",
+    "TrainPPO",
+    "command_from_args",
+    "config_of",
+    "preset_line",
+    "run_training",
+    "target_hint",
+]
 
 DEFAULT_ENV = "CartPole-v1"
 
@@ -156,13 +173,51 @@ def _last_value(args: list[str], flag: str) -> str | None:
     return value
 
 
+def _default_config(cls: type[TrainPPO] | type[TrainDQN], env: str) -> Any:
+    """The training config's defaults for ``env``, without a preset."""
+    cfg = PPOTrainingConfig() if cls is TrainPPO else DQNTrainingConfig()
+    return dataclasses.replace(cfg, env_runner=dataclasses.replace(cfg.env_runner, env=env))
+
+
 def _base_config(cls: type[TrainPPO] | type[TrainDQN], env: str) -> Any:
     """The training config's defaults for ``env``, with the env's preset applied."""
-    if cls is TrainPPO:
-        ppo = PPOTrainingConfig()
-        return ppo_preset(env, dataclasses.replace(ppo, env_runner=dataclasses.replace(ppo.env_runner, env=env)))
-    dqn = DQNTrainingConfig()
-    return dataclasses.replace(dqn, env_runner=dataclasses.replace(dqn.env_runner, env=env))
+    cfg = _default_config(cls, env)
+    return ppo_preset(env, cfg) if cls is TrainPPO else cfg
+
+
+def _has_preset(command: TrainPPO | TrainDQN) -> bool:
+    """Whether the command's config was built on its env's preset (a resumed run's comes whole from
+    its config.toml, which no preset changes)."""
+    return isinstance(command, TrainPPO) and command.env in PRESET_ENVS and command.resume is None
+
+
+def preset_line(command: TrainPPO | TrainDQN) -> str | None:
+    """The line that tells a run on an env with a preset the values the preset sets (those the flags
+    or ``--config`` changed marked so); None for a run without one."""
+    if not _has_preset(command):
+        return None
+    plain = _default_config(type(command), command.env)
+    changes = changed_options(plain, ppo_preset(command.env, plain), final=command.training)
+    sets = ", ".join(changes)
+    return f"preset {command.env} (learner/presets.py) sets: {sets}; your flags and --config override it"
+
+
+def target_hint(command: TrainPPO | TrainDQN, result: TrainResult) -> str | None:
+    """A line for a run that had a target and missed it (exit status 1): where the target came from,
+    and how to run the budget without one; None for any other run."""
+    if result.target_return is None or result.reached:
+        return None
+    cfg = command.training
+    if cfg.target_return == "auto":
+        source = f"{command.env}'s reward_threshold"
+    elif _has_preset(command) and cfg.target_return == _base_config(type(command), command.env).target_return:
+        source = f"the {command.env} preset's"
+    else:
+        source = "from --target-return or --config"
+    return (
+        f"hint: the run had a target return ({result.target_return:g}, {source}) and missed it, hence exit "
+        "status 1; --target-return none runs the budget without a target"
+    )
 
 
 def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Command:
@@ -264,6 +319,9 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             f"sub-envs ({where})",
             flush=True,
         )
+        preset = preset_line(command)
+        if preset is not None:
+            print(preset, flush=True)
         print(f"{stop_rule}\nrun directory: {run_dir.path}", flush=True)
         if resume is not None:
             print(f"resumed from iteration {resume.iteration} ({resume.env_steps} env steps)", flush=True)
@@ -303,6 +361,9 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             progress.close(
                 RunSummary.of(result, records[-1] if records else None, run_dir=run_dir.path, notes=(curve,))
             )
+    hint = target_hint(command, result)
+    if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
+        print(hint, file=sys.stderr, flush=True)
     return result
 
 

@@ -16,11 +16,14 @@ import gymnasium as gym
 import pytest
 
 from learner.checkpoint import load_checkpoint
-from ray_sampler.cli import main
-from ray_sampler.cli.jobs import DemoConfig
+from learner.metrics import TrainResult
+from ray_sampler.cli import COMMANDS, main
+from ray_sampler.cli.jobs import DemoConfig, SampleJobConfig
+from ray_sampler.cli.options import parse
 from ray_sampler.cli.run_dir import load_config, read_metrics
-from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args, config_of
+from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args, config_of, preset_line, target_hint
 from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import BatchMode
 
 
 def test_demo_prints_what_it_did(capsys: pytest.CaptureFixture[str]) -> None:
@@ -91,6 +94,28 @@ def test_sample_job_prints_a_line_per_iteration(ray_address: str) -> None:
     assert lines[1].startswith("iter 1: 64 env steps, ") and "runners 1: " in lines[1] and ", 2: " in lines[1]
     assert lines[2].startswith("iter 2: 64 env steps, ")
     assert lines[3].startswith("total: 128 env steps in ")
+
+
+def test_sample_starts_the_runners_train_starts_by_default() -> None:
+    sample = parse(SampleJobConfig, [], prog="t", description="")
+    train = command_from_args(TrainPPO, [], prog="t").to_config()
+    runner, group = train.env_runner, train.env_runner_group
+    assert (sample.env, sample.num_env_runners, sample.num_cpus_per_env_runner) == ("CartPole-v1", 2, 0.5)
+    assert (sample.num_envs_per_env_runner, sample.rollout_fragment_length, sample.batch_mode) == (
+        4,
+        128,
+        BatchMode.TRUNCATE_EPISODES,
+    )
+    assert (sample.env, sample.num_env_runners, sample.num_cpus_per_env_runner) == (
+        runner.env,
+        group.num_env_runners,
+        group.num_cpus_per_env_runner,
+    )
+    assert (sample.num_envs_per_env_runner, sample.rollout_fragment_length, sample.batch_mode) == (
+        runner.num_envs_per_env_runner,
+        runner.rollout_fragment_length,
+        runner.batch_mode,
+    )
 
 
 def test_train_job_prints_progress_learns_and_keeps_a_run_directory(tmp_path: Path) -> None:
@@ -169,6 +194,36 @@ class TestTrainingOptions:
         cfg = command_from_args(TrainPPO, ["--env", "Pendulum-v1", "--ppo.gamma", "0.9"], prog="t").to_config()
         assert (cfg.ppo.gamma, cfg.ppo.lr) == (0.9, 3e-4)
 
+    def test_a_run_on_an_env_with_a_preset_prints_the_preset_first(self, tmp_path: Path, ray_address: str) -> None:
+        args = ["train", "--env", "Pendulum-v1", "--max-iterations", "1", "--num-env-runners", "1", "--lr", "1e-3"]
+        out = run_cli(*args, "--target-return", "none", "--address", ray_address, runs_dir=tmp_path)
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines = out.stdout.splitlines()
+        assert lines[0].startswith("ray-sampler train: PPO on Pendulum-v1, 1 env runners x 4 sub-envs (")
+        assert lines[1] == (
+            "preset Pendulum-v1 (learner/presets.py) sets: --env-runner.rollout-fragment-length 256, "
+            "env_runner.module_config.initial_log_std 0, --env-runner.normalize-actions, "
+            "--ppo.lr 0.0003 (overridden: 0.001), --ppo.gamma 0.95, --ppo.lambda_ 0.1, --ppo.vf-clip-param 10, "
+            "--ppo.num-epochs 6, --ppo.minibatch-size 64, --ppo.grad-clip None, "
+            "--max-iterations 195 (overridden: 1), --target-return -300 (overridden: None); "
+            "your flags and --config override it"
+        )
+        assert lines[2].startswith("no target return: the run uses its budget")
+
+    @pytest.mark.parametrize(
+        ("cls", "env", "resume"),
+        [
+            (TrainPPO, "CartPole-v1", None),
+            (TrainPPO, "Acrobot-v1", None),
+            (TrainPPO, "Pendulum-v1", Path("runs/x")),  # a resumed run's config comes whole from its config.toml
+            (TrainDQN, "Acrobot-v1", None),
+        ],
+        ids=["cartpole", "acrobot", "resumed", "dqn"],
+    )
+    def test_no_preset_line_without_a_preset(self, cls: type[TrainPPO | TrainDQN], env: str, resume: Path) -> None:
+        command = dataclasses.replace(command_from_args(cls, ["--env", env], prog="t"), resume=resume)
+        assert preset_line(command) is None
+
     def test_enum_options_take_their_values_and_give_enums(self) -> None:
         from ray_sampler.resources import PlacementStrategy
         from ray_sampler.sampling.config import BatchMode
@@ -216,6 +271,28 @@ class TestTrainingOptions:
         assert "Adam learning rate." in text  # the field's docstring
         assert "{truncate_episodes,complete_episodes}" in text  # an enum's choices
         assert "``" not in text  # docstrings read as plain text
+
+
+_ISSUE_NUMBER = re.compile(r"[Ii]ssue\s*#?\d|#\d+")
+
+
+@pytest.mark.parametrize("argv", [[], *([name] for name in COMMANDS)], ids=["ray-sampler", *COMMANDS])
+def test_help_names_no_issue_numbers(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # Help comes from the configs' docstrings: it describes the features, not the tickets behind them.
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())  # tyro's boxes wrap lines: join them again
+    assert text.startswith("usage: ray-sampler")
+    assert _ISSUE_NUMBER.findall(text) == []
+
+
+def test_the_presets_docs_name_no_issue_numbers() -> None:
+    import learner.presets
+
+    docs = [learner.presets.__doc__ or "", learner.presets.ppo_preset.__doc__ or ""]
+    assert _ISSUE_NUMBER.findall(" ".join(docs)) == []
 
 
 def _toml(table: dict[str, Any], prefix: str = "") -> str:
@@ -281,6 +358,40 @@ class TestExitCodes:
 
     # A missed target (exit 1, "Target missed: mean return ...") is checked by
     # test_train_job_prints_progress_learns_and_keeps_a_run_directory.
+
+    def test_a_missed_automatic_target_exits_1_with_a_hint_on_stderr(self, tmp_path: Path, ray_address: str) -> None:
+        # A smoke run: CartPole-v1's reward_threshold (475) is the target, far out of reach in 1 iteration.
+        args = ["train", "--max-iterations", "1", "--num-env-runners", "1", "--address", ray_address]
+        out = run_cli(*args, runs_dir=tmp_path)
+        assert out.returncode == 1, out.stderr[-2000:]
+        assert out.stderr.strip().splitlines()[-1] == (
+            "hint: the run had a target return (475, CartPole-v1's reward_threshold) and missed it, hence exit "
+            "status 1; --target-return none runs the budget without a target"
+        )
+        assert "hint:" not in out.stdout
+
+    @pytest.mark.parametrize(
+        ("args", "source"),
+        [
+            ([], "475, CartPole-v1's reward_threshold"),
+            (["--env", "Pendulum-v1"], "-300, the Pendulum-v1 preset's"),
+            (["--target-return", "500"], "500, from --target-return or --config"),
+            (["--env", "Pendulum-v1", "--target-return", "-200"], "-200, from --target-return or --config"),
+        ],
+        ids=["auto", "preset", "flag", "flag-over-preset"],
+    )
+    def test_the_hint_names_where_the_target_came_from(self, args: list[str], source: str) -> None:
+        from learner.train import resolve_target
+
+        command = command_from_args(TrainPPO, args, prog="t")
+        target = resolve_target(command.env, command.training.target_return)
+        missed = TrainResult(reached=False, target_return=target, mean_return=20.0, env_steps=1, seconds=1.0)
+        assert target_hint(command, missed) == (
+            f"hint: the run had a target return ({source}) and missed it, hence exit status 1; "
+            "--target-return none runs the budget without a target"
+        )
+        assert target_hint(command, dataclasses.replace(missed, reached=True)) is None
+        assert target_hint(command, dataclasses.replace(missed, target_return=None)) is None
 
     def test_a_usage_error_exits_2_with_one_line(self, tmp_path: Path) -> None:
         out = run_cli("train", "--stop-window", "0", runs_dir=tmp_path)
