@@ -140,12 +140,12 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
                 if terminated or truncated:
                     finals[i] = (obs, env_info)
                     try:
-                        result = self.envs[i].reset()
+                        reset = self.envs[i].reset()
                     except Exception as e:  # the episode ended normally; only its autoreset failed
                         self.num_stepped_before_error = i + 1 - len(self.failed)
                         env_info = self._restart(i, "reset", e)
                     else:
-                        self._env_obs[i], env_info = self._reset_result(i, result)
+                        self._env_obs[i], env_info = self._reset_result(i, reset)
             if env_info:
                 infos[i] = env_info
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
