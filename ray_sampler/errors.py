@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 __all__ = [
     "ConfigError",
     "DataFormatError",
@@ -10,6 +13,7 @@ __all__ = [
     "EnvError",
     "EnvRunnerFailedError",
     "EpisodeError",
+    "FileWriteError",
     "InsufficientResourcesError",
     "RaySamplerError",
     "ReplayError",
@@ -43,6 +47,24 @@ class EnvRunnerFailedError(RaySamplerError):
 class InsufficientResourcesError(RaySamplerError):
     """The cluster cannot hold the actors a config asks for (never, or not by the deadline); names
     the config fields that size them and what the cluster has."""
+
+
+class FileWriteError(RaySamplerError, OSError):
+    """A file (a checkpoint) could not be written: names the path and the system's reason; an
+    ``OSError`` still (``errno`` is the cause's), so ``except OSError`` catches it."""
+
+    def __init__(self, what: str, path: object, cause: OSError | Exception) -> None:
+        # The system's own words for errno: pyarrow's strerror is its whole message, which names the
+        # temporary file it opened ("Failed to open local file '.x.parquet.<uuid>.tmp'. Detail: ...").
+        number = getattr(cause, "errno", None)
+        if number is None:
+            found = re.search(r"\[errno (\d+)\]", str(cause))
+            number = int(found.group(1)) if found else None
+        reason = os.strerror(number) if number else (getattr(cause, "strerror", None) or str(cause))
+        super().__init__(
+            f"cannot write {what} {path}: {reason or type(cause).__name__} (its directory must exist and be writable)"
+        )
+        self.errno = number
 
 
 class SpaceError(RaySamplerError, ValueError):

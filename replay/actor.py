@@ -27,7 +27,9 @@ outlives the runner that sent it, and answers with a small acknowledgement.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import tempfile
 import threading
 import time
 from typing import Any
@@ -35,7 +37,7 @@ from typing import Any
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError, ReplayError
-from ray_sampler.validate import check_bool, check_int, check_number, check_optional
+from ray_sampler.validate import check_bool, check_int, check_number, check_optional, replace_field
 from replay.buffer import BatchList, EpisodeReplayBuffer
 from replay.compat import NStep, as_columnar
 from replay.metrics import AddAck, ReplayCounters, ReplayMetrics
@@ -45,6 +47,8 @@ from replay.rate_limiter import RateLimiter
 from replay.state import ReplayState
 
 __all__ = ["MALLOC_ARENA_MAX", "ReplayActor", "ReplayConfig", "create_replay_actor"]
+
+_log = logging.getLogger("replay.actor")
 
 MALLOC_ARENA_MAX = "2"
 """glibc malloc arenas of the replay actor's process (see ``create_replay_actor``)."""
@@ -69,7 +73,8 @@ class ReplayConfig:
     sample_timeout_s: float = 30.0
     """Longest a sample waits for data or for the ratio before it raises."""
     checkpoint_path: str | None = None
-    """Parquet file to checkpoint to and restore from."""
+    """Parquet file to checkpoint to and restore from (a str or os.PathLike; its directory must exist
+    and be writable where the actor runs, which the actor checks when it starts)."""
     checkpoint_every_s: float | None = None
     """Seconds between checkpoints (needs checkpoint_path); None: not by time."""
     checkpoint_every_env_steps: int | None = None
@@ -87,6 +92,13 @@ class ReplayConfig:
     """Prioritized replay: importance-weight correction (1: full)."""
 
     def __post_init__(self) -> None:
+        if self.checkpoint_path is not None:
+            if not isinstance(self.checkpoint_path, str | os.PathLike) or not os.fspath(self.checkpoint_path):
+                raise ConfigError(
+                    f"'checkpoint_path' must be a file path (a non-empty str or os.PathLike) or None "
+                    f"(got {self.checkpoint_path!r})"
+                )
+            replace_field(self, "checkpoint_path", os.fspath(self.checkpoint_path))
         for name in ("add_timeout_s", "sample_timeout_s"):
             check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
         check_optional(check_number, "checkpoint_every_s", self.checkpoint_every_s, minimum=0, exclusive_minimum=True)
@@ -137,6 +149,23 @@ class ReplayConfig:
         return checkpoint
 
 
+def _check_checkpoint_directory(path: str) -> None:
+    """ConfigError unless the directory of ``path`` exists and takes a file here (the actor's node):
+    otherwise every checkpoint would fail, counted but unseen."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigError(
+            f"'checkpoint_path' {path!r}: its directory {directory} does not exist on the replay actor's node"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise ConfigError(
+            f"'checkpoint_path' {path!r}: the replay actor cannot write into {directory} ({e.strerror or e})"
+        ) from None
+
+
 class ReplayActor:
     """A rate-limited, checkpointed replay buffer (see the module docstring)."""
 
@@ -150,6 +179,7 @@ class ReplayActor:
         """Env steps acknowledged up to the checkpoint this actor restored (0: not restored)."""
         self._counts = ReplayCounters()
         if path is not None:
+            _check_checkpoint_directory(path)
             self.num_stale_temp_files_removed = len(remove_stale_temp_files(path))
         if path is not None and os.path.exists(path):
             checkpoint = config.restore_checkpoint(path)
@@ -370,6 +400,12 @@ class ReplayActor:
                 with self._cond:
                     self._counts.num_checkpoint_errors += 1
                     self._counts.last_checkpoint_error = repr(e)
+                    if self._counts.num_checkpoint_errors == 1:  # loudly once; the count tells the rest
+                        _log.error(
+                            "replay checkpoint to %s failed (later failures are only counted): %s",
+                            self.config.checkpoint_path,
+                            e,
+                        )
 
     def stop(self) -> None:
         """Stops the checkpoint thread."""

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from ray_sampler.data import tree
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import ColumnarEpisodes, StepRows
-from ray_sampler.errors import DataFormatError, RaySamplerError, ReplayError
+from ray_sampler.errors import DataFormatError, FileWriteError, RaySamplerError, ReplayError
 from replay.buffer import EpisodeReplayBuffer
 from replay.state import ReplayState
 
@@ -157,6 +157,8 @@ def save_buffer(
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # pyarrow's own says only "Failed to open local file '<the temp file>'"
+        raise FileWriteError("the replay checkpoint", path, e) from e
     finally:
         if writer is not None:
             writer.close()
@@ -231,8 +233,12 @@ def restore_checkpoint(
     # can make pyarrow raise UnicodeDecodeError, MemoryError, ...), reported as DataFormatError.
     try:
         with open(path, "rb") as f:
-            if f.read(4) != b"PAR1":  # readers check only the closing magic; a flip here is corruption too
-                raise DataFormatError(f"{path}: the header is not Parquet's 'PAR1' (corrupted or not Parquet)")
+            head = f.read(4)
+            if head != b"PAR1":  # readers check only the closing magic; a flip here is corruption too
+                raise DataFormatError(
+                    f"{path} is not a replay checkpoint: one is a Parquet file that ReplayActor.save or save_buffer "
+                    f"wrote, starting with b'PAR1', and this one starts with {head!r} (corrupted, or another file)"
+                )
         pf = pq.ParquetFile(path, page_checksum_verification=True)
         meta = dict(pf.schema_arrow.metadata or {})
         record = _read_record(path, pf)

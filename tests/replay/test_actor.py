@@ -118,6 +118,50 @@ def test_bad_chunks_are_refused_and_the_actor_keeps_going() -> None:
     assert actor.add([episode("b", 1)]).num_env_steps_stored == 4
 
 
+@pytest.mark.parametrize("bad", [123, "", b"c.parquet", ["c.parquet"]], ids=["int", "empty", "bytes", "list"])
+def test_a_checkpoint_path_that_is_not_a_path_is_refused(bad: object) -> None:
+    """Before: ReplayConfig(checkpoint_path=123) was taken, and every checkpoint failed unseen."""
+    with pytest.raises(ConfigError) as raised:
+        ReplayConfig(checkpoint_path=bad)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"'checkpoint_path' must be a file path (a non-empty str or os.PathLike) or None (got {bad!r})"
+    )
+
+
+def test_a_path_object_is_taken_as_its_string(tmp_path: Path) -> None:
+    assert ReplayConfig(checkpoint_path=tmp_path / "c.parquet").checkpoint_path == str(tmp_path / "c.parquet")  # type: ignore[arg-type]
+
+
+def test_an_actor_whose_checkpoint_directory_is_missing_refuses_to_start(tmp_path: Path) -> None:
+    """Before: it started, and each checkpoint only added to num_checkpoint_errors."""
+    path = str(tmp_path / "missing" / "c.parquet")
+    with pytest.raises(ConfigError) as raised:
+        ReplayActor(ReplayConfig(checkpoint_path=path, checkpoint_every_s=1.0))
+    assert str(raised.value) == (
+        f"'checkpoint_path' {path!r}: its directory {tmp_path / 'missing'} does not exist on the replay actor's node"
+    )
+
+
+def test_a_failing_periodic_checkpoint_is_logged_once_and_counted_every_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    actor = ReplayActor(ReplayConfig(checkpoint_path=str(directory / "c.parquet"), checkpoint_every_s=0.05))
+    actor.add([episode("a", 4, terminated=True)])
+    directory.rmdir()  # taken away after the start: every save fails from here on
+    with caplog.at_level("ERROR", logger="replay.actor"):
+        deadline = time.monotonic() + 30
+        while actor.get_metrics().num_checkpoint_errors < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        actor.stop()
+    assert actor.get_metrics().num_checkpoint_errors >= 3
+    errors = [r.getMessage() for r in caplog.records if r.name == "replay.actor"]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"replay checkpoint to {directory / 'c.parquet'} failed (later failures are only counted): cannot write"
+    )
+
+
 def test_periodic_checkpoints_and_restore_on_start(tmp_path: Path) -> None:
     path = str(tmp_path / "ckpt.parquet")
     config = ReplayConfig(checkpoint_path=path, checkpoint_every_s=0.1, seed=1)
@@ -380,7 +424,7 @@ def test_stale_temp_files_are_removed_when_the_actor_starts(tmp_path: Path) -> N
     again = ReplayActor(ReplayConfig(checkpoint_path=str(path)))
     assert again.num_stale_temp_files_removed == 1 and [p.name for p in tmp_path.iterdir()] == ["c.parquet"]
     assert again.restored_from == str(path) and len(again.buffer) == 3
-    assert ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "new" / "d.parquet"))).restored_from is None
+    assert ReplayActor(ReplayConfig(checkpoint_path=str(tmp_path / "d.parquet"))).restored_from is None  # no file yet
 
 
 class TestRestoredActor:

@@ -4,6 +4,7 @@ atomic writes, corrupt files rejected, files any Arrow tool reads."""
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import columnar_to_episodes
-from ray_sampler.errors import DataFormatError, ReplayError
+from ray_sampler.errors import DataFormatError, FileWriteError, ReplayError
 from replay.buffer import EpisodeReplayBuffer
 from replay.persistence import restore_buffer, save_buffer
 from tests.helpers import assert_episodes_equal
@@ -149,11 +150,55 @@ def test_a_save_failing_on_disk_raises_its_error_removes_its_temp_file_and_keeps
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(owner, name, fail)
-    with pytest.raises(OSError, match=r"^\[Errno 28\] No space left on device$"):
+    with pytest.raises(OSError, match=r"^cannot write the replay checkpoint .*r\.parquet: No space left on device \("):
         save_buffer(other, path, row_group_env_steps=16)
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary file left
     assert_buffers_equal(buffer, restore_buffer(path))
+
+
+def test_a_save_where_no_file_can_be_written_names_the_path_and_why(
+    buffer: EpisodeReplayBuffer, tmp_path: Path
+) -> None:
+    """Before: pyarrow's raw error, naming only the temporary file ("Failed to open local file ...")."""
+    (tmp_path / "a_file").write_text("")
+    path = tmp_path / "a_file" / "replay.parquet"
+    with pytest.raises(FileWriteError) as raised:
+        save_buffer(buffer, path)
+    assert str(raised.value) == (
+        f"cannot write the replay checkpoint {path}: Not a directory (its directory must exist and be writable)"
+    )
+    assert isinstance(raised.value, OSError) and raised.value.errno == errno.ENOTDIR
+
+
+def test_pyarrows_permission_error_becomes_one_line_naming_the_checkpoint(
+    buffer: EpisodeReplayBuffer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory without write permission (this suite may run as root, whom permissions do not stop:
+    pyarrow's own error is raised in its place)."""
+
+    def refuse(where: object, *args: object, **kwargs: object) -> None:
+        raise PermissionError(13, f"Failed to open local file '{where}'. Detail: [errno 13] Permission denied")
+
+    monkeypatch.setattr(pq, "ParquetWriter", refuse)
+    with pytest.raises(FileWriteError) as raised:
+        save_buffer(buffer, tmp_path / "r.parquet")
+    assert str(raised.value) == (
+        f"cannot write the replay checkpoint {tmp_path / 'r.parquet'}: Permission denied (its directory must exist "
+        "and be writable)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_that_is_not_a_checkpoint_says_what_one_is(tmp_path: Path) -> None:
+    path = tmp_path / "notes.parquet"
+    path.write_text("hello, not parquet")
+    with pytest.raises(DataFormatError) as raised:
+        restore_buffer(path)
+    assert str(raised.value) == (
+        f"{path} is not a replay checkpoint: one is a Parquet file that ReplayActor.save or save_buffer wrote, "
+        "starting with b'PAR1', and this one starts with b'hell' (corrupted, or another file)"
+    )
 
 
 def test_truncated_file_raises(buffer: EpisodeReplayBuffer, tmp_path: Path) -> None:
