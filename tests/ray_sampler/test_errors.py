@@ -14,6 +14,7 @@ from ray_sampler.errors import (
     EnvError,
     EnvRunnerFailedError,
     EpisodeError,
+    FileWriteError,
     InsufficientResourcesError,
     RaySamplerError,
     ReplayError,
@@ -21,7 +22,7 @@ from ray_sampler.errors import (
 )
 
 ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, ReplayError, SpaceError]
-RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, InsufficientResourcesError]
+RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, FileWriteError, InsufficientResourcesError]
 ERRORS_SUBCLASSING = [EnvCheckError]  # a ConfigError: the CLI's usage errors (exit 2) take it in
 
 
@@ -33,6 +34,16 @@ def test_all_lists_the_base_and_every_error() -> None:
 @pytest.mark.parametrize("error", RUNTIME_ERRORS, ids=[e.__name__ for e in RUNTIME_ERRORS])
 def test_runtime_failures_are_ray_sampler_errors_but_not_value_errors(error: type[Exception]) -> None:
     assert issubclass(error, RaySamplerError) and not issubclass(error, ValueError)
+
+
+def test_a_file_write_error_is_an_os_error_with_the_causes_errno() -> None:
+    """``except OSError`` still catches a checkpoint that could not be written."""
+    error = FileWriteError("the checkpoint", "/x/c.parquet", PermissionError(13, "Permission denied"))
+    assert isinstance(error, OSError) and error.errno == 13
+    assert (
+        str(error)
+        == "cannot write the checkpoint /x/c.parquet: Permission denied (its directory must exist and be writable)"
+    )
 
 
 def test_the_base_is_an_exception() -> None:
