@@ -33,7 +33,9 @@ def test_dqn_learns_cartpole_through_the_replay_actor(prioritized: bool) -> None
     result = train_dqn(tiny(prioritized=prioritized), log=lines.append, log_every_s=0.0)
     means = [float(m.group(1)) for line in lines if (m := re.search(r"mean return ([\d.]+) \(last \d+ ", line))]
     # A random policy averages about 22 on CartPole-v1: the first full window is near it, the last far above.
-    assert means[0] < 40 and result.mean_return > 60
+    # Not seeded end to end (the replay takes adds in arrival order): 58-74 were seen over 7 runs; 45 is
+    # twice what a policy that learned nothing gets.
+    assert means[0] < 40 and result.mean_return > 45
     assert result.env_steps == 8192 and not result.reached and result.num_updates > 3000
     assert result.runner_env_steps_sent == result.replay_num_env_steps_received >= result.env_steps
     assert lines[-1].startswith("did not reach mean return 10000: ")
