@@ -1,4 +1,5 @@
-"""Session fixtures: one local Ray instance for every test that needs it."""
+"""Session fixtures: one local Ray instance for every test that needs it (per pytest-xdist worker:
+each worker is a session of its own, and takes whole files, so a file's tests share one Ray)."""
 
 from __future__ import annotations
 
