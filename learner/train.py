@@ -23,10 +23,10 @@ from learner.frameworks import Framework, ppo_learner_class, with_framework
 from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
-from ray_sampler.envs.minigrid import ensure_registered
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.placement import runner_demand
@@ -41,6 +41,7 @@ __all__ = [
     "env_spaces",
     "resolve_target",
     "restore_training",
+    "target_for",
     "train_ppo",
     "training_demands",
 ]
@@ -110,20 +111,29 @@ def check_stop_rule(target_return: float | str | None, stop_window: int) -> None
     check_int("stop_window", stop_window, minimum=1)
 
 
-def resolve_target(env: str, target_return: float | str | None) -> float | None:
-    """The target of a run on gymnasium id ``env``: ``target_return`` if a number, None if None, and
-    for ``"auto"`` the env spec's ``reward_threshold`` (None: it has none, so there is no target)."""
+def resolve_target(
+    env: str | Callable[..., Any], target_return: float | str | None, env_config: dict[str, Any] | None = None
+) -> float | None:
+    """The target of a run on ``env`` (any form ``EnvRunnerConfig.env`` takes): ``target_return`` if a
+    number, None if None, and for ``"auto"`` the env spec's ``reward_threshold`` (None: it has none,
+    or the env has no spec, so there is no target)."""
     if target_return != "auto":
-        return None if target_return is None else float(target_return)
-    threshold = gym.spec(env).reward_threshold
-    return None if threshold is None else float(threshold)
+        return target_for(target_return, None)
+    return probe_env(env, env_config).reward_threshold
+
+
+def target_for(target_return: float | str | None, reward_threshold: float | None) -> float | None:
+    """``target_return`` as a number or None, with ``"auto"`` standing for ``reward_threshold``."""
+    if target_return == "auto":
+        return reward_threshold
+    return None if target_return is None else float(target_return)
 
 
 def check_training_components(env_runner: Any, env_runner_group: Any) -> None:
-    """The runner configs of a training loop: the right types, a gymnasium id, and at least one runner."""
+    """The runner configs of a training loop: the right types and at least one runner (the env is
+    any form ``EnvRunnerConfig`` takes, checked there)."""
     check_type("env_runner", env_runner, EnvRunnerConfig)
     check_type("env_runner_group", env_runner_group, EnvRunnerGroupConfig)
-    check_type("env_runner.env", env_runner.env, str)  # the loop probes the spaces with gymnasium.make
     check_int("env_runner_group.num_env_runners", env_runner_group.num_env_runners, minimum=1)
 
 
@@ -145,13 +155,11 @@ def check_training_resources(
     check_demands(training_demands(env_runner_group, num_learners, num_cpus_per_learner))
 
 
-def env_spaces(env: str) -> tuple[gym.Space, gym.Space]:
-    """The (observation, action) spaces of gymnasium id ``env``."""
-    ensure_registered(env)
-    probe = gym.make(env)
-    spaces = (probe.observation_space, probe.action_space)
-    probe.close()
-    return spaces
+def env_spaces(env: str | Callable[..., Any], env_config: dict[str, Any] | None = None) -> tuple[gym.Space, gym.Space]:
+    """The (observation, action) spaces of ``env`` with ``env_config``, from one sub-env built as the
+    runners build theirs (``probe_env``: the same resolution, never a second ``gymnasium.make``)."""
+    probe = probe_env(env, env_config)
+    return probe.observation_space, probe.action_space
 
 
 class ReturnTracker:
@@ -293,8 +301,8 @@ def train_ppo(
     With ``checkpointer``, a checkpoint is saved when it is due, and once more on Ctrl-C; with
     ``resume`` (a loaded checkpoint), the run carries on from it: learner state (weights, optimizer,
     RNG), connector states, counters and the stop rule's window."""
-    assert isinstance(cfg.env_runner.env, str), "PPOTrainingConfig checks that env is a gymnasium id"
-    spaces = env_spaces(cfg.env_runner.env)
+    probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
+    spaces = (probe.observation_space, probe.action_space)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
     runner_config = (
@@ -319,7 +327,7 @@ def train_ppo(
     except BaseException:
         runners.stop()  # the runners started first: they stop with the error
         raise
-    tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
+    tracker = ReturnTracker(target_for(cfg.target_return, probe.reward_threshold), cfg.stop_window)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
     it, done = 0, {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # done: before a resume
     completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
@@ -329,7 +337,7 @@ def train_ppo(
         counters = {k: done[k] + getattr(group, k) for k in done}
         return TrainingState(
             algo="ppo",
-            env=str(cfg.env_runner.env),
+            env=env_name(cfg.env_runner.env),
             observation_space=repr(spaces[0]),
             iteration=completed[0],
             env_steps=completed[1],

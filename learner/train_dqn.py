@@ -34,13 +34,13 @@ from learner.train import (
     check_stop_rule,
     check_training_components,
     check_training_resources,
-    env_spaces,
-    resolve_target,
     restore_training,
+    target_for,
 )
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.validate import (
@@ -179,8 +179,8 @@ def train_dqn(
         working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
         shutil.copyfile(resume.replay_path, working)
         cfg = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, checkpoint_path=str(working)))
-    assert isinstance(cfg.env_runner.env, str), "DQNTrainingConfig checks that env is a gymnasium id"
-    spaces = env_spaces(cfg.env_runner.env)
+    probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
+    spaces = (probe.observation_space, probe.action_space)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     # The learners first: a space they cannot train on raises before the replay and runners start.
     learners = LearnerGroup(
@@ -191,7 +191,7 @@ def train_dqn(
         num_cpus_per_learner=cfg.num_cpus_per_learner,
     )
     replay, runners = None, None
-    tracker = ReturnTracker(resolve_target(cfg.env_runner.env, cfg.target_return), cfg.stop_window)
+    tracker = ReturnTracker(target_for(cfg.target_return, probe.reward_threshold), cfg.stop_window)
     steps, owed, num_updates, last_log, reports = 0, 0.0, 0, float("-inf"), 0
     can_learn, num_restarts_seen = False, 0  # can_learn: the replay held min_size_to_sample (since its last restore)
     loss = math.nan
@@ -209,7 +209,7 @@ def train_dqn(
         assert checkpointer is not None and replay is not None
         state = TrainingState(
             algo="dqn",
-            env=str(cfg.env_runner.env),
+            env=env_name(cfg.env_runner.env),
             observation_space=repr(spaces[0]),
             iteration=reports,
             env_steps=steps,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ray_sampler.cli.options import UsageError, parse
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
+from ray_sampler.cli.user_env import use_working_directory
 from ray_sampler.errors import ConfigError, InsufficientResourcesError
 
 __all__ = [
@@ -53,7 +54,9 @@ def _train_dqn(args: list[str], prog: str) -> Any:
 
 def _sample(args: list[str], prog: str) -> Any:
     from ray_sampler.cli.jobs import SampleJobConfig, run_sample_job
+    from ray_sampler.cli.user_env import gather_env_config
 
+    args = gather_env_config(args)
     return run_sample_job(parse(SampleJobConfig, args, prog=prog, description=SampleJobConfig.__doc__ or ""))
 
 
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"ray-sampler: error: unknown command {name!r} (allowed: {', '.join(COMMANDS)})", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
     run, _ = COMMANDS[name]
+    use_working_directory()  # --env mymodule:MyEnv finds the user's module where they run the command
     try:
         result = run(rest, f"ray-sampler {name}")
     except (UsageError, ConfigError, InsufficientResourcesError) as e:  # the user's input: one line

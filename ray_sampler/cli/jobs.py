@@ -14,7 +14,7 @@ import numpy as np
 from learner.train import PPOTrainingConfig
 from ray_sampler.cli.options import check_env_id
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
-from ray_sampler.cli.train import DEFAULT_ENV
+from ray_sampler.cli.user_env import EnvOptions, check_env_builds, check_env_name, job_runtime_env
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
@@ -30,7 +30,7 @@ _BATCH_MODE = BatchMode(_TRAIN.env_runner.batch_mode)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SampleJobConfig:
+class SampleJobConfig(EnvOptions):
     """Sample with a group of remote env runners and print each iteration's throughput (by default
     the runners ``ray-sampler train`` starts)."""
 
@@ -39,9 +39,6 @@ class SampleJobConfig:
     a Ray started in this process and stopped at the end)."""
     verbose: bool = False
     """Show Ray's own log lines (startup, its workers' output)."""
-
-    env: str = DEFAULT_ENV
-    """Gymnasium id (or a name given to register_env) every runner steps."""
     num_env_runners: int = _TRAIN.env_runner_group.num_env_runners
     """Remote EnvRunner actors."""
     num_cpus_per_env_runner: float = _TRAIN.env_runner_group.num_cpus_per_env_runner
@@ -59,15 +56,17 @@ class SampleJobConfig:
 
     def __post_init__(self) -> None:
         check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
-        check_env_id(self.env)
+        check_env_name(self.env)
         for name in ("num_env_runners", "iterations"):
             check_int(name, getattr(self, name), minimum=1)
 
 
 def run_sample_job(cfg: SampleJobConfig) -> None:
     """Samples ``cfg.iterations`` times with a group of runners on an in-process Ray cluster."""
+    check_env_builds(cfg.env, cfg.env_config_dict())  # before Ray starts
     runner_config = EnvRunnerConfig(
         env=cfg.env,
+        env_config=cfg.env_config_dict(),
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
         rollout_fragment_length=cfg.rollout_fragment_length,
         batch_mode=cfg.batch_mode,
@@ -79,10 +78,14 @@ def run_sample_job(cfg: SampleJobConfig) -> None:
     group_config = EnvRunnerGroupConfig(
         num_env_runners=cfg.num_env_runners, num_cpus_per_env_runner=cfg.num_cpus_per_env_runner
     )
-    with ray_cluster(cfg.address, num_cpus=max(os.cpu_count() or 1, 2), verbose=cfg.verbose) as where:
+    attached = (cfg.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local"
+    runtime_env, shipped = job_runtime_env(cfg, attached=attached)
+    cpus = max(os.cpu_count() or 1, 2)
+    with ray_cluster(cfg.address, num_cpus=cpus, verbose=cfg.verbose, runtime_env=runtime_env) as where:
         print(
             f"ray-sampler sample: {cfg.env}, {cfg.num_env_runners} env runners x {cfg.num_envs_per_env_runner} "
-            f"sub-envs, {BatchMode(cfg.batch_mode).value}, {cfg.iterations} iterations ({where})"
+            f"sub-envs, {BatchMode(cfg.batch_mode).value}, {cfg.iterations} iterations "
+            f"({where}{'; ' + shipped if shipped else ''})"
         )
         group = EnvRunnerGroup(runner_config, group_config)
         total_steps, start = 0, time.perf_counter()

@@ -134,10 +134,13 @@ def stderr_hidden(hidden: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def ray_cluster(address: str, *, num_cpus: int, verbose: bool = False) -> Iterator[str]:
+def ray_cluster(
+    address: str, *, num_cpus: int, verbose: bool = False, runtime_env: dict[str, Any] | None = None
+) -> Iterator[str]:
     """Ray for one job: attached to ``address`` (or ``RAY_ADDRESS``), which is left running, or
     started in this process with ``num_cpus`` CPUs and stopped at the end. Yields a description.
-    Ray's own log lines (startup, token authentication, its workers' output) show only if ``verbose``."""
+    Ray's own log lines (startup, token authentication, its workers' output) show only if ``verbose``.
+    ``runtime_env``: the job's (every worker's) runtime env, e.g. the user's code shipped."""
     import ray
 
     address = check_address(address or os.environ.get("RAY_ADDRESS", "")) or "local"
@@ -146,6 +149,8 @@ def ray_cluster(address: str, *, num_cpus: int, verbose: bool = False) -> Iterat
     if not verbose:
         ray_logger.setLevel(logging.ERROR)
     options: dict[str, Any] = {"log_to_driver": verbose, "configure_logging": verbose}
+    if runtime_env:
+        options["runtime_env"] = runtime_env
     try:
         if address == "local":
             # A long job's GCS keeps the events of at most this many tasks (Ray's default: 100,000).
@@ -159,8 +164,10 @@ def ray_cluster(address: str, *, num_cpus: int, verbose: bool = False) -> Iterat
             try:  # never num_cpus here: the cluster's own resources count
                 with stderr_hidden(not verbose):
                     ray.init(address=address, **options)
-            except (ConnectionError, RuntimeError, ray.exceptions.RayError) as e:
+            except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                if "exceeds the maximum size" in first:  # Ray's upload limit, on a package we did not measure
+                    raise ConfigError(f"runtime env: {first}") from None
                 raise ConfigError(
                     f"--address: cannot attach to the Ray cluster at {address!r}: {first} (is it up? with token "
                     "authentication, set RAY_AUTH_MODE=token and the cluster's token: see docs/cluster.md)"

@@ -26,7 +26,6 @@ from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.cli.options import (
     UsageError,
     changed_options,
-    check_env_id,
     config_file_flags,
     parse,
     read_toml,
@@ -35,6 +34,14 @@ from ray_sampler.cli.options import (
 from ray_sampler.cli.progress import RunSummary, TrainingProgress
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.run_dir import RunDirectory
+from ray_sampler.cli.user_env import (
+    DEFAULT_ENV,
+    EnvOptions,
+    check_env_builds,
+    check_env_name,
+    gather_env_config,
+    job_runtime_env,
+)
 from ray_sampler.errors import ConfigError, SpaceError
 from ray_sampler.resources import never_fits
 from ray_sampler.sampling.config import EnvRunnerGroupConfig
@@ -53,15 +60,11 @@ __all__ = [
     "target_hint",
 ]
 
-DEFAULT_ENV = "CartPole-v1"
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RunOptions:
+class RunOptions(EnvOptions):
     """Options of a training run that are not the algorithm's config."""
 
-    env: str = DEFAULT_ENV
-    """Gymnasium id to train on (a registered id; see gymnasium.pprint_registry())."""
     config: Path | None = None
     """A TOML file of options, in the form of a run directory's config.toml; flags override it."""
     address: str = ""
@@ -152,7 +155,8 @@ def _with_runner_options(options: RunOptions, runner: Any) -> Any:
     if options.hidden_sizes is not None:
         module_config["hidden_sizes"] = tuple(options.hidden_sizes)
     seed = {} if options.seed is None else {"seed": options.seed}
-    return dataclasses.replace(runner, env=options.env, module_config=module_config, **seed)
+    env_config = {**runner.env_config, **options.env_config_dict()}
+    return dataclasses.replace(runner, env=options.env, env_config=env_config, module_config=module_config, **seed)
 
 
 def _with_group_options(options: RunOptions, group: EnvRunnerGroupConfig) -> EnvRunnerGroupConfig:
@@ -223,6 +227,7 @@ def target_hint(command: TrainPPO | TrainDQN, result: TrainResult) -> str | None
 def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Command:
     """The command ``cls`` from the command line ``args``: the config's defaults for the env, then
     the ``--config`` file's options, then the flags. UsageError (one line) for anything wrong."""
+    args = gather_env_config(args)
     config_path = _last_value(args, "--config")
     resume = _last_value(args, "--resume")
     if resume is not None and config_path is not None:
@@ -241,7 +246,7 @@ def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Comm
     if any(a in ("-h", "--help") for a in args):
         env = env if env in gym.registry else DEFAULT_ENV
     else:
-        check_env_id(env)
+        check_env_name(env)
     default = cls(env=env, training=_base_config(cls, env))
     return parse(cls, file_flags + args, default=default, prog=prog, description=cls.__doc__ or "")
 
@@ -269,8 +274,9 @@ def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQ
 def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
     """UsageError before Ray starts if the algorithm's module cannot be built for the env's spaces
     (DQN on continuous actions, say)."""
+    check_env_builds(command.env, cfg.env_runner.env_config)
     try:
-        build_module(cfg.env_runner, *env_spaces(command.env))
+        build_module(cfg.env_runner, *env_spaces(command.env, cfg.env_runner.env_config))
     except (ConfigError, SpaceError) as e:
         raise UsageError(f"--env {command.env!r} cannot be trained with {command.algo.upper()}: {e}") from None
 
@@ -291,7 +297,8 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             tolerate_errors=runner.restart_failed_sub_environments,
         )
         cfg = dataclasses.replace(cfg, env_runner_group=dataclasses.replace(cfg.env_runner_group, check_env=False))
-    stop_rule = ReturnTracker(resolve_target(command.env, cfg.target_return), cfg.stop_window).describe()
+    target = resolve_target(command.env, cfg.target_return, cfg.env_runner.env_config)
+    stop_rule = ReturnTracker(target, cfg.stop_window).describe()
     resume = None
     if command.resume is not None:  # checked before Ray starts: a checkpoint of this run's kind
         found = latest_checkpoint(command.resume / "checkpoints")
@@ -299,7 +306,7 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             raise UsageError(
                 f"--resume: {str(command.resume)!r} has no checkpoint (save some with --checkpoint-every N)"
             )
-        space = repr(env_spaces(command.env)[0])
+        space = repr(env_spaces(command.env, cfg.env_runner.env_config)[0])
         resume = load_checkpoint(found, algo=command.algo, env=command.env, observation_space=space)
         run_dir = RunDirectory.open(command.resume, tensorboard=command.tensorboard)
         run_dir.drop_rows_after(resume.iteration)
@@ -312,11 +319,14 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
         checkpointer = Checkpointer(
             run_dir.path / "checkpoints", every=command.checkpoint_every, keep=command.keep_checkpoints
         )
-    with run_dir, ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose) as where:
+    attached = (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local"
+    runtime_env, shipped = job_runtime_env(command, attached=attached)
+    cluster = ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose, runtime_env=runtime_env)
+    with run_dir, cluster as where:
         print(
             f"ray-sampler {command.command_name}: {command.algo.upper()} on {command.env}, "
             f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
-            f"sub-envs ({where})",
+            f"sub-envs ({where}{'; ' + shipped if shipped else ''})",
             flush=True,
         )
         preset = preset_line(command)
@@ -338,7 +348,6 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             run_dir.append(record)
             progress.update(record)
 
-        target = resolve_target(command.env, cfg.target_return)
         loop_options: dict[str, Any] = {
             "log": progress.log,
             "on_iteration": on_iteration,

@@ -51,8 +51,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils import env_checker, passive_env_checker
 
-from ray_sampler.errors import EnvCheckError, EnvCreatorError
-from ray_sampler.sampling.env_creator import EnvContext, resolve_creator
+from ray_sampler.errors import EnvCheckError
+from ray_sampler.sampling.env_creator import env_name, make_one_env
 
 __all__ = ["DEFAULT_NUM_STEPS", "check_env", "describe_non_finite"]
 
@@ -86,7 +86,7 @@ _logger = logging.getLogger(__name__)
 
 
 def check_env(
-    env: str | Callable[[EnvContext], gym.Env],
+    env: str | Callable[..., Any],
     env_config: Mapping[str, Any] | None = None,
     *,
     num_steps: int = DEFAULT_NUM_STEPS,
@@ -104,12 +104,16 @@ def check_env(
 
     >>> check_env("CartPole-v1", num_steps=50)
     """
-    name = env if isinstance(env, str) else getattr(env, "__qualname__", type(env).__qualname__)
+    name = env_name(env)
     try:  # the check's env must not change objects the runners get later (a counter in env_config, say)
         config = copy.deepcopy(dict(env_config or {}))
     except Exception:  # not copyable: shared, as validate_env_locally shares it
         config = dict(env_config or {})
-    instance = _make(resolve_creator(env), config, name, max_episode_steps)
+    instance = make_one_env(env, config, max_episode_steps=max_episode_steps)
+    if isinstance(instance, gym.vector.VectorEnv):  # gymnasium's checker takes single envs
+        instance.close()
+        _logger.debug("check_env(%r): a vector-env creator; the runners' own checks take it", name)
+        return
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -127,17 +131,6 @@ def check_env(
         instance.close()
     if data_warning is not None:
         raise EnvCheckError(f"env {name!r} failed gymnasium's env checker: {data_warning}; {_HOW_TO_SKIP}")
-
-
-def _make(creator: Callable[[EnvContext], gym.Env], env_config: dict, name: str, max_steps: int | None) -> gym.Env:
-    ctx = EnvContext(env_config, worker_index=0, vector_index=0, num_workers=0)
-    try:
-        env = creator(ctx)
-    except Exception as e:  # the user's creator failed: keep the cause
-        raise EnvCreatorError(f"env creator for {name!r} failed: {e!r}") from e
-    if not isinstance(env, gym.Env):
-        raise EnvCreatorError(f"env creator for {name!r} must return a gymnasium.Env (got {type(env).__qualname__})")
-    return gym.wrappers.TimeLimit(env, max_episode_steps=max_steps) if max_steps is not None else env
 
 
 def _run_gymnasium_checker(env: gym.Env, name: str) -> str | None:

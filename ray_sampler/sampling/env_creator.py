@@ -1,14 +1,30 @@
 """Env creators: ``register_env``, the EnvContext every creator sees, and the vector env a runner steps.
 
-A creator is a gymnasium id, a name registered with ``register_env(name, creator)``, or a
-callable ``creator(env_config) -> gymnasium.Env``. Each sub-env's creator call gets an
-``EnvContext``: the user's ``env_config`` plus ``worker_index``, ``vector_index`` and
-``num_workers`` (as keys and attributes), so every sub-env can be configured and seeded on its
-own. Names are resolved in the driver, so a name registered there works in every actor.
+``EnvRunnerConfig.env`` names an env in one of these ways, all resolved by ``resolve_creator``:
+
+- a callable ``creator(env_config) -> gymnasium.Env``, or an env class whose constructor takes
+  the env config (RLlib's convention: the class is the creator);
+- a name given to ``register_env(name, creator)`` (it wins over a gymnasium id of that name);
+- a gymnasium id, the user's own included (``gymnasium.register`` in their module);
+- ``"module:Name"`` (gymnasium's form): the module is imported first, then ``Name`` is its env
+  class or creator, or the gymnasium id importing it registered;
+- any of these returning a ``gymnasium.vector.VectorEnv`` of ``num_envs`` sub-envs (a vector-env
+  creator): the runner steps it as it is, as a native vector env.
+
+Each creator call gets an ``EnvContext``: the user's ``env_config`` plus ``worker_index``,
+``vector_index``, ``num_workers`` and ``num_envs`` (as keys and attributes), so every sub-env can
+be configured and seeded on its own. Names are resolved in the driver, and what the runners get
+is the creator itself (for a gymnasium id, its spec): a name registered in the driver, or an id
+registered by a module only the driver imported, works in every actor, provided the module that
+defines the env can be imported there (Ray gives workers the driver's directory on one machine;
+on a cluster, ship it with a runtime env: docs/custom_envs.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +41,12 @@ from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = [
     "EnvContext",
+    "EnvProbe",
+    "env_name",
     "is_registered_env",
+    "make_one_env",
     "make_vector_env",
+    "probe_env",
     "register_env",
     "resolve_creator",
     "sub_env_seeds",
@@ -57,8 +77,13 @@ def is_registered_env(name: str) -> bool:
     return name in _REGISTRY
 
 
+_INDEX_KEYS = ("worker_index", "vector_index", "num_workers", "num_envs")
+"""The keys an EnvContext adds to the user's env_config (not passed on to ``gymnasium.make``)."""
+
+
 class EnvContext(dict):
-    """The ``env_config`` a creator receives: the user's keys plus the sub-env's indices."""
+    """The ``env_config`` a creator receives: the user's keys plus the sub-env's indices and the
+    runner's number of sub-envs (what a vector-env creator builds)."""
 
     @property
     def worker_index(self) -> int:
@@ -72,31 +97,83 @@ class EnvContext(dict):
     def num_workers(self) -> int:
         return self["num_workers"]
 
+    @property
+    def num_envs(self) -> int:
+        return self["num_envs"]
+
 
 class _GymMake:
-    """Creator for a gymnasium id: ``gym.make(id, **env_config)`` without our index keys."""
+    """Creator for a gymnasium id: ``gym.make(spec, **env_config)`` without our index keys. It holds
+    the id's spec, resolved in the driver, so a runner needs no registration of its own: an id the
+    user's module registered is made from its entry point in every actor."""
 
-    def __init__(self, env_id: str) -> None:
-        self.env_id = env_id
+    def __init__(self, spec: gym.envs.registration.EnvSpec) -> None:
+        self.spec = spec
+
+    @property
+    def env_id(self) -> str:
+        return self.spec.id
 
     def __call__(self, ctx: EnvContext) -> gym.Env:
-        kwargs = {k: v for k, v in ctx.items() if k not in ("worker_index", "vector_index", "num_workers")}
-        ensure_registered(self.env_id)  # in a runner process: an id of a package imported on demand
-        return gym.make(self.env_id, **kwargs)
+        return gym.make(self.spec, **{k: v for k, v in ctx.items() if k not in _INDEX_KEYS})
+
+    def __repr__(self) -> str:
+        return f"gymnasium id {self.spec.id!r}"
 
 
-def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], gym.Env]:
-    """The creator callable for a config's ``env`` (registered name first, then gymnasium id)."""
+def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], Any]:
+    """The creator of a config's ``env`` (see the module docstring for the forms and their order)."""
     if callable(env):
         return env
     if env in _REGISTRY:
         return _REGISTRY[env]
+    if ":" in env:
+        return _from_module(env)
     ensure_registered(env)
     if env in gym.registry:
-        return _GymMake(env)
+        return _GymMake(gym.spec(env))
+    close = difflib.get_close_matches(env, [*_REGISTRY, *gym.registry], n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise EnvCreatorError(
         f"'env' {env!r} is neither a name given to register_env nor a gymnasium id "
-        f"(registered: {sorted(_REGISTRY) or 'none'}){atari_install_hint(env)}{minigrid_install_hint(env)}"
+        f"(registered: {sorted(_REGISTRY) or 'none'}; a module's env: 'module:Name'){hint}"
+        f"{atari_install_hint(env)}{minigrid_install_hint(env)}"
+    )
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
+def _from_module(env: str) -> Callable[[EnvContext], Any]:
+    """``"module:Name"``: imports the module (as gymnasium's ``make("module:Id")`` does), then takes
+    its attribute ``Name`` (an env class or a creator) or the gymnasium id importing it registered."""
+    module_name, _, name = env.partition(":")
+    if not module_name or not name:
+        raise EnvCreatorError(f"'env' {env!r}: the module form is 'module:Name' (a module path, a colon, a name)")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        raise EnvCreatorError(
+            f"'env' {env!r}: module {module_name!r} does not import: {type(e).__name__}: {_first_line(e)} "
+            "(searched: the current directory, PYTHONPATH and the installed packages)"
+        ) from None
+    found = getattr(module, name, None)
+    if callable(found):
+        return found
+    if name in gym.registry:
+        return _GymMake(gym.spec(name))
+    own_ids = [
+        i
+        for i, spec in gym.registry.items()
+        if str(spec.entry_point).startswith((f"{module_name}:", f"{module_name}."))
+    ]
+    candidates = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")] + own_ids
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    raise EnvCreatorError(
+        f"'env' {env!r}: module {module_name!r} imported, but it has no env class or creator {name!r} and "
+        f"registered no gymnasium id {name!r}{hint}"
     )
 
 
@@ -120,24 +197,95 @@ def _seed(seed: int, worker_index: int, vector_index: int, restart: int) -> int:
 
 
 def _context(config: EnvRunnerConfig, worker_index: int, vector_index: int, num_workers: int) -> EnvContext:
-    return EnvContext(config.env_config, worker_index=worker_index, vector_index=vector_index, num_workers=num_workers)
+    return EnvContext(
+        config.env_config,
+        worker_index=worker_index,
+        vector_index=vector_index,
+        num_workers=num_workers,
+        num_envs=config.num_envs_per_env_runner,
+    )
 
 
-def _checked_env(creator: Callable[[EnvContext], gym.Env], ctx: EnvContext, max_episode_steps: int | None) -> gym.Env:
+def _checked_env(
+    creator: Callable[[EnvContext], Any], ctx: EnvContext, max_episode_steps: int | None, *, vector_ok: bool = False
+) -> Any:
+    """What ``creator(ctx)`` returns, if it is an env (or, with ``vector_ok``, a vector env); else
+    EnvCreatorError naming the sub-env, the creator and what it returned."""
     try:
         env = creator(ctx)
     except Exception as e:  # the user's creator failed: say which sub-env, keep the cause
         raise EnvCreatorError(
-            f"env creator failed for worker_index={ctx.worker_index}, vector_index={ctx.vector_index}: {e!r}"
+            f"env creator {_name(creator)} failed for worker_index={ctx.worker_index}, "
+            f"vector_index={ctx.vector_index}: {type(e).__name__}: {_first_line(e)}"
         ) from e
+    if vector_ok and isinstance(env, gym.vector.VectorEnv):
+        if max_episode_steps is not None:
+            env.close()
+            raise EnvCreatorError(
+                f"env creator {_name(creator)} returned a vector env, which takes no horizon: max_episode_steps "
+                "needs a creator of single envs (or the vector env's own time limit)"
+            )
+        return env
     if not isinstance(env, gym.Env):
         raise EnvCreatorError(
-            f"env creator must return a gymnasium.Env (got {type(env).__module__}.{type(env).__qualname__} "
-            f"for worker_index={ctx.worker_index}, vector_index={ctx.vector_index})"
+            f"env creator {_name(creator)} must return a gymnasium.Env (got {type(env).__module__}."
+            f"{type(env).__qualname__} for worker_index={ctx.worker_index}, vector_index={ctx.vector_index})"
         )
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     return env
+
+
+def _name(creator: Callable[..., Any]) -> str:
+    """How messages name a creator: its module and name, or what it is."""
+    if isinstance(creator, _GymMake):
+        return repr(creator)
+    module, name = getattr(creator, "__module__", None), getattr(creator, "__qualname__", None)
+    return f"{module}.{name}" if module and name else repr(creator)
+
+
+def make_one_env(
+    env: str | Callable[..., Any], env_config: dict[str, Any], *, max_episode_steps: int | None = None
+) -> Any:
+    """One env of ``env`` (any form ``resolve_creator`` takes) as a runner's first sub-env is made:
+    the same context (worker 0, vector 0, ``num_envs`` 1) and checks; a vector-env creator's vector env
+    as it comes."""
+    ctx = EnvContext(env_config, worker_index=0, vector_index=0, num_workers=0, num_envs=1)
+    return _checked_env(resolve_creator(env), ctx, max_episode_steps, vector_ok=True)
+
+
+def env_name(env: str | Callable[..., Any]) -> str:
+    """A config's ``env`` as a stable name (for messages, run directories and checkpoints): the
+    string as given, or a creator's ``module.qualname``."""
+    return env if isinstance(env, str) else _name(env)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvProbe:
+    """What one sub-env, built as a runner builds its own, tells of the env."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    reward_threshold: float | None
+    """The env spec's (None: no spec, or none set)."""
+
+
+def probe_env(env: str | Callable[..., Any], env_config: dict[str, Any] | None = None) -> EnvProbe:
+    """Builds one sub-env of ``env`` (any form ``resolve_creator`` takes) with ``env_config``,
+    through the runners' own path (``make_vector_env``), and closes it: the spaces learners and
+    checks use, never from a second ``gymnasium.make``."""
+    config = EnvRunnerConfig(env=env, env_config=dict(env_config or {}), num_envs_per_env_runner=1)
+    vector = make_vector_env(config, worker_index=0, num_workers=0)
+    try:
+        one = vector.envs[0] if isinstance(vector, SubEnvVector) else vector
+        threshold = getattr(getattr(one, "spec", None), "reward_threshold", None)
+        return EnvProbe(
+            vector.single_observation_space,
+            vector.single_action_space,
+            None if threshold is None else float(threshold),
+        )
+    finally:
+        vector.close()
 
 
 def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: int) -> gym.vector.VectorEnv:
@@ -170,8 +318,18 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
     def make_env(v: int) -> gym.Env:
         return _checked_env(creator, _context(config, worker_index, v, num_workers), env_time_limit(config))
 
-    envs = [make_env(v) for v in range(n)]
-    first = envs[0]
+    first = _checked_env(
+        creator, _context(config, worker_index, 0, num_workers), env_time_limit(config), vector_ok=True
+    )
+    if isinstance(first, gym.vector.VectorEnv):  # a vector-env creator: stepped as it is, as a native one
+        if first.num_envs != n:
+            first.close()
+            raise EnvCreatorError(
+                f"env creator {_name(creator)} returned a vector env of {first.num_envs} sub-envs; "
+                f"num_envs_per_env_runner is {n} (the EnvContext's num_envs says how many to build)"
+            )
+        return first
+    envs = [first, *(make_env(v) for v in range(1, n))]
     for v, env in enumerate(envs[1:], start=1):
         for name in ("observation_space", "action_space"):
             if getattr(env, name) != getattr(first, name):

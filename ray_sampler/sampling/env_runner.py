@@ -51,7 +51,7 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.data.spaces import check_space
 from ray_sampler.errors import EnvError
 from ray_sampler.modules import RandomModule
-from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, VectorizationMode
+from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig
 from ray_sampler.sampling.engines import Collected, PerStepEngine, SamplingEngine, VectorizedEngine
 from ray_sampler.sampling.env_creator import make_vector_env, sub_env_seeds
 from ray_sampler.sampling.horizon import EpisodeEnds
@@ -68,6 +68,7 @@ from ray_sampler.sampling.runner_build import (
     view_lookback_steps,
 )
 from ray_sampler.sampling.runner_tally import RunnerTally
+from ray_sampler.sampling.sub_envs import SubEnvVector
 from ray_sampler.sampling.vector import VectorStepper
 
 __all__ = ["EnvRunner", "build_module", "lookback_horizon", "vectorized_fallback", "view_lookback_steps"]
@@ -83,6 +84,9 @@ class EnvRunner:
         self.worker_index = worker_index
         self.num_workers = num_workers
         env = make_vector_env(config, worker_index=worker_index, num_workers=num_workers)
+        self.is_native_vector_env = not isinstance(env, SubEnvVector)
+        """A vector env of gymnasium's or a vector-env creator's (one seed for all sub-envs, rebuilt
+        whole), not the runner's own vector of single envs."""
         self.num_envs = env.num_envs
         self.observation_space = check_space(env.single_observation_space)
         self.action_space = env.single_action_space
@@ -151,7 +155,7 @@ class EnvRunner:
         return self.recorder.stepper.env
 
     def _stepper(self, env: Any) -> VectorStepper:
-        native = self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT
+        native = not isinstance(env, SubEnvVector)
         rebuild = self._rebuild_native if native and self.config.restart_failed_sub_environments else None
         return VectorStepper(
             env,
@@ -165,7 +169,7 @@ class EnvRunner:
         """Fresh seed streams for the vector env's next rebuild (None when unseeded)."""
         self._num_rebuilds += 1
         seeds = sub_env_seeds(self.config.seed, self.worker_index, self.num_envs, restart=self._num_rebuilds)
-        if seeds is not None and self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
+        if seeds is not None and self.is_native_vector_env:
             return seeds[0]
         return seeds
 
@@ -325,7 +329,7 @@ class EnvRunner:
         (episodes dropped, ids that never continue)."""
         if not self._is_seeded:
             seeds = sub_env_seeds(self.config.seed, self.worker_index, self.num_envs)
-            if seeds is not None and self.config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
+            if seeds is not None and self.is_native_vector_env:
                 seeds = seeds[0]  # native vector envs take one seed and derive their sub-envs' from it
         self._is_seeded = True
         obs_rows, infos = self.recorder.reset(seeds)

@@ -1,7 +1,8 @@
 """What an EnvRunnerGroup checks on the driver before any actor starts.
 
-``prepare_env`` resolves the env the config names (an unknown name fails here), ships a
-``register_env`` name's creator itself (a registered name lives in this process only), and, with
+``prepare_env`` resolves the env the config names (an unknown name fails here) and ships what it
+resolved to (a ``register_env`` name lives in this process only, and so may a gymnasium id the
+user's module registered: the runners get the creator, or the id's spec), and, with
 ``validate_env_locally``, builds a few sub-envs and the module once (bad creators, spaces a module
 cannot take), checks that the runners' memory can fit the nodes (``runner_memory``) and runs the
 env check (``env_check.check_env``, with ``check_env``): every error comes before a runner is placed.
@@ -15,9 +16,9 @@ import tracemalloc
 from connectors.env_to_module import env_to_module_observation_space
 from ray_sampler.data.spaces import check_space
 from ray_sampler.resources import cluster_autoscales
-from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig, VectorizationMode
 from ray_sampler.sampling.env_check import check_env
-from ray_sampler.sampling.env_creator import is_registered_env, make_vector_env, resolve_creator
+from ray_sampler.sampling.env_creator import make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.runner_memory import check_runner_memory, node_memory_bytes, step_bytes
@@ -30,13 +31,14 @@ _PROBE_SUB_ENVS = 2
 
 
 def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> EnvRunnerConfig:
-    """``config`` as the runners get it (a registered name replaced by its creator), once the env
-    and module passed the group's driver-side checks."""
-    env_as_given = config.env  # a registered name, before it is replaced by its creator below
+    """``config`` as the runners get it (a name replaced by what it resolves to), once the env and
+    module passed the group's driver-side checks."""
+    env_as_given = config.env  # a name, before it is replaced by what it resolves to below
     if isinstance(config.env, str):
         creator = resolve_creator(config.env)  # an unknown name fails here, before any actor starts
-        if is_registered_env(config.env):
-            # A registered name (which wins over a gymnasium id of the same name): ship the creator.
+        if config.vectorization_mode is not VectorizationMode.VECTOR_ENTRY_POINT:  # that one makes the id itself
+            # The runners get the creator (or the gymnasium id's spec), not the name: a registration
+            # (register_env, or gymnasium.register in the user's module) lives in this process only.
             config = dataclasses.replace(config, env=creator)
     if group_config.validate_env_locally:
         probe = dataclasses.replace(

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 from learner.learner import PPOConfig
@@ -51,7 +52,6 @@ def test_component_configs_are_replaced_whole() -> None:
             {"env_runner_group": EnvRunnerGroupConfig(num_env_runners=0)},
             r"'env_runner_group.num_env_runners' must be an int >= 1 \(got 0\)",
         ),
-        ({"env_runner": EnvRunnerConfig(env=lambda ctx: None)}, r"'env_runner.env' must be a str \(got function\)"),
         ({"env_runner": "CartPole-v1"}, r"'env_runner' must be an EnvRunnerConfig \(got str\)"),
         ({"ppo": {"lr": 1e-3}}, r"'ppo' must be a PPOConfig \(got dict\)"),
     ],
@@ -63,7 +63,6 @@ def test_component_configs_are_replaced_whole() -> None:
         "nan_target",
         "inf_cpus",
         "no_runners",
-        "callable_env",
         "runner_not_a_config",
         "ppo_not_a_config",
     ],
@@ -71,6 +70,12 @@ def test_component_configs_are_replaced_whole() -> None:
 def test_bad_ppo_training_config_raises(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         PPOTrainingConfig(**kwargs)
+
+
+def test_a_training_config_takes_a_creator_as_its_env() -> None:
+    """Any form EnvRunnerConfig takes (tests/ray_sampler/sampling/test_env_forms.py trains each)."""
+    creator = lambda ctx: gym.make("CartPole-v1")  # noqa: E731
+    assert PPOTrainingConfig(env_runner=EnvRunnerConfig(env=creator)).env_runner.env is creator
 
 
 def test_return_tracker_is_reached_only_with_a_full_window_at_the_target() -> None:

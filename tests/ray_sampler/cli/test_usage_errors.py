@@ -18,6 +18,7 @@ import ray_sampler.cli.train
 from ray_sampler.cli import EXIT_USAGE, main
 
 BAD_TOML = Path(__file__).with_name("bad_config.toml")
+USER_ENVS = "tests.ray_sampler.sampling.user_envs"  # a user's env module (creators that fail)
 
 # (argv, a piece of the one-line message: the flag named, what is allowed or what came)
 CASES: list[tuple[list[str], str]] = [
@@ -44,8 +45,18 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--stop-window", "0"], "--stop-window must be an int >= 1 (got 0)"),
     (["train", "--target-return", "xyz"], "--target-return: {None} or FLOAT or {auto} allowed (got 'xyz')"),
     (["train", "--target-return", "inf"], "--target-return must be a finite number, 'auto' or None (got inf)"),
-    (["train", "--env", "CartPol-v1"], "--env: a registered gymnasium id is allowed (got 'CartPol-v1'; did you mean"),
-    (["train", "--env", "NoSuchEnv-v0"], "--env: a registered gymnasium id is allowed (got 'NoSuchEnv-v0'"),
+    (["train", "--env", "CartPol-v1"], "--env 'CartPol-v1' is neither a name given to register_env nor a gymnasium id"),
+    (["train", "--env", "NoSuchEnv-v0"], "--env 'NoSuchEnv-v0' is neither a name given to register_env nor a gym"),
+    (["train", "--env", "no_such_module:Env"], "--env 'no_such_module:Env': module 'no_such_module' does not import: "),
+    (["train-dqn", "--env", "json:Env"], "--env 'json:Env': module 'json' imported, but it has no env class or "),
+    (["train", "--env-config", "{size: 5}"], "--env-config: a JSON object is allowed, e.g. '{\"size\": 5}' (got '{"),
+    (["train", "--env-config", "[1, 2]"], "--env-config: a JSON object is allowed, e.g. '{\"size\": 5}' (got '[1, 2]"),
+    (["train", "--env-config.size"], "--env-config.size: a value is needed (got none)"),
+    (["train", "--env", f"{USER_ENVS}:fails"], "failed for worker_index=0, vector_index=0: ValueError: size must be"),
+    (["sample", "--env", f"{USER_ENVS}:not_an_env"], "must return a gymnasium.Env (got builtins.dict for worker_index"),
+    (["train", "--py-modules", "no/such/module.py"], "--py-modules: 'no/such/module.py' is not a file or directory"),
+    (["train", "--working-dir", "no/such/dir"], "--working-dir: 'no/such/dir' is not a directory"),
+    (["train", "--runtime-env", "no/such.yaml"], "--runtime-env: cannot read 'no/such.yaml' (No such file or director"),
     (["train", "--env"], "--env: a value is needed (got none)"),
     (["train", "--num-env-runners", "0"], "--num-env-runners must be an int >= 1 (got 0)"),
     (["train", "--num-env-runners", "-3"], "--num-env-runners must be an int >= 0 (got -3)"),
@@ -89,7 +100,7 @@ CASES: list[tuple[list[str], str]] = [
     (["sample", "--iterations", "0"], "--iterations must be an int >= 1 (got 0)"),
     (["sample", "--batch-mode", "x"], "--batch-mode: one of 'truncate_episodes', 'complete_episodes' allowed"),
     (["sample", "--num-env-runners", "0"], "--num-env-runners must be an int >= 1 (got 0)"),
-    (["sample", "--env", "Nope-v0"], "--env: a registered gymnasium id is allowed (got 'Nope-v0'"),
+    (["sample", "--env", "Nope-v0"], "--env 'Nope-v0' is neither a name given to register_env nor a gymnasium id"),
     (["demo", "--num-env-steps", "0"], "--num-env-steps must be an int >= 1 (got 0)"),
     (["demo", "--lookback", "-1"], "--lookback must be an int >= 0 (got -1)"),
     (["demo", "--env", "Nope-v0"], "--env: a registered gymnasium id is allowed (got 'Nope-v0'"),

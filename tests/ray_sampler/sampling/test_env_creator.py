@@ -33,7 +33,9 @@ def test_creator_sees_distinct_worker_and_vector_indices() -> None:
     make_vector_env(
         EnvRunnerConfig(env=creator, num_envs_per_env_runner=3, env_config={"x": 1}), worker_index=4, num_workers=5
     )
-    assert contexts == [{"x": 1, "worker_index": 4, "vector_index": v, "num_workers": 5} for v in range(3)]
+    assert contexts == [
+        {"x": 1, "worker_index": 4, "vector_index": v, "num_workers": 5, "num_envs": 3} for v in range(3)
+    ]
 
 
 def test_registered_env_name_is_used() -> None:
@@ -48,7 +50,7 @@ def test_registered_env_name_is_used() -> None:
         (42, ConfigError, "'env' must be a gymnasium id, a registered env name or a callable creator"),
         ("NoSuchEnv-v9", EnvCreatorError, "neither a name given to register_env nor a gymnasium id"),
         (lambda ctx: "not an env", EnvCreatorError, "must return a gymnasium.Env \\(got builtins.str"),
-        (lambda ctx: 1 / 0, EnvCreatorError, "env creator failed for worker_index=0, vector_index=0"),
+        (lambda ctx: 1 / 0, EnvCreatorError, r"env creator .*<lambda> failed for worker_index=0, vector_index=0: Zero"),
     ],
     ids=["not_callable", "unknown_name", "non_env", "raises"],
 )

@@ -1,0 +1,278 @@
+"""The command line's user envs: ``--env`` in every form, ``--env-config``, and shipping the user's
+code to the workers (``--working-dir``, ``--py-modules``, ``--runtime-env``).
+
+``--env`` takes what ``EnvRunnerConfig.env`` takes as a string: a gymnasium id, a ``register_env``
+name, or ``module:Name`` (an env class, a creator, or a gymnasium id the module registers), the
+module found from the current directory as ``python -m`` finds it (``use_working_directory``).
+
+``--env-config '{"size": 5}'`` (a JSON object) and ``--env-config.size 5`` (one key; the value
+read as JSON where it is JSON, else as a string) fill the creator's ``EnvContext``; the keys of
+both forms are merged, the dotted ones last (``gather_env_config``).
+
+A Ray started in this process gives its workers the driver's directory. An attached cluster's
+workers may run elsewhere: ``--working-dir DIR`` ships a directory, ``--py-modules PATH ...``
+modules or packages, ``--runtime-env FILE`` any runtime env (a YAML or JSON mapping), all through
+Ray's job-level ``runtime_env``. Attached without any of them, the current directory is shipped
+when it holds the env's module (``job_runtime_env``), and the run's first line says so, with the
+package's size; a package over Ray's upload limit is refused before Ray starts. A job submitted
+with ``ray job submit --working-dir`` already has its directory on every worker: nothing more is
+shipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ray_sampler.cli.options import UsageError
+from ray_sampler.errors import EnvCreatorError
+from ray_sampler.sampling.env_creator import probe_env, resolve_creator
+
+__all__ = [
+    "DEFAULT_ENV",
+    "EnvOptions",
+    "check_env_builds",
+    "check_env_name",
+    "gather_env_config",
+    "job_runtime_env",
+    "parse_env_config",
+    "use_working_directory",
+]
+
+_ENV_CONFIG = "--env-config"
+
+DEFAULT_ENV = "CartPole-v1"
+"""The env a command runs without ``--env``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvOptions:
+    """The env a command runs, its config, and the code its workers need."""
+
+    env: str = DEFAULT_ENV
+    """The env: a gymnasium id, a name given to register_env, or module:Name (an env class, a creator
+    or a gymnasium id of that module; the module is found from the current directory)."""
+    env_config: str = ""
+    """The creator's env config as a JSON object ('{"size": 5}'); --env-config.KEY VALUE sets one key."""
+    working_dir: Path | None = None
+    """A directory shipped to every worker as its working directory (Ray's runtime_env working_dir);
+    attached to a cluster without it, the current directory is shipped if it holds the env's module."""
+    py_modules: tuple[str, ...] = ()
+    """Modules or packages (paths) shipped to every worker (Ray's runtime_env py_modules)."""
+    runtime_env: Path | None = None
+    """A YAML or JSON file with a Ray runtime_env for every worker (working_dir, py_modules, pip, env_vars)."""
+
+    def env_config_dict(self) -> dict[str, Any]:
+        """``env_config`` as the dict the creator gets."""
+        return parse_env_config(self.env_config)
+
+
+def use_working_directory() -> None:
+    """Puts the current directory first on ``sys.path``, as ``python -m`` does (a console script
+    does not), so that ``--env mymodule:MyEnv`` finds the user's module where they run the command."""
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
+def gather_env_config(args: list[str]) -> list[str]:
+    """``args`` with every ``--env-config JSON`` and ``--env-config.KEY VALUE`` (or ``=VALUE``) merged
+    into one ``--env-config JSON`` (the dotted keys last); UsageError for a value that is not."""
+    merged: dict[str, Any] = {}
+    rest: list[str] = []
+    seen = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        flag, eq, inline = arg.partition("=")
+        if flag == _ENV_CONFIG or flag.startswith(_ENV_CONFIG + "."):
+            if eq:
+                value = inline
+            elif i + 1 < len(args):
+                value, i = args[i + 1], i + 1
+            else:
+                raise UsageError(f"{flag}: a value is needed (got none)")
+            seen = True
+            if flag == _ENV_CONFIG:
+                merged.update(parse_env_config(value))
+            else:
+                merged[flag[len(_ENV_CONFIG) + 1 :]] = _json_or_text(value)
+        else:
+            rest.append(arg)
+        i += 1
+    return [*rest, _ENV_CONFIG, json.dumps(merged)] if seen else rest
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def parse_env_config(text: str) -> dict[str, Any]:
+    """The dict of an ``--env-config`` JSON object ("" is empty); UsageError naming the flag otherwise."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise UsageError(
+            f"--env-config: a JSON object is allowed, e.g. '{{\"size\": 5}}' (got {text!r}: {e})"
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--env-config: a JSON object is allowed, e.g. '{{\"size\": 5}}' (got {text!r})")
+    return value
+
+
+def check_env_name(env: str) -> str:
+    """``env`` if it resolves (the module of a ``module:Name`` imports, the name is found); else
+    UsageError with the resolver's one line."""
+    try:
+        resolve_creator(env)
+    except EnvCreatorError as e:
+        raise UsageError(str(e).replace("'env' ", "--env ", 1)) from None
+    return env
+
+
+def check_env_builds(env: str, env_config: dict[str, Any]) -> None:
+    """UsageError with one line if ``env``'s creator raises or returns what is not an env (one
+    sub-env is built, as a runner builds its first)."""
+    try:
+        probe_env(env, env_config)
+    except EnvCreatorError as e:
+        raise UsageError(f"--env {env!r}: {e}") from None
+
+
+def _module_file(env: str) -> Path | None:
+    """The file of the module ``env`` comes from (``module:Name``), where it is a plain file."""
+    module, sep, _ = env.partition(":")
+    if not sep:
+        return None
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin).resolve() if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
+
+
+def _in_submitted_job_with_working_dir() -> bool:
+    """Whether this process is the driver of a job submitted with a working dir (its workers have it)."""
+    job = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not job:
+        return False
+    try:
+        return bool((json.loads(job).get("runtime_env") or {}).get("working_dir"))
+    except ValueError:
+        return False
+
+
+def _package_size(directory: Path) -> int | None:
+    """Bytes of the zip Ray would upload for ``directory`` (its own packaging, so the same excludes
+    and .gitignore rules), or None where this Ray's packaging is not the one this was written for."""
+    try:
+        # Ray's own packaging (no public API says how large a working dir packs): the same excludes.
+        from ray._private import ray_constants  # noqa: PLC2701
+        from ray._private.runtime_env.packaging import create_package  # noqa: PLC2701
+
+        include_gitignore = os.environ.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") != "1"
+        with tempfile.TemporaryDirectory() as tmp:
+            target = Path(tmp) / "package.zip"
+            create_package(
+                str(directory),
+                target,
+                include_gitignore=include_gitignore,
+                excludes=ray_constants.get_runtime_env_default_excludes(),
+                logger=None,
+            )
+            return target.stat().st_size
+    except (ImportError, TypeError, AttributeError):
+        return None
+
+
+def _upload_limit() -> int:
+    try:
+        from ray._private.runtime_env.packaging import GCS_STORAGE_MAX_SIZE  # noqa: PLC2701 -- Ray's limit
+
+        return int(GCS_STORAGE_MAX_SIZE)
+    except ImportError:
+        return 512 * 1024 * 1024
+
+
+def _size_text(num_bytes: int | None) -> str:
+    if num_bytes is None:
+        return "size unknown"
+    return f"{num_bytes / 1024:.0f} KiB" if num_bytes < 1024 * 1024 else f"{num_bytes / 1024**2:.1f} MiB"
+
+
+def job_runtime_env(options: EnvOptions, *, attached: bool) -> tuple[dict[str, Any] | None, str]:
+    """The job-level runtime env for ``options`` and a few words for the run's first line (""
+    when nothing is shipped). UsageError, before Ray starts, for a bad file or path, or a working
+    dir over Ray's upload limit."""
+    runtime_env: dict[str, Any] = {}
+    if options.runtime_env is not None:
+        runtime_env = _read_runtime_env(options.runtime_env)
+    if options.py_modules:
+        for path in options.py_modules:
+            if not Path(path).exists():
+                raise UsageError(f"--py-modules: {path!r} is not a file or directory")
+        runtime_env["py_modules"] = [str(Path(p).resolve()) for p in options.py_modules]
+    working_dir = options.working_dir
+    shipped_by_default = False
+    if (
+        working_dir is None
+        and "working_dir" not in runtime_env
+        and attached
+        and not _in_submitted_job_with_working_dir()
+    ):
+        module_file = _module_file(options.env)
+        here = Path.cwd().resolve()
+        if module_file is not None and module_file.is_relative_to(here):
+            working_dir, shipped_by_default = here, True
+    if working_dir is not None:
+        if not Path(working_dir).is_dir():
+            raise UsageError(f"--working-dir: {str(working_dir)!r} is not a directory")
+        runtime_env["working_dir"] = str(Path(working_dir).resolve())
+    if not runtime_env:
+        return None, ""
+    words = []
+    if "working_dir" in runtime_env:
+        directory = Path(runtime_env["working_dir"])
+        size = _package_size(directory) if directory.is_dir() else None
+        if size is not None and size > _upload_limit():
+            flag = (
+                "the current directory (shipped because it holds the env's module)"
+                if shipped_by_default
+                else "--working-dir"
+            )
+            raise UsageError(
+                f"{flag}: {str(directory)!r} packs to {_size_text(size)}, over Ray's upload limit of "
+                f"{_size_text(_upload_limit())} (leave large files out with .gitignore or .rayignore, or ship "
+                "only the modules with --py-modules)"
+            )
+        why = " (it holds the env's module)" if shipped_by_default else ""
+        words.append(f"working dir {directory} shipped{why}, {_size_text(size)}")
+    if "py_modules" in runtime_env:
+        words.append(f"py_modules {', '.join(Path(p).name for p in runtime_env['py_modules'])} shipped")
+    other = sorted(set(runtime_env) - {"working_dir", "py_modules"})
+    if other:
+        words.append(f"runtime env {', '.join(other)}")
+    return runtime_env, "; ".join(words)
+
+
+def _read_runtime_env(path: Path) -> dict[str, Any]:
+    import yaml  # Ray's own dependency
+
+    try:
+        value = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise UsageError(f"--runtime-env: cannot read {str(path)!r} ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"--runtime-env: {str(path)!r} is not YAML or JSON ({first})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--runtime-env: {str(path)!r} must hold a mapping such as {{working_dir: ., pip: [...]}}")
+    return dict(value)
