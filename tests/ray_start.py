@@ -97,11 +97,17 @@ class RayStartCluster:
         return done.returncode == 0
 
     def run(
-        self, command: list[str], *, timeout_s: float, env: dict[str, str] | None = None
+        self, command: list[str], *, timeout_s: float, env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> subprocess.CompletedProcess:
-        """Runs ``command`` with the cluster's environment (plus ``env``)."""
+        """Runs ``command`` with the cluster's environment (plus ``env``), in ``cwd`` if given."""
         return subprocess.run(
-            command, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout_s, check=False
+            command,
+            env={**self.env, **(env or {})},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
 
     def is_running(self) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from ray_sampler.cli.options import UsageError, parse
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.user_env import use_working_directory
-from ray_sampler.errors import ConfigError, InsufficientResourcesError
+from ray_sampler.errors import ConfigError, EnvCreatorError, InsufficientResourcesError
 
 __all__ = [
     "COMMANDS",
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     use_working_directory()  # --env mymodule:MyEnv finds the user's module where they run the command
     try:
         result = run(rest, f"ray-sampler {name}")
-    except (UsageError, ConfigError, InsufficientResourcesError) as e:  # the user's input: one line
+    except (UsageError, ConfigError, EnvCreatorError, InsufficientResourcesError) as e:  # the user's input: one line
         print(f"ray-sampler {name}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
     except KeyboardInterrupt:  # the actors and Ray were stopped on the way out (finally blocks)

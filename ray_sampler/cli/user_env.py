@@ -12,9 +12,10 @@ both forms are merged, the dotted ones last (``gather_env_config``).
 A Ray started in this process gives its workers the driver's directory. An attached cluster's
 workers may run elsewhere: ``--working-dir DIR`` ships a directory, ``--py-modules PATH ...``
 modules or packages, ``--runtime-env FILE`` any runtime env (a YAML or JSON mapping), all through
-Ray's job-level ``runtime_env``. Attached without any of them, the current directory is shipped
-when it holds the env's module (``job_runtime_env``), and the run's first line says so, with the
-package's size; a package over Ray's upload limit is refused before Ray starts. A job submitted
+Ray's job-level ``runtime_env``. Attached without any of them, the env's module is shipped: the
+current directory when it holds the module, else the module's top-level package (found on
+``PYTHONPATH``; not one installed in site-packages). The run's first line says what was shipped,
+with a working dir's packed size; one over Ray's upload limit is refused before Ray starts. A job submitted
 with ``ray job submit --working-dir`` already has its directory on every worker: nothing more is
 shipped.
 """
@@ -26,6 +27,7 @@ import importlib.util
 import json
 import os
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -150,13 +152,25 @@ def check_env_builds(env: str, env_config: dict[str, Any]) -> None:
         raise UsageError(f"--env {env!r}: {e}") from None
 
 
-def _module_file(env: str) -> Path | None:
-    """The file of the module ``env`` comes from (``module:Name``), where it is a plain file."""
+def _env_module_path(env: str) -> Path | None:
+    """What to ship for ``module:Name``'s module: its top-level package's directory, or the module's
+    file; None for an env of no module, or one installed in site-packages (the cluster installs
+    those: a runtime env's pip)."""
     module, sep, _ = env.partition(":")
     if not sep:
         return None
-    spec = importlib.util.find_spec(module)
-    return Path(spec.origin).resolve() if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
+    top = module.split(".")[0]
+    spec = importlib.util.find_spec(top)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:  # a package (or a namespace package): its directory
+        path = Path(next(iter(spec.submodule_search_locations))).resolve()
+    elif spec.origin not in (None, "built-in", "frozen"):
+        path = Path(str(spec.origin)).resolve()
+    else:
+        return None
+    installed = {Path(p).resolve() for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    return None if any(path.is_relative_to(root) for root in installed) else path
 
 
 def _in_submitted_job_with_working_dir() -> bool:
@@ -208,10 +222,13 @@ def _size_text(num_bytes: int | None) -> str:
     return f"{num_bytes / 1024:.0f} KiB" if num_bytes < 1024 * 1024 else f"{num_bytes / 1024**2:.1f} MiB"
 
 
-def job_runtime_env(options: EnvOptions, *, attached: bool) -> tuple[dict[str, Any] | None, str]:
+def job_runtime_env(
+    options: EnvOptions, *, attached: bool, upload_limit_bytes: int | None = None
+) -> tuple[dict[str, Any] | None, str]:
     """The job-level runtime env for ``options`` and a few words for the run's first line (""
     when nothing is shipped). UsageError, before Ray starts, for a bad file or path, or a working
-    dir over Ray's upload limit."""
+    dir that packs to more than ``upload_limit_bytes`` (default: Ray's upload limit)."""
+    limit = _upload_limit() if upload_limit_bytes is None else upload_limit_bytes
     runtime_env: dict[str, Any] = {}
     if options.runtime_env is not None:
         runtime_env = _read_runtime_env(options.runtime_env)
@@ -221,17 +238,14 @@ def job_runtime_env(options: EnvOptions, *, attached: bool) -> tuple[dict[str, A
                 raise UsageError(f"--py-modules: {path!r} is not a file or directory")
         runtime_env["py_modules"] = [str(Path(p).resolve()) for p in options.py_modules]
     working_dir = options.working_dir
-    shipped_by_default = False
-    if (
-        working_dir is None
-        and "working_dir" not in runtime_env
-        and attached
-        and not _in_submitted_job_with_working_dir()
-    ):
-        module_file = _module_file(options.env)
+    by_default = ""  # what the first line says of a default: why it was shipped
+    if working_dir is None and not runtime_env and attached and not _in_submitted_job_with_working_dir():
+        module_path = _env_module_path(options.env)
         here = Path.cwd().resolve()
-        if module_file is not None and module_file.is_relative_to(here):
-            working_dir, shipped_by_default = here, True
+        if module_path is not None and module_path.is_relative_to(here):
+            working_dir, by_default = here, " (it holds the env's module)"
+        elif module_path is not None:  # found elsewhere on sys.path (PYTHONPATH): ship the package itself
+            runtime_env["py_modules"], by_default = [str(module_path)], " (the env's module)"
     if working_dir is not None:
         if not Path(working_dir).is_dir():
             raise UsageError(f"--working-dir: {str(working_dir)!r} is not a directory")
@@ -242,21 +256,17 @@ def job_runtime_env(options: EnvOptions, *, attached: bool) -> tuple[dict[str, A
     if "working_dir" in runtime_env:
         directory = Path(runtime_env["working_dir"])
         size = _package_size(directory) if directory.is_dir() else None
-        if size is not None and size > _upload_limit():
-            flag = (
-                "the current directory (shipped because it holds the env's module)"
-                if shipped_by_default
-                else "--working-dir"
-            )
+        if size is not None and size > limit:
+            flag = "the current directory (it holds the env's module)" if by_default else "--working-dir"
             raise UsageError(
                 f"{flag}: {str(directory)!r} packs to {_size_text(size)}, over Ray's upload limit of "
-                f"{_size_text(_upload_limit())} (leave large files out with .gitignore or .rayignore, or ship "
-                "only the modules with --py-modules)"
+                f"{_size_text(limit)} (leave large files out with .gitignore or .rayignore, or ship only the "
+                "modules with --py-modules)"
             )
-        why = " (it holds the env's module)" if shipped_by_default else ""
-        words.append(f"working dir {directory} shipped{why}, {_size_text(size)}")
+        words.append(f"working dir {directory} shipped{by_default}, {_size_text(size)}")
     if "py_modules" in runtime_env:
-        words.append(f"py_modules {', '.join(Path(p).name for p in runtime_env['py_modules'])} shipped")
+        names = ", ".join(Path(p).name for p in runtime_env["py_modules"])
+        words.append(f"py_modules {names} shipped{by_default if 'working_dir' not in runtime_env else ''}")
     other = sorted(set(runtime_env) - {"working_dir", "py_modules"})
     if other:
         words.append(f"runtime env {', '.join(other)}")

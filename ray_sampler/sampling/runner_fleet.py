@@ -8,6 +8,7 @@ fresh seed; what died with it is counted (``runner_failures.py``).
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes
-from ray_sampler.errors import EnvRunnerFailedError, RaySamplerError
+from ray_sampler.errors import EnvCreatorError, EnvRunnerFailedError, RaySamplerError
 from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
@@ -25,6 +26,8 @@ from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_failures import RunnerFailures
 
 __all__ = ["Answer", "RunnerFleet", "SampleTimeoutError"]
+
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
 """One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
@@ -177,6 +180,13 @@ class RunnerFleet:
                 results.append(ray.get(ref))
             except ray.exceptions.RayError as e:
                 if on_failure == "raise":
+                    missing = _MISSING_MODULE.search(str(e))
+                    if missing is not None:  # the user's code did not reach the runner's worker
+                        raise EnvCreatorError(
+                            f"env runner {refs[ref]} could not start: its worker cannot import {missing.group(1)!r}; "
+                            "ship the module to the cluster's workers (--working-dir or --py-modules; from Python, "
+                            "ray.init(runtime_env=...): docs/custom_envs.md)"
+                        ) from e
                     raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
                 self.fail(refs[ref], e, replace=on_failure == "replace")
         if pending:

@@ -31,6 +31,14 @@ def run(script: str, *args: str, ray_address: str | None = None) -> list[str]:
     return proc.stdout.splitlines()
 
 
+def test_custom_env_train_example_trains_ppo_on_its_env_class(ray_address: str) -> None:
+    budget = ["--size", "3", "--target", "0.9", "--max-iterations", "8"]
+    lines = run("custom_env_train.py", *budget, ray_address=ray_address)
+    assert lines[0].startswith("iter 1: 400 env steps, mean return ")
+    # A corridor of 3 with a time limit of 12: PPO finds the light in a few iterations.
+    assert re.fullmatch(r"mean return (0\.9\d|1\.00) after \d+ env steps \(reached: True\)", lines[-1]), lines[-3:]
+
+
 def test_custom_env_creator_example(ray_address: str) -> None:
     lines = run(
         "custom_env_creator.py",

@@ -1,0 +1,156 @@
+"""A user's env module reaches every actor of a cluster the driver attached to: shipped by default
+from the module's directory, with --py-modules, or with ``ray job submit --working-dir``; without
+any of them the runners cannot import it (the control that shows the others ship it); and a
+replaced runner imports it again through the same runtime env. One ``ray start --head`` cluster
+(token auth) for the module; the user's module lives in a temporary directory no worker's
+``sys.path`` holds."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ray_start import RayStartCluster
+
+CLI = [sys.executable, "-m", "ray_sampler"]
+RAY = str(Path(sys.executable).parent / "ray")
+SMALL_TRAIN = ["--max-iterations", "2", "--target-return", "none", "--num-envs-per-env-runner", "2"]
+
+LIGHTSIDE = '''
+"""A user's env, outside any package of the project."""
+import gymnasium as gym
+import numpy as np
+
+
+class LightSide(gym.Env):
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        self.size = int((config or {}).get("size", 3))
+        self.pos = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = 0
+        return np.array([0.0], np.float32), {"module_file": __file__}
+
+    def step(self, action):
+        self.pos = max(0, self.pos + (1 if int(action) == 1 else -1))
+        done = self.pos >= self.size
+        return np.array([self.pos / self.size], np.float32), float(done), done, False, {}
+
+
+gym.register("LightSide-v0", entry_point="lightside:LightSide", max_episode_steps=20)
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayStartCluster]:
+    with RayStartCluster(num_cpus=2) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("user_module")
+    (directory / "lightside.py").write_text(LIGHTSIDE)
+    return directory
+
+
+def _elsewhere(tmp_path: Path) -> Path:
+    """A working directory without the module: the driver finds it on PYTHONPATH only."""
+    (tmp_path / "elsewhere").mkdir()
+    return tmp_path / "elsewhere"
+
+
+def test_attached_from_the_modules_directory_the_directory_is_shipped_and_said(
+    cluster: RayStartCluster, module_dir: Path, tmp_path: Path
+) -> None:
+    args = [*CLI, "train", "--env", "lightside:LightSide-v0", "--address", cluster.address, *SMALL_TRAIN]
+    done = cluster.run([*args, "--runs-dir", str(tmp_path)], cwd=module_dir, timeout_s=240)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(
+        f"ray-sampler train: PPO on lightside:LightSide-v0, 2 env runners x 2 sub-envs (Ray cluster at "
+        f"{cluster.address} (2 CPUs); working dir {module_dir.resolve()} shipped (it holds the env's module), "
+    ), first
+    assert first.endswith(" KiB)")
+    assert "iter 2/2" in done.stdout
+
+
+def test_without_shipping_the_runners_cannot_import_the_module(
+    cluster: RayStartCluster, module_dir: Path, tmp_path: Path
+) -> None:
+    """The control: the driver imports the module (PYTHONPATH), the cluster's workers cannot."""
+    args = [*CLI, "sample", "--env", "lightside:LightSide", "--address", cluster.address, "--iterations", "1"]
+    done = cluster.run(args, cwd=_elsewhere(tmp_path), env={"PYTHONPATH": str(module_dir)}, timeout_s=240)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "ray-sampler sample: error: env runner 1 could not start: its worker cannot import 'lightside'; ship the "
+        "module to the cluster's workers (--working-dir or --py-modules; from Python, ray.init(runtime_env=...): "
+        "docs/custom_envs.md)"
+    ]
+
+
+def test_py_modules_ships_the_module(cluster: RayStartCluster, module_dir: Path, tmp_path: Path) -> None:
+    args = [*CLI, "sample", "--env", "lightside:LightSide", "--address", cluster.address, "--iterations", "1"]
+    args += ["--py-modules", str(module_dir / "lightside.py")]
+    done = cluster.run(args, cwd=_elsewhere(tmp_path), env={"PYTHONPATH": str(module_dir)}, timeout_s=240)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert done.stdout.splitlines()[0].endswith("; py_modules lightside.py shipped)")
+    assert done.stdout.splitlines()[-1].startswith("total: 1024 env steps in ")
+
+
+def test_a_job_submitted_with_the_modules_directory_trains_it(cluster: RayStartCluster, module_dir: Path) -> None:
+    submit = [RAY, "job", "submit", "--address", cluster.dashboard_url, "--working-dir", str(module_dir), "--"]
+    entrypoint = [sys.executable, "-m", "ray_sampler", "train", "--env", "lightside:LightSide-v0", *SMALL_TRAIN]
+    done = cluster.run([*submit, *entrypoint, "--runs-dir", "/tmp"], timeout_s=240)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "budget used (no target)" in done.stdout
+    assert "shipped" not in done.stdout  # the job's own working dir reaches the workers already
+
+
+REPLACED_RUNNER = textwrap.dedent(
+    """
+    import json, sys
+    import ray
+    from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
+    from tests.helpers import kill_and_wait
+
+    ray.init(address=sys.argv[1], runtime_env={"working_dir": sys.argv[2]}, log_to_driver=False)
+    config = EnvRunnerConfig(env="lightside:LightSide", rollout_fragment_length=8)
+    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1)) as group:
+        first = group.sample()
+        files = {ep.get_infos(0)["module_file"] for ep in first}
+        kill_and_wait(group.actor(1))
+        second = group.sample()
+        files |= {ep.get_infos(0)["module_file"] for ep in second if ep.t_started == 0}
+        print(json.dumps({"restarts": group.metrics.num_env_runner_restarts, "files": sorted(files),
+                          "steps": sum(len(ep) for ep in second)}))
+    """
+)
+
+
+def test_a_replaced_runner_imports_the_module_again_through_the_runtime_env(
+    cluster: RayStartCluster, module_dir: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(REPLACED_RUNNER)
+    repo = Path(__file__).resolve().parents[3]
+    done = cluster.run(
+        [sys.executable, str(script), cluster.address, str(module_dir)],
+        cwd=_elsewhere(tmp_path),
+        env={"PYTHONPATH": f"{module_dir}:{repo}"},
+        timeout_s=240,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["restarts"] == 1 and report["steps"] == 8
+    # Every runner, the replacement included, made its env from the shipped copy, not the original.
+    assert report["files"] and all("/runtime_resources/working_dir_files/" in f for f in report["files"])
