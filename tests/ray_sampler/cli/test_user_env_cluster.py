@@ -46,6 +46,14 @@ class LightSide(gym.Env):
         return np.array([self.pos / self.size], np.float32), float(done), done, False, {}
 
 
+def make(config):
+    return LightSide(config)
+
+
+def make_vector(config):
+    return gym.vector.SyncVectorEnv([lambda: LightSide(config) for _ in range(config.num_envs)])
+
+
 gym.register("LightSide-v0", entry_point="lightside:LightSide", max_episode_steps=20)
 '''
 
@@ -114,6 +122,52 @@ def test_a_job_submitted_with_the_modules_directory_trains_it(cluster: RayStartC
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "budget used (no target)" in done.stdout
     assert "shipped" not in done.stdout  # the job's own working dir reaches the workers already
+
+
+EVERY_FORM = textwrap.dedent(
+    """
+    import json, sys
+    import ray
+    import lightside  # the driver imports the module (PYTHONPATH); it registers LightSide-v0 here only
+    from learner import PPOTrainingConfig, train_ppo
+    from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig, register_env
+
+    register_env("light-side", lightside.make)
+    ray.init(address=sys.argv[1], runtime_env={"working_dir": sys.argv[2]}, log_to_driver=False)
+    forms = {"class": lightside.LightSide, "creator": lightside.make, "register_env": "light-side",
+             "gym_id": "LightSide-v0", "module:Class": "lightside:LightSide", "module:creator": "lightside:make",
+             "module:Id": "lightside:LightSide-v0", "vector_creator": lightside.make_vector}
+    report = {}
+    for form, env in forms.items():
+        runner = EnvRunnerConfig(env=env, num_envs_per_env_runner=2, rollout_fragment_length=8)
+        result = train_ppo(PPOTrainingConfig(env_runner=runner, max_iterations=2, target_return=None), log=print)
+        with EnvRunnerGroup(runner, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
+            files = {ep.get_infos(0)["module_file"] for ep in group.sample() if ep.t_started == 0}
+        report[form] = {"env_steps": result.env_steps, "files": sorted(files)}
+    print(json.dumps(report))
+    """
+)
+
+
+def test_every_form_trains_and_samples_with_the_module_only_in_the_shipped_working_dir(
+    cluster: RayStartCluster, module_dir: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "driver.py"
+    script.write_text(EVERY_FORM)
+    done = cluster.run(
+        [sys.executable, str(script), cluster.address, str(module_dir)],
+        cwd=_elsewhere(tmp_path),
+        env={"PYTHONPATH": str(module_dir)},
+        timeout_s=400,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(report) == [
+        "class", "creator", "register_env", "gym_id", "module:Class", "module:creator", "module:Id", "vector_creator"
+    ]  # fmt: skip
+    for form, seen in report.items():
+        assert seen["env_steps"] == 64, form  # 2 iterations x 2 runners x 2 sub-envs x 8 steps
+        assert seen["files"] and all("/runtime_resources/working_dir_files/" in f for f in seen["files"]), form
 
 
 REPLACED_RUNNER = textwrap.dedent(
