@@ -1,7 +1,8 @@
 """A user's env module reaches every actor of a cluster the driver attached to: shipped by default
-from the module's directory, with --py-modules, or with ``ray job submit --working-dir``; without
-any of them the runners cannot import it (the control that shows the others ship it); and a
-replaced runner imports it again through the same runtime env. One ``ray start --head`` cluster
+(from the module's directory, or as a py_module when found on PYTHONPATH), with --py-modules, or
+with ``ray job submit --working-dir``; not shipped (from Python, without a runtime env), the
+runners cannot import it and say so in one line (the control that shows the others ship it); and
+a replaced runner imports it again through the same runtime env. One ``ray start --head`` cluster
 (token auth) for the module; the user's module lives in a temporary directory no worker's
 ``sys.path`` holds."""
 
@@ -92,26 +93,60 @@ def test_attached_from_the_modules_directory_the_directory_is_shipped_and_said(
     assert "iter 2/2" in done.stdout
 
 
+NOT_SHIPPED = textwrap.dedent(
+    """
+    import sys
+    import ray
+    import lightside  # the driver imports the module (PYTHONPATH); nothing ships it
+    from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig
+    from ray_sampler.errors import EnvCreatorError
+
+    ray.init(address=sys.argv[1], log_to_driver=False)
+    try:
+        EnvRunnerGroup(EnvRunnerConfig(env=lightside.LightSide), EnvRunnerGroupConfig(num_env_runners=1))
+    except EnvCreatorError as e:
+        print("REFUSED", e)
+    """
+)
+
+
 def test_without_shipping_the_runners_cannot_import_the_module(
     cluster: RayStartCluster, module_dir: Path, tmp_path: Path
 ) -> None:
-    """The control: the driver imports the module (PYTHONPATH), the cluster's workers cannot."""
-    args = [*CLI, "sample", "--env", "lightside:LightSide", "--address", cluster.address, "--iterations", "1"]
-    done = cluster.run(args, cwd=_elsewhere(tmp_path), env={"PYTHONPATH": str(module_dir)}, timeout_s=240)
-    assert done.returncode == 2
-    assert done.stderr.splitlines() == [
-        "ray-sampler sample: error: env runner 1 could not start: its worker cannot import 'lightside'; ship the "
-        "module to the cluster's workers (--working-dir or --py-modules; from Python, ray.init(runtime_env=...): "
+    """The control (from Python, where nothing is shipped unless ray.init is given a runtime env):
+    the driver imports the module, the cluster's workers cannot, and the runners say so in one line."""
+    script = tmp_path / "driver.py"
+    script.write_text(NOT_SHIPPED)
+    done = cluster.run(
+        [sys.executable, str(script), cluster.address],
+        cwd=_elsewhere(tmp_path),
+        env={"PYTHONPATH": str(module_dir)},
+        timeout_s=240,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert done.stdout.splitlines()[-1] == (
+        "REFUSED env runner 1 could not start: its worker cannot import 'lightside'; ship the module to the "
+        "cluster's workers (--working-dir or --py-modules; from Python, ray.init(runtime_env=...): "
         "docs/custom_envs.md)"
-    ]
+    )
 
 
-def test_py_modules_ships_the_module(cluster: RayStartCluster, module_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--py-modules", "{module_dir}/lightside.py"], "; py_modules lightside.py shipped)"),
+        ([], "; py_modules lightside.py shipped (the env's module))"),
+    ],
+    ids=["py-modules", "by-default-from-pythonpath"],
+)
+def test_a_module_found_on_pythonpath_is_shipped_as_a_py_module(
+    cluster: RayStartCluster, module_dir: Path, tmp_path: Path, flags: list[str], said: str
+) -> None:
     args = [*CLI, "sample", "--env", "lightside:LightSide", "--address", cluster.address, "--iterations", "1"]
-    args += ["--py-modules", str(module_dir / "lightside.py")]
+    args += [flag.format(module_dir=module_dir) for flag in flags]
     done = cluster.run(args, cwd=_elsewhere(tmp_path), env={"PYTHONPATH": str(module_dir)}, timeout_s=240)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    assert done.stdout.splitlines()[0].endswith("; py_modules lightside.py shipped)")
+    assert done.stdout.splitlines()[0].endswith(said)
     assert done.stdout.splitlines()[-1].startswith("total: 1024 env steps in ")
 
 
