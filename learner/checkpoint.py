@@ -6,14 +6,18 @@ A checkpoint is a directory ``ckpt-<iteration>`` under the run's ``checkpoints/`
   network, connector and filter statistics), read back with ``allow_pickle=False``;
 - ``state.json``: the rest (counters, the stop rule's window of returns, RNG states, which
   algorithm, env and observation space it belongs to), with each array replaced by a reference
-  into ``state.npz`` and the SHA-256 of every other file of the checkpoint;
+  into ``state.npz``, the SHA-256 of every other file of the checkpoint, and a SHA-256 of its own
+  content (``sha256``, over the canonical JSON of everything else in it);
 - ``replay.parquet`` (DQN): the replay buffer, in the replay's own checked Parquet format.
 
 Nothing is pickled: loading a checkpoint can never run code. A checkpoint is written into a
 temporary directory, each file fsynced, then renamed into place, so a crash leaves either the
 whole new checkpoint or none (the temporary directory is removed on the next save); the newest
 ``keep`` are kept. Loading checks the format, every file's hash, and that the checkpoint is of
-the same algorithm, env and observation space as the run it resumes (``CheckpointError``).
+the same algorithm, env and observation space as the run it resumes, then that every field has
+the type the loop expects (``CheckpointError`` naming the checkpoint and the file). So a damaged
+checkpoint is refused, or loads an exactly equal state: a changed byte of ``state.json`` changes
+its content (and so its digest) or is not JSON.
 
 >>> import tempfile
 >>> state = TrainingState(algo="ppo", env="CartPole-v1", observation_space="Box(4,)", iteration=3, env_steps=96,
@@ -46,8 +50,8 @@ from ray_sampler.validate import check_int
 
 __all__ = ["FORMAT", "CheckpointError", "Checkpointer", "TrainingState", "latest_checkpoint", "load_checkpoint"]
 
-FORMAT = "ray-sampler-checkpoint/1"
-"""The ``format`` of ``state.json``; another one is refused."""
+FORMAT = "ray-sampler-checkpoint/2"
+"""The ``format`` of ``state.json``; another one is refused (/1 had no digest of its own)."""
 _ARRAY = "__ndarray__"
 _FLOAT = "__float__"  # NaN and inf, which JSON does not have
 _PREFIX = "ckpt-"
@@ -123,6 +127,50 @@ def _decode(value: Any, arrays: Any) -> Any:
     return value
 
 
+def _content_digest(meta: dict[str, Any]) -> str:
+    """SHA-256 of ``meta`` as canonical JSON (sorted keys, no spaces): what ``state.json`` holds,
+    whatever its layout."""
+    return hashlib.sha256(json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# Each field of state.json and the types a loop can resume from (int is a float where a float is saved).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "algo": (str,),
+    "env": (str,),
+    "observation_space": (str,),
+    "iteration": (int,),
+    "env_steps": (int,),
+    "episodes": (int,),
+    "elapsed_s": (int, float),
+    "best_return_mean": (int, float),
+    "returns": (list,),
+    "learner": (dict,),
+    "connector_states": (dict, type(None)),
+    "counters": (dict,),
+}
+
+
+def _check_fields(path: Path, values: dict[str, Any]) -> None:
+    """CheckpointError unless ``values`` has every field of ``TrainingState`` (and no other) with the
+    type a loop resumes from: counts as ints >= 0, the returns and counters as numbers."""
+    where = f"checkpoint {path} is corrupt: state.json"
+    missing, extra = sorted(_FIELD_TYPES.keys() - values.keys()), sorted(values.keys() - _FIELD_TYPES.keys())
+    if missing or extra:
+        raise CheckpointError(f"{where} has fields missing {missing} and unknown {extra}")
+    for name, types in _FIELD_TYPES.items():
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise CheckpointError(f"{where}: {name!r} is a {type(value).__name__} (a {types[0].__name__} is saved)")
+    for name in ("iteration", "env_steps", "episodes"):
+        if values[name] < 0:
+            raise CheckpointError(f"{where}: {name!r} is {values[name]} (an int >= 0 is saved)")
+    numbers = [("returns", v) for v in values["returns"]]
+    numbers += [(f"counters[{k!r}]", v) for k, v in values["counters"].items()]
+    for name, value in numbers:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise CheckpointError(f"{where}: {name} is a {type(value).__name__} (a number is saved)")
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -183,6 +231,7 @@ class Checkpointer:
                 with (tmp / "replay.parquet").open("rb") as f:
                     os.fsync(f.fileno())
             meta["files"] = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
+            meta["sha256"] = _content_digest(meta)
             _write(tmp / "state.json", json.dumps(meta, indent=1, sort_keys=True).encode())
             _fsync_dir(tmp)
             if final.exists():  # the same iteration saved again (a final save after a periodic one)
@@ -215,15 +264,17 @@ def load_checkpoint(path: Path, *, algo: str, env: str, observation_space: str) 
     be of ``algo`` on ``env`` with ``observation_space``; CheckpointError otherwise."""
     path = Path(path)
     try:
-        meta = json.loads((path / "state.json").read_text())
-    except (OSError, ValueError) as e:
+        meta = json.loads((path / "state.json").read_bytes())
+    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
         raise CheckpointError(f"checkpoint {path} cannot be read: state.json: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint (format {got!r})")
+        raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint (state.json's format: {got!r})")
+    if meta.pop("sha256", None) != _content_digest(meta):
+        raise CheckpointError(f"checkpoint {path} is corrupt: state.json does not match its own digest")
     files = meta.get("files")
     if not isinstance(files, dict) or "state.npz" not in files:
-        raise CheckpointError(f"checkpoint {path} lists no files")
+        raise CheckpointError(f"checkpoint {path}: state.json lists no files")
     for name, digest in files.items():
         file = path / str(name)
         if not file.is_file() or _sha256(file) != digest:
@@ -238,6 +289,7 @@ def load_checkpoint(path: Path, *, algo: str, env: str, observation_space: str) 
         with np.load(path / "state.npz", allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
         values = {k: _decode(meta[k], arrays) for k in meta if k not in ("format", "files")}
-        return TrainingState(**values, replay_path=path / "replay.parquet" if "replay.parquet" in files else None)
     except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"checkpoint {path} is corrupt: {type(e).__name__}: {e}") from None
+        raise CheckpointError(f"checkpoint {path} is corrupt: state.json: {type(e).__name__}: {e}") from None
+    _check_fields(path, values)
+    return TrainingState(**values, replay_path=path / "replay.parquet" if "replay.parquet" in files else None)

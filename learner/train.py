@@ -18,7 +18,7 @@ import numpy as np
 
 from connectors.common import MeanStdFilter
 from connectors.env_to_module import EnvToModulePiece, env_to_module_observation_space
-from learner.checkpoint import Checkpointer, TrainingState
+from learner.checkpoint import Checkpointer, CheckpointError, TrainingState
 from learner.frameworks import Framework, ppo_learner_class, with_framework
 from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import LearnerGroup
@@ -272,8 +272,15 @@ def restore_training(
     resume: TrainingState, learners: LearnerGroup, runners: EnvRunnerGroup | None, tracker: ReturnTracker
 ) -> None:
     """Puts a loop's components in a checkpoint's state: every learner (weights, optimizer, RNG),
-    the runners' connector states (when saved, and ``runners`` given) and the stop rule's window."""
-    learners.set_states(resume.learner)
+    the runners' connector states (when saved, and ``runners`` given) and the stop rule's window.
+    CheckpointError if the learner state does not fit this run's learners (another architecture)."""
+    try:
+        learners.set_states(resume.learner)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(
+            f"checkpoint of {resume.algo} on {resume.env} at iteration {resume.iteration}: its learner state does not "
+            f"fit this run's learners ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        ) from None
     tracker.restore(resume)
     if runners is not None and resume.connector_states is not None:
         runners.set_connector_states(resume.connector_states)

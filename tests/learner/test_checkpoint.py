@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -135,24 +138,97 @@ def test_a_corrupt_array_file_is_refused(tmp_path: Path) -> None:
         load(saved)
 
 
+def resealed(meta: dict) -> dict:
+    """``meta`` with its own digest made anew (the SHA-256 of its canonical JSON, the file's format):
+    a file that is well formed, but wrong."""
+    body = {k: v for k, v in meta.items() if k != "sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return {**body, "sha256": hashlib.sha256(canonical).hexdigest()}
+
+
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
         (
             lambda meta: {**meta, "format": "other/9"},
-            r"is not a ray-sampler-checkpoint/1 checkpoint \(format 'other/9'\)",
+            r"is not a ray-sampler-checkpoint/2 checkpoint \(state.json's format: 'other/9'\)",
         ),
-        (lambda meta: {k: v for k, v in meta.items() if k != "files"}, r"lists no files"),
-        (lambda meta: {**meta, "iteration": None, "surprise": 1}, r"is corrupt: TypeError"),
+        (lambda meta: {k: v for k, v in meta.items() if k != "files"}, r": state.json lists no files"),
+        (
+            lambda meta: {**meta, "iteration": None, "surprise": 1},
+            r"is corrupt: state.json has fields missing \[\] and unknown \['surprise'\]",
+        ),
+        (lambda meta: {**meta, "iteration": None}, r"state.json: 'iteration' is a NoneType \(a int is saved\)"),
+        (lambda meta: {**meta, "env_steps": -96}, r"state.json: 'env_steps' is -96 \(an int >= 0 is saved\)"),
+        (lambda meta: {**meta, "returns": [1.0, "x"]}, r"state.json: returns is a str \(a number is saved\)"),
+        (
+            lambda meta: {**meta, "counters": {"num_env_steps_lost": True}},
+            r"state.json: counters\['num_env_steps_lost'\] is a bool \(a number is saved\)",
+        ),
+        (lambda meta: {k: v for k, v in meta.items() if k != "learner"}, r"fields missing \['learner'\] and unknown"),
     ],
-    ids=["format", "files", "fields"],
+    ids=["format", "files", "unknown_field", "field_type", "negative_count", "return_type", "counter_type", "missing"],
 )
-def test_bad_metadata_is_refused(tmp_path: Path, edit: object, match: str) -> None:
+def test_well_formed_but_wrong_metadata_is_refused(tmp_path: Path, edit: object, match: str) -> None:
     saved = Checkpointer(tmp_path, every=1).save(state())
     meta = json.loads((saved / "state.json").read_text())
-    (saved / "state.json").write_text(json.dumps(edit(meta)))  # type: ignore[operator]
+    (saved / "state.json").write_text(json.dumps(resealed(edit(meta))))  # type: ignore[operator]
     with pytest.raises(CheckpointError, match=match):
         load(saved)
+
+
+def test_an_edit_without_a_new_digest_is_refused(tmp_path: Path) -> None:
+    saved = Checkpointer(tmp_path, every=1).save(state())
+    meta = json.loads((saved / "state.json").read_text())
+    (saved / "state.json").write_text(json.dumps({**meta, "env_steps": 97}))
+    with pytest.raises(CheckpointError) as raised:
+        load(saved)
+    assert str(raised.value) == f"checkpoint {saved} is corrupt: state.json does not match its own digest"
+
+
+class TestDamagedStateJson:
+    """Damage to state.json is refused with CheckpointError naming the checkpoint and the file, or
+    changes nothing that loads: never a silently changed state, never a raw error."""
+
+    @staticmethod
+    def _outcome(saved: Path, original: TrainingState, damaged: bytes) -> str:
+        (saved / "state.json").write_bytes(damaged)
+        try:
+            back = load(saved)
+        except CheckpointError as e:
+            assert str(e).startswith(f"checkpoint {saved} ") and "state.json" in str(e), str(e)
+            return "refused"
+        assert_same(dataclasses.asdict(back), dataclasses.asdict(original))
+        return "equal"
+
+    def test_single_bit_flips_at_600_positions_spread_over_the_file(self, tmp_path: Path) -> None:
+        original = state()
+        saved = Checkpointer(tmp_path, every=1).save(original)
+        data = (saved / "state.json").read_bytes()
+        outcomes = []
+        for k in range(600):
+            position = k * len(data) // 600
+            damaged = bytearray(data)
+            damaged[position] ^= 1 << (k % 8)
+            outcomes.append(self._outcome(saved, original, bytes(damaged)))
+        assert outcomes.count("refused") >= 590, outcomes.count("equal")  # a flip may only change layout
+
+    def test_truncations_are_refused(self, tmp_path: Path) -> None:
+        original = state()
+        saved = Checkpointer(tmp_path, every=1).save(original)
+        data = (saved / "state.json").read_bytes()
+        for length in range(0, len(data) - 1, max(1, len(data) // 97)):
+            assert self._outcome(saved, original, data[:length]) == "refused", length
+
+    def test_every_key_renamed_by_one_letter_is_refused(self, tmp_path: Path) -> None:
+        original = state()
+        saved = Checkpointer(tmp_path, every=1).save(original)
+        data = (saved / "state.json").read_bytes()
+        keys = sorted(set(re.findall(rb'"([A-Za-z_][\w.]*)":', data)))
+        assert len(keys) > 20
+        for key in keys:
+            renamed = key[:-1] + (b"s" if key[-1:] != b"s" else b"t")
+            assert self._outcome(saved, original, data.replace(b'"' + key + b'":', b'"' + renamed + b'":')) == "refused"
 
 
 def test_unreadable_metadata_is_refused(tmp_path: Path) -> None:

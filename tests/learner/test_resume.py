@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from connectors.common import MeanStdFilter
-from learner.checkpoint import Checkpointer, TrainingState, latest_checkpoint, load_checkpoint
+from learner.checkpoint import Checkpointer, CheckpointError, TrainingState, latest_checkpoint, load_checkpoint
 from learner.learner_group import LearnerGroup
 from learner.train import PPOTrainingConfig, ReturnTracker, env_spaces, restore_training, train_ppo
 from learner.train_dqn import DQNTrainingConfig, train_dqn
@@ -53,6 +53,21 @@ def test_restoring_puts_the_learners_and_the_stop_rule_in_the_saved_state(tmp_pa
     assert_same(learners.get_states()[0], saved.learner)  # weights, optimizer moments and step, RNG, version
     assert (tracker.returns and list(tracker.returns)) == saved.returns and tracker.episodes == saved.episodes
     assert tracker.elapsed >= saved.elapsed_s
+
+
+def test_a_checkpoint_of_another_architecture_is_refused_naming_it(tmp_path: Path) -> None:
+    """Same algorithm, env and space, other hidden sizes (``--resume RUN --hidden-sizes 32`` asks for
+    that): a CheckpointError, not the module's raw ValueError."""
+    saved = saved_ppo_run(tmp_path)
+    cfg = small_ppo(2)
+    runner = dataclasses.replace(cfg.env_runner, module_config={"hidden_sizes": (32,)})
+    learners = LearnerGroup(lambda: build_module(runner, *env_spaces("CartPole-v1")), cfg.ppo)
+    with pytest.raises(CheckpointError) as raised:
+        restore_training(saved, learners, None, ReturnTracker(None, cfg.stop_window))
+    assert str(raised.value).startswith(
+        "checkpoint of ppo on CartPole-v1 at iteration 2: its learner state does not fit this run's learners "
+        "(ValueError: MLPModule.set_state: keys differ"
+    )
 
 
 def test_a_resumed_ppo_run_carries_on_from_the_checkpoint(tmp_path: Path) -> None:
