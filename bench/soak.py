@@ -1,12 +1,18 @@
-"""Soak: ``ray-sampler train-dqn`` for N minutes on a Ray cluster, with the memory of every part every 30 s.
+"""Soak: ``ray-sampler train-dqn`` for N minutes on a Ray cluster, with faults, and the memory of every part.
 
-    python bench/soak.py --minutes 30            # starts its own `ray start --head` (stopped at the end)
-    python bench/soak.py --minutes 5 --address 127.0.0.1:6379
+    python bench/soak.py --minutes 30 --out soak   # its own `ray start --head`; soak.csv, soak.png
+    python bench/soak.py --minutes 5 --address 127.0.0.1:6379 --kill-runner-every-s 0
 
-Every ``--interval-s`` it prints the resident memory (RSS, from /proc: Linux) of the driver, each
-env runner, the replay actor and the GCS, and the object store's use; at the end, each one's
-growth from the ``--baseline-min`` mark (the baseline, measured in the same run) to the end, as a
-ratio, and a JSON line. The job trains with an unreachable target, so it runs until stopped.
+The job trains with an unreachable target, so it runs until stopped. Every ``--kill-runner-every-s``
+an env runner is killed (SIGKILL: the group replaces it) and every ``--kill-replay-every-s`` the
+replay actor (restored from its last checkpoint), so the memory is that of a run that recovers.
+Every ``--interval-s`` the resident memory (RSS, from /proc: Linux) of the driver (with its local
+learner), the env runners (their mean: killed ones are replaced by fresh processes), the replay
+actor, learner actors (if any), the GCS and the raylet, and the object store's use, are printed and
+written to ``<out>.csv``; ``<out>.png`` plots them over time. At the end, each part's growth from the
+``--warmup-min`` mark to the end (goal: < 5%), and the slope over the last ``--tail-min`` minutes
+beside the noise (the residuals' spread) of that window: an upward slope whose rise over the window
+exceeds twice the noise is flagged. A JSON line closes the output.
 """
 
 from __future__ import annotations
@@ -81,20 +87,93 @@ def object_store_mib(address: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def sample(job: subprocess.Popen, temp_dir: Path | None, address: str) -> dict[str, Any]:
+def raylet_pid(temp_dir: Path | None) -> int | None:
+    pattern = f"raylet.*{temp_dir}" if temp_dir else "raylet/raylet"
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split()
+    return int(found[0]) if found else None
+
+
+def actor_pids(address: str) -> dict[str, list[int]]:
+    """Class name -> pids of the alive actors of the runner, replay and learner classes."""
     from ray.util.state import list_actors
 
     actors = list_actors(address=address, filters=[("state", "=", "ALIVE")], limit=1000, raise_on_missing_output=False)
-    runners = sorted((a.name or "", a.pid) for a in actors if a.class_name == "EnvRunner")
-    replay = [a.pid for a in actors if a.class_name == "ReplayActor"]
-    gcs = gcs_pid(temp_dir)
+    found: dict[str, list[int]] = {"EnvRunner": [], "ReplayActor": [], "learners": []}
+    for a in actors:
+        key = (
+            a.class_name
+            if a.class_name in ("EnvRunner", "ReplayActor")
+            else "learners"
+            if "Learner" in a.class_name
+            else None
+        )
+        if key is not None and a.pid:
+            found[key].append(a.pid)
+    return found
+
+
+PARTS = ("driver", "runners", "replay", "learners", "gcs", "raylet", "object_store")
+
+
+def mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def sample(job: subprocess.Popen, temp_dir: Path | None, address: str) -> dict[str, Any]:
+    pids = actor_pids(address)
+    gcs, raylet = gcs_pid(temp_dir), raylet_pid(temp_dir)
     return {
         "driver": rss_mib(job.pid),
-        "runners": [rss_mib(pid) for _, pid in runners],
-        "replay": rss_mib(replay[0]) if replay else None,
+        "runners": mean([rss_mib(pid) for pid in pids["EnvRunner"]]),
+        "replay": rss_mib(pids["ReplayActor"][0]) if pids["ReplayActor"] else None,
+        "learners": mean([rss_mib(pid) for pid in pids["learners"]]),
         "gcs": rss_mib(gcs) if gcs else None,
+        "raylet": rss_mib(raylet) if raylet else None,
         "object_store": object_store_mib(address),
     }
+
+
+def kill_one(address: str, class_name: str, count: int) -> int | None:
+    """SIGKILLs one alive actor of ``class_name`` (the ``count``-th, round robin); its pid, or None."""
+    pids = sorted(actor_pids(address)[class_name])
+    if not pids:
+        return None
+    pid = pids[count % len(pids)]
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def trend(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(slope in MiB per minute, the residuals' standard deviation in MiB) of a least-squares line."""
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    var = sum((t - mt) ** 2 for t, _ in points)
+    slope = sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
+    residuals = [v - (mv + slope * (t - mt)) for t, v in points]
+    return slope * 60.0, (sum(r * r for r in residuals) / max(n - 2, 1)) ** 0.5
+
+
+def plot(rows: list[tuple[float, dict[str, Any]]], path: Path, warmup_min: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for part in PARTS:
+        points = [(t / 60, row[part]) for t, row in rows if row[part] is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), label=part)
+    ax.axvline(warmup_min, color="grey", linestyle=":", label="end of warm-up")
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("RSS (MiB); object store: in use (MiB)")
+    ax.set_title("train-dqn soak with a runner killed every minute and the replay every 5")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def fmt(value: float | None) -> str:
@@ -108,8 +187,12 @@ def growth(first: float | None, last: float | None) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="how long the job runs")
-    parser.add_argument("--interval-s", type=float, default=30.0, help="seconds between memory lines")
-    parser.add_argument("--baseline-min", type=float, default=2.0, help="growth is measured from this mark")
+    parser.add_argument("--interval-s", type=float, default=10.0, help="seconds between memory samples")
+    parser.add_argument("--warmup-min", type=float, default=5.0, help="growth is measured from this mark")
+    parser.add_argument("--tail-min", type=float, default=10.0, help="the slope is fitted over these last minutes")
+    parser.add_argument("--kill-runner-every-s", type=float, default=60.0, help="0: no runner is killed")
+    parser.add_argument("--kill-replay-every-s", type=float, default=300.0, help="0: the replay is never killed")
+    parser.add_argument("--out", default="soak", help="<out>.csv and <out>.png are written")
     parser.add_argument("--address", default="", help="attach to this cluster (default: start one here)")
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count() or 2, help="CPUs of the started head")
     args = parser.parse_args()
@@ -142,24 +225,40 @@ def main() -> None:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
         cmd = [sys.executable, "-m", "ray_sampler", "train-dqn", "--address", address]
         cmd += ["--target-return", "1e9", "--max-env-steps", str(10**12)]
+        # A replay killed every few minutes restores from its last checkpoint: one every 30 s.
+        cmd += [
+            "--replay.checkpoint-path",
+            str(log_path.parent / "replay.parquet"),
+            "--replay.checkpoint-every-s",
+            "30",
+        ]
         with open(log_path, "wb") as log:
             job = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         print(f"soak: {' '.join(cmd[1:])} for {args.minutes:g} min; memory (RSS, MiB) every {args.interval_s:g} s")
         start = time.monotonic()
         end = start + args.minutes * 60
         next_at = start + args.interval_s
+        kills = {"EnvRunner": 0, "ReplayActor": 0}
+        every = {"EnvRunner": args.kill_runner_every_s, "ReplayActor": args.kill_replay_every_s}
+        kill_at = {name: start + s for name, s in every.items() if s > 0}
         while time.monotonic() < end:
             if job.poll() is not None:
                 raise SystemExit(f"the job exited early (rc {job.returncode}): {log_path.read_text()[-2000:]}")
-            time.sleep(max(0.0, min(next_at, end) - time.monotonic()))
+            time.sleep(max(0.0, min(next_at, end, *kill_at.values()) - time.monotonic()))
+            for name, at in list(kill_at.items()):
+                if time.monotonic() >= at:
+                    pid = kill_one(address, name, kills[name])
+                    kills[name] += pid is not None
+                    kill_at[name] = at + every[name]
+                    print(f"t={time.monotonic() - start:6.0f} s  killed {name} pid {pid}", flush=True)
+            if time.monotonic() < next_at:
+                continue
             row = sample(job, temp_dir, address)
             t = time.monotonic() - start
             rows.append((t, row))
             progress = log_path.read_text().strip().splitlines()[-1:] or [""]
             print(
-                f"t={t:6.0f} s  driver {fmt(row['driver'])}  runners {', '.join(fmt(r) for r in row['runners'])}  "
-                f"replay {fmt(row['replay'])}  gcs {fmt(row['gcs'])}  object store {fmt(row['object_store'])}  "
-                f"| {progress[0][:60]}",
+                f"t={t:6.0f} s  " + "  ".join(f"{p} {fmt(row[p])}" for p in PARTS) + f"  | {progress[0][:50]}",
                 flush=True,
             )
             next_at += args.interval_s
@@ -174,34 +273,40 @@ def main() -> None:
         if head is not None and temp_dir is not None:
             stop_head(head, temp_dir)
             shutil.rmtree(temp_dir, ignore_errors=True)
-    baseline = [row for t, row in rows if t >= args.baseline_min * 60]
-    if len(baseline) < 2:
-        raise SystemExit("too short to compare: run past --baseline-min")
-    first, last = baseline[0], baseline[-1]
-    result: dict[str, Any] = {"minutes": args.minutes, "baseline_min": args.baseline_min}
-    for part in ("driver", "replay", "gcs"):
-        result[part] = {"baseline_mib": first[part], "end_mib": last[part], "ratio": growth(first[part], last[part])}
-    # The object store holds a few MiB in flight at any moment: its peak says more than a ratio.
-    store = [row["object_store"] for row in baseline if row["object_store"] is not None]
-    result["object_store"] = {
-        "baseline_mib": first["object_store"],
-        "end_mib": last["object_store"],
-        "max_mib": max(store, default=None),
-    }
-    result["runners"] = [
-        {"baseline_mib": a, "end_mib": b, "ratio": growth(a, b)}
-        for a, b in zip(first["runners"], last["runners"], strict=False)
-    ]
-    print(f"growth from {args.baseline_min:g} min to the end (end / baseline; goal < 1.05):")
-    for part in ("driver", "replay", "gcs"):
-        r = result[part]
-        print(f"  {part:12s} {fmt(r['baseline_mib'])} -> {fmt(r['end_mib'])} MiB  ratio {fmt_ratio(r['ratio'])}")
-    r = result["object_store"]
-    print(
-        f"  object store {fmt(r['baseline_mib'])} -> {fmt(r['end_mib'])} MiB  (at most {fmt(r['max_mib'])} MiB in use)"
-    )
-    for i, r in enumerate(result["runners"], 1):
-        print(f"  runner {i:<5d} {fmt(r['baseline_mib'])} -> {fmt(r['end_mib'])} MiB  ratio {fmt_ratio(r['ratio'])}")
+    out = Path(args.out)
+    with open(out.with_suffix(".csv"), "w") as f:
+        f.write("t_s," + ",".join(PARTS) + "\n")
+        for t, row in rows:
+            f.write(f"{t:.1f}," + ",".join("" if row[p] is None else f"{row[p]:.2f}" for p in PARTS) + "\n")
+    plot(rows, out.with_suffix(".png"), args.warmup_min)
+    after = [(t, row) for t, row in rows if t >= args.warmup_min * 60]
+    if len(after) < 3:
+        raise SystemExit("too short to compare: run past --warmup-min")
+    tail_from = rows[-1][0] - args.tail_min * 60
+    result: dict[str, Any] = {"minutes": args.minutes, "warmup_min": args.warmup_min, "kills": kills, "parts": {}}
+    window = f"from {args.warmup_min:g} min to the end (end / start; goal < 1.05)"
+    print(f"{window}, and the slope of the last {args.tail_min:g} min:")
+    for part in PARTS:
+        points = [(t, row[part]) for t, row in after if row[part] is not None]
+        if len(points) < 3:
+            continue
+        first, last = points[0][1], points[-1][1]
+        tail = [(t, v) for t, v in points if t >= tail_from]
+        slope, noise = trend(tail) if len(tail) >= 3 else (0.0, 0.0)
+        rise = slope * args.tail_min
+        flagged = part != "object_store" and rise > 2 * noise and rise > 0.01 * last
+        result["parts"][part] = {
+            "start_mib": round(first, 1), "end_mib": round(last, 1), "ratio": round(last / first, 4) if first else None,
+            "max_mib": round(max(v for _, v in points), 1), "tail_slope_mib_per_min": round(slope, 3),
+            "tail_noise_mib": round(noise, 2), "tail_rising": flagged,
+        }  # fmt: skip
+        r = result["parts"][part]
+        print(
+            f"  {part:12s} {fmt(first)} -> {fmt(last)} MiB  ratio {fmt_ratio(r['ratio'])}  last {args.tail_min:g} min: "
+            f"{slope:+.2f} MiB/min (noise {noise:.2f} MiB){'  RISING' if flagged else ''}"
+        )
+    files = f"{out.with_suffix('.csv')}, {out.with_suffix('.png')}"
+    print(f"killed: {kills['EnvRunner']} runners, {kills['ReplayActor']} replay actors; written: {files}")
     print(json.dumps(result))
 
 
