@@ -38,6 +38,7 @@ The group never calls ``ray.init``; start Ray first.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import uuid
 from typing import Any
@@ -57,6 +58,8 @@ from ray_sampler.sampling.runner_fleet import Answer, RunnerFleet, SampleTimeout
 from ray_sampler.validate import check_int
 
 __all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
+
+logger = logging.getLogger("ray_sampler.sampling.env_runner_group")
 
 
 class EnvRunnerGroup:
@@ -183,7 +186,30 @@ class EnvRunnerGroup:
             num_dropped_by_scale=self._num_dropped_by_scale,
         )
         self.metrics = dataclasses.replace(self.metrics, **self._fleet.failures.metrics(len(self._fleet.actors)))
+        self._note_runners_left_out()
         return [result for _, result in ready]
+
+    def _note_runners_left_out(self) -> None:
+        """The metrics and one log line for the runners this call went on without, though not failed
+        (yet): unavailable (their node may be down) or waiting for room."""
+        unavailable, waiting = sorted(self._fleet.probing), sorted(self._fleet.waiting)
+        if not unavailable and not waiting:
+            return
+        parts = []
+        if unavailable:
+            parts.append(f"runners {unavailable} unavailable (their node may be down; replaced once Ray says so)")
+        if waiting:
+            parts.append(f"runners {waiting} waiting for room (their node is gone and no live node has room)")
+        line = f"{'; '.join(parts)}: this call went on without them"
+        logger.warning(line)
+        healthy = len(self._fleet.actors) - len(set(unavailable) | set(waiting))
+        self.metrics = dataclasses.replace(
+            self.metrics,
+            num_healthy_env_runners=healthy,
+            unavailable_runners=unavailable,
+            waiting_runners=waiting,
+            runner_failures=[*self.metrics.runner_failures, line],
+        )
 
     def sample_to_replay(
         self,

@@ -101,7 +101,14 @@ class GroupMetrics:
     num_env_runner_restarts: int = 0
     """Failed runners replaced since the start."""
     num_healthy_env_runners: int = 0
-    """Runners in the group at the end of the call (failed ones are replaced or the call raised)."""
+    """Runners in the group at the end of the call that can sample: not ``unavailable_runners`` nor
+    ``waiting_runners`` (failed ones are replaced or the call raised)."""
+    unavailable_runners: list[int] = dataclasses.field(default_factory=list)
+    """Runners Ray reported temporarily unavailable (their node may be down), not replaced until
+    they answer or Ray declares them dead; the call went on without them."""
+    waiting_runners: list[int] = dataclasses.field(default_factory=list)
+    """Replacements waiting for room: their bundle's node is gone and no live node has room for
+    it; the call went on without them, and their answer comes in a later call."""
     num_env_steps_lost: int = 0
     """Env steps that died with their runner, since the start: the steps of its request that never
     answered, and the steps it held for a dead replay actor (``num_env_steps_held_for_replay`` of

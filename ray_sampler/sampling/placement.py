@@ -67,6 +67,23 @@ class RunnerPlacement:
             ),
         }
 
+    def unplaced(self, indices: list[int]) -> list[int]:
+        """Those of ``indices`` whose bundle has no live node now: its node is gone and Ray has not
+        placed it again (no survivor has room), so a runner started in it waits for resources."""
+        import ray
+        from ray.util.placement_group import placement_group_table
+
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        tables: dict[int, Any] = {}
+        found = []
+        for index in indices:
+            group, bundle_index = self._bundles[index]
+            table = tables.setdefault(id(group), placement_group_table(group))
+            node = (table.get("bundles_to_node_id") or {}).get(bundle_index)
+            if table.get("state") != "CREATED" or node not in alive:
+                found.append(index)
+        return found
+
     def free(self, index: int) -> None:
         """Runner ``index`` stopped for good: its bundle goes back once its group has no runner left."""
         entry = self._bundles.pop(index, None)

@@ -28,6 +28,8 @@ from ray_sampler.sampling.runner_failures import RunnerFailures
 __all__ = ["Answer", "RunnerFleet", "SampleTimeoutError"]
 
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+_MIN_PING_INTERVAL_S = 0.2
+_RECHECK_PLACEMENT_S = 1.0
 
 Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
 """One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
@@ -50,37 +52,67 @@ class RunnerFleet:
         self.failures = RunnerFailures(group_config)
         self.placement = RunnerPlacement(group_config, name_prefix)
         self.inflight: dict[int, ray.ObjectRef] = {}
-        self.inflight_requests: dict[int, SampleRequest] = {}
+        self.inflight_requests: dict[int, SampleRequest | None] = {}  # None: a ping (see ``probing``)
         self.ready: list[tuple[int | None, Answer]] = []
         self.last_request: tuple[SampleRequest, Any] | None = None  # (request, replay) of the last call
         self.weights_ref: ray.ObjectRef | None = None
         self.connector_ref: ray.ObjectRef | None = None  # the last merged connector state
+        self.probing: dict[int, BaseException] = {}
+        """Runners found temporarily unavailable (``ActorUnavailableError``: their node may be gone,
+        or a connection dropped): worker index -> that error. Their ``inflight`` ref is a ``ping``
+        until it answers (the runner is replaced all the same: its lost answer broke its episodes) or
+        Ray declares the actor dead (replaced, once); meanwhile nothing else is sent to them, and no
+        replacement goes to a node Ray has not yet declared dead."""
+        self._last_ping: dict[int, float] = {}
+        self.unconfirmed: set[int] = set()
+        """Replacements that have not answered yet (their bundle may be waiting for room)."""
+        self.waiting: list[int] = []
+        """Runners the last ``collect`` went on without: replacements whose bundle no live node holds."""
 
     # ---------------------------------------------------------------- requests and answers
     def collect(self, deadline: float) -> None:
         """Moves finished in-flight results into ``ready`` until all are in or the deadline passes;
-        a failed runner is replaced and, during a sampling call, sent the call's request at once."""
+        a failed runner is replaced and, during a sampling call, sent the call's request at once. A
+        replacement whose bundle no live node holds (no survivor has room) is not waited for: its
+        request stays queued, and its answer comes in a later call (``waiting``)."""
+        self.waiting = []
         by_ref = {ref: index for index, ref in self.inflight.items()}
         pending = list(by_ref)
         while pending:
+            # Replacements not yet heard of: checked now and every second while they keep us waiting
+            # (one started in this call may find its node gone and no room).
+            starting = sorted(self.unconfirmed & {by_ref[r] for r in pending})
+            if starting:
+                self.waiting = sorted({*self.waiting, *self.placement.unplaced(starting)})
+                pending = [r for r in pending if by_ref[r] not in self.waiting]
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or not pending:
                 break
-            done, pending = ray.wait(pending, num_returns=1, timeout=remaining)
+            wait_s = min(remaining, _RECHECK_PLACEMENT_S) if starting else remaining
+            done, pending = ray.wait(pending, num_returns=1, timeout=wait_s)
             for ref in done:
                 index = by_ref[ref]
                 del self.inflight[index]
                 request = self.inflight_requests.pop(index)
+                unavailable = self.probing.pop(index, None)  # this ref is a ping to an unavailable runner
                 try:
-                    answer = self.answer(ray.get(ref), request, index)
+                    result = ray.get(ref)
+                except ray.exceptions.ActorUnavailableError as e:  # a "maybe": ask again, do not replace yet
+                    by_ref[self.probe(index, request, unavailable or e)] = index
+                    pending.append(self.inflight[index])
+                    continue
                 except ray.exceptions.RayError as e:
-                    self.fail(index, e, lost_request=request)
+                    result, unavailable = None, e
+                if unavailable is not None:  # dead, or back with its answer lost: replaced, once
+                    self.fail(index, unavailable, lost_request=request)
                     if index in self.actors and self.last_request is not None:
                         request, replay = self.last_request
                         by_ref[self.submit(index, request.without_reset(), replay)] = index
                         pending.append(self.inflight[index])
                     continue
-                self.ready.append((index, answer))
+                assert request is not None, "only a ping stands for no request, and a ping's answer is handled above"
+                self.unconfirmed.discard(index)
+                self.ready.append((index, self.answer(result, request, index)))
                 if self.group_config.keep_sampling and self.last_request is not None:
                     # One request ahead, with this call's arguments; a reset is never repeated.
                     request, replay = self.last_request
@@ -93,6 +125,19 @@ class RunnerFleet:
         if self.config.seed is not None:
             ready.sort(key=lambda item: -1 if item[0] is None else item[0])
         return ready
+
+    def probe(self, index: int, request: SampleRequest | None, error: BaseException) -> ray.ObjectRef:
+        """Pings runner ``index``, found unavailable with ``error`` while answering ``request`` (see
+        ``probing``); the ping stands in ``inflight`` for the lost request."""
+        since = time.monotonic() - self._last_ping.get(index, float("-inf"))
+        if since < _MIN_PING_INTERVAL_S:  # a ping that fails at once is not sent again at once
+            time.sleep(_MIN_PING_INTERVAL_S - since)
+        self._last_ping[index] = time.monotonic()
+        ref = self.actors[index].ping.remote()
+        self.inflight[index] = ref
+        self.inflight_requests[index] = request
+        self.probing[index] = error
+        return ref
 
     def submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
         """Sends ``request`` to runner ``index`` (its chunks to go to ``replay`` if given)."""
@@ -123,6 +168,8 @@ class RunnerFleet:
             return  # handled already
         ref = self.inflight.pop(index, None)
         request = self.inflight_requests.pop(index, None) if lost_request is None else lost_request
+        if self.probing.pop(index, None) is not None:
+            ref = None  # a ping, not the request's answer: the request is lost
         if ref is not None and request is not None and ray.wait([ref], timeout=0)[0]:
             try:  # answered before it died: the result is in the object store, not lost
                 self.ready.append((index, self.answer(ray.get(ref), request, index)))
@@ -142,6 +189,7 @@ class RunnerFleet:
             if delay_s > 0:
                 time.sleep(delay_s)
             actor = self.start_runner(index, self._num_workers[index], restart=self.failures.num_restarts)
+            self.unconfirmed.add(index)
             # Calls to one actor run in order: these land before its first sample.
             if self.weights_ref is not None:
                 actor.set_state.remote(self.weights_ref)
@@ -149,6 +197,7 @@ class RunnerFleet:
                 actor.set_state.remote(self.connector_ref)
             self.actors[index] = actor
         else:
+            self.unconfirmed.discard(index)
             self.placement.free(index)
 
     def start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
@@ -168,16 +217,30 @@ class RunnerFleet:
         )
 
     def wait_all(
-        self, refs: dict[ray.ObjectRef, int], timeout_s: float, what: str, *, on_failure: str = "replace"
+        self,
+        refs: dict[ray.ObjectRef, int],
+        timeout_s: float,
+        what: str,
+        *,
+        on_failure: str = "replace",
+        late_ok: bool = False,
     ) -> list[Any]:
         """The results of the calls ``refs`` (ref -> worker index) of the runners that did not fail;
         a failed runner is replaced (``on_failure="replace"``), dropped (``"drop"``), or its error
-        raised (``"raise"``). A call still running at the deadline raises SampleTimeoutError."""
+        raised (``"raise"``). A call still running at the deadline raises SampleTimeoutError, unless
+        ``late_ok`` (a state sent: calls to an actor run in order, so it lands before the runner's
+        next sample even late; a runner whose node crashed answers nothing until Ray says so)."""
         done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
         results = []
         for ref in done:
             try:
                 results.append(ray.get(ref))
+            except ray.exceptions.ActorUnavailableError as e:
+                if on_failure == "raise":
+                    raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
+                index = refs[ref]  # a "maybe" (see ``probing``): pinged, unless its sampling request will tell
+                if index in self.actors and index not in self.inflight:
+                    self.probe(index, None, e)
             except ray.exceptions.RayError as e:
                 if on_failure == "raise":
                     missing = _MISSING_MODULE.search(str(e))
@@ -189,7 +252,7 @@ class RunnerFleet:
                         ) from e
                     raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
                 self.fail(refs[ref], e, replace=on_failure == "replace")
-        if pending:
+        if pending and not late_ok:
             late = sorted(refs[r] for r in pending)
             raise SampleTimeoutError(f"env runners {late} did not {what} within {timeout_s} s")
         return results
@@ -197,6 +260,8 @@ class RunnerFleet:
     def remove(self, index: int) -> None:
         """Kills runner ``index`` on purpose (scale-down): not a failure, nothing of it is tracked."""
         self.failures.forget(index)
+        self.unconfirmed.discard(index)
+        self.probing.pop(index, None)
         ray.kill(self.actors.pop(index))
         self.placement.free(index)
 
@@ -206,6 +271,8 @@ class RunnerFleet:
             ray.kill(actor)
         self.actors.clear()
         self.inflight.clear()
+        self.probing.clear()
+        self.unconfirmed.clear()
         self.placement.release_all()
 
     def start_new(self, indices: list[int], num_workers: int) -> None:
@@ -241,13 +308,20 @@ class RunnerFleet:
                 "no runner was stopped (scale down again once they finish)"
             )
         for ref, i in inflight.items():  # no new request for a runner about to stop
-            del self.inflight[i]
-            request = self.inflight_requests.pop(i)
+            unavailable = self.probing.get(i)
+            request = self.inflight_requests[i]
+            if unavailable is not None or request is None:  # its answer is lost: a failure, not replaced
+                self.fail(i, unavailable or RuntimeError("no answer"), lost_request=request, replace=False)
+                continue
+            del self.inflight[i], self.inflight_requests[i]
             try:
                 self.ready.append((i, self.answer(ray.get(ref), request, i)))
             except ray.exceptions.RayError as e:
                 self.fail(i, e, lost_request=request, replace=False)
 
     def broadcast(self, state_ref: ray.ObjectRef, timeout_s: float, what: str) -> None:
-        """Sends the state ``state_ref`` (one ``ray.put``) to every runner and waits for all of them."""
-        self.wait_all({a.set_state.remote(state_ref): i for i, a in self.actors.items()}, timeout_s, what)
+        """Sends the state ``state_ref`` (one ``ray.put``) to every runner and waits for them up to
+        ``timeout_s`` (not to one being probed: its replacement, if any, takes the newest state when
+        it starts; a late one takes it before its next sample)."""
+        calls = {a.set_state.remote(state_ref): i for i, a in self.actors.items() if i not in self.probing}
+        self.wait_all(calls, timeout_s, what, late_ok=True)

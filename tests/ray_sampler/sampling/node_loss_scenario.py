@@ -34,8 +34,14 @@ NUM_RUNNERS = 4
 SAMPLE_TIMEOUT_S = 10.0
 NUM_CALLS_AFTER_LOSS = 6
 # Node death is told to the GCS when the raylet shuts down; the fast health checks catch a raylet
-# that dies without a word.
-SYSTEM_CONFIG = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200, "health_check_failure_threshold": 3}
+# that dies without a word. With --default-health-checks the cluster keeps Ray's own (a real
+# cluster's: a crashed node is declared dead some 15-30 s later, and its actors are only
+# "temporarily unavailable" until then).
+FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200}
+FAST_HEALTH_CHECKS["health_check_failure_threshold"] = 3
+MAX_S_AFTER_LOSS = 120.0
+"""Calls go on past NUM_CALLS_AFTER_LOSS until the lost runners are replaced and two more calls
+answered (Ray's own health checks take 15-30 s to declare a crashed node dead), up to this."""
 
 
 def process_stamp_creator(ctx: Any) -> StampEnv:
@@ -49,7 +55,8 @@ def process_stamp_creator(ctx: Any) -> StampEnv:
 
 def node_ids(group: EnvRunnerGroup) -> dict[int, str | None]:
     """Worker index -> the id of the node its actor runs on (None: the actor is dead, as a runner on
-    the removed node is when restarts are off and the group raised before getting to it)."""
+    the removed node is when restarts are off and the group raised before getting to it, or it is
+    not placed, as a replacement waiting for room)."""
     refs = {
         i: group.actor(i).__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())
         for i in group.worker_indices
@@ -58,7 +65,7 @@ def node_ids(group: EnvRunnerGroup) -> dict[int, str | None]:
     for i, ref in refs.items():
         try:
             found[i] = ray.get(ref, timeout=SAMPLE_TIMEOUT_S)
-        except ray.exceptions.RayActorError:
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             found[i] = None
     return found
 
@@ -67,16 +74,20 @@ SCENARIOS = {
     "graceful": {"restart": True, "abrupt": False},
     "abrupt": {"restart": True, "abrupt": True},
     "no-restart": {"restart": False, "abrupt": False},
+    # Runners fill every CPU (6 of 6): the survivors have no room for the lost node's replacements.
+    "abrupt-no-room": {"restart": True, "abrupt": True, "num_runners": 6},
 }
 
 
-def lose_a_node(cluster: Cluster, workers: list[Any], *, restart: bool, abrupt: bool) -> tuple[dict[str, Any], Any]:
+def lose_a_node(
+    cluster: Cluster, workers: list[Any], *, restart: bool, abrupt: bool, num_runners: int = NUM_RUNNERS
+) -> tuple[dict[str, Any], Any]:
     """One scenario on the running cluster: its findings and the worker node it removed."""
-    findings: dict[str, Any] = {"error": None, "sample_s": [], "runner_failures": []}
+    findings: dict[str, Any] = {"error": None, "sample_s": [], "runner_failures": [], "late_runners": []}
     chunks: list[SingleAgentEpisode] = []
     config = EnvRunnerConfig(env=process_stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=10)
     group_config = EnvRunnerGroupConfig(
-        num_env_runners=NUM_RUNNERS,
+        num_env_runners=num_runners,
         num_cpus_per_env_runner=1.0,
         sample_timeout_s=SAMPLE_TIMEOUT_S,
         delay_between_env_runner_restarts_s=0.0,
@@ -88,12 +99,20 @@ def lose_a_node(cluster: Cluster, workers: list[Any], *, restart: bool, abrupt: 
         victim = max(workers, key=lambda n: sum(v == n.node_id for v in before.values()))
         findings["runners_on_removed_node"] = sorted(i for i, n in before.items() if n == victim.node_id)
         cluster.remove_node(victim, allow_graceful=not abrupt)
+        removed_at, calls_after_restarts = time.monotonic(), 0
         try:
-            for _ in range(NUM_CALLS_AFTER_LOSS):
+            while len(findings["sample_s"]) < NUM_CALLS_AFTER_LOSS or calls_after_restarts < 2:
                 start = time.monotonic()
                 chunks += group.sample()
                 findings["sample_s"].append(round(time.monotonic() - start, 3))
                 findings["runner_failures"] += group.metrics.runner_failures
+                findings["late_runners"].append(group.metrics.late_runners)
+                findings.setdefault("healthy", []).append(group.metrics.num_healthy_env_runners)
+                findings.setdefault("waiting", []).append(group.metrics.waiting_runners)
+                lost_so_far = group.metrics.num_env_runner_restarts >= len(findings["runners_on_removed_node"])
+                calls_after_restarts += lost_so_far
+                if time.monotonic() - removed_at > MAX_S_AFTER_LOSS:
+                    break
         except EnvRunnerFailedError as e:
             findings["error"] = f"EnvRunnerFailedError: {e}"
         after = node_ids(group)
@@ -103,6 +122,7 @@ def lose_a_node(cluster: Cluster, workers: list[Any], *, restart: bool, abrupt: 
             worker_indices=group.worker_indices,
             runners_on_removed_node_after=sorted(i for i, n in after.items() if n == victim.node_id),
             num_episodes_abandoned=group.metrics.num_episodes_abandoned,
+            num_env_steps_lost=group.metrics.num_env_steps_lost,
             num_chunks=len(chunks),
             num_env_steps=sum(len(c) for c in chunks),
         )
@@ -114,11 +134,11 @@ def lose_a_node(cluster: Cluster, workers: list[Any], *, restart: bool, abrupt: 
     return findings, victim
 
 
-def run(scenarios: list[str]) -> dict[str, Any]:
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "include_dashboard": False, "_system_config": SYSTEM_CONFIG},
-    )
+def run(scenarios: list[str], *, fast_health_checks: bool = True) -> dict[str, Any]:
+    head_args: dict[str, Any] = {"num_cpus": 2, "include_dashboard": False}
+    if fast_health_checks:
+        head_args["_system_config"] = FAST_HEALTH_CHECKS
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
     found: dict[str, Any] = {}
     try:
         workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
@@ -138,4 +158,5 @@ def run(scenarios: list[str]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(sys.argv[1:])), flush=True)
+    names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    print(json.dumps(run(names, fast_health_checks="--default-health-checks" not in sys.argv)), flush=True)
