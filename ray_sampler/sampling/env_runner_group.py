@@ -38,7 +38,6 @@ The group never calls ``ray.init``; start Ray first.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 import uuid
 from typing import Any
@@ -58,8 +57,6 @@ from ray_sampler.sampling.runner_fleet import Answer, RunnerFleet, SampleTimeout
 from ray_sampler.validate import check_int
 
 __all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
-
-logger = logging.getLogger("ray_sampler.sampling.env_runner_group")
 
 
 class EnvRunnerGroup:
@@ -170,6 +167,12 @@ class EnvRunnerGroup:
                 raise self._fleet.failures.error(
                     f"no env runner answered within the deadline (runners {late} starting)"
                 )
+            unavailable, waiting = sorted(self._fleet.probing), sorted(self._fleet.waiting)
+            if unavailable or waiting:
+                raise SampleTimeoutError(
+                    f"no env runner answered within the deadline (runners {unavailable} unavailable, their node "
+                    f"may be down; {waiting} waiting for room)"
+                )
             raise SampleTimeoutError(f"no env runner answered within the deadline (runners {late} still sampling)")
         ready = self._fleet.take_ready()
         if self._drained:
@@ -201,7 +204,6 @@ class EnvRunnerGroup:
         if waiting:
             parts.append(f"runners {waiting} waiting for room (their node is gone and no live node has room)")
         line = f"{'; '.join(parts)}: this call went on without them"
-        logger.warning(line)
         healthy = len(self._fleet.actors) - len(set(unavailable) | set(waiting))
         self.metrics = dataclasses.replace(
             self.metrics,
@@ -300,8 +302,9 @@ class EnvRunnerGroup:
     def _merge_connector_states(self, timeout_s: float) -> dict[str, Any]:
         from connectors.pipeline import ConnectorPipelineV2
 
+        skip = self._fleet.left_out()  # unavailable or waiting for room: what they saw merges next time
         states = self._fleet.wait_all(
-            {a.get_state.remote(): i for i, a in self._fleet.actors.items()}, timeout_s, "report state"
+            {a.get_state.remote(): i for i, a in self._fleet.actors.items() if i not in skip}, timeout_s, "report state"
         )
         if not states and not self._stopped_connector_states and self.merged_connector_states is not None:
             return self.merged_connector_states  # nobody saw anything since: what was agreed stands
@@ -359,8 +362,9 @@ class EnvRunnerGroup:
         Raises SampleTimeoutError if some are still in flight at the deadline (they stay there)."""
         self._fleet.last_request = None  # no request ahead from here on
         self._fleet.collect(time.monotonic() + (timeout_s or self.group_config.sample_timeout_s))
-        if self._fleet.inflight:
-            raise SampleTimeoutError(f"runners {sorted(self._fleet.inflight)} still sampling at the deadline")
+        still = sorted(self._fleet.inflight.keys() - self._fleet.left_out())  # the left out never answer soon
+        if still:
+            raise SampleTimeoutError(f"runners {still} still sampling at the deadline")
         ready = self._fleet.take_ready()
         return [result for _, result in ready]
 

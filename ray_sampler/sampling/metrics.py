@@ -126,7 +126,8 @@ class GroupMetrics:
     complete mode, which ships no unfinished chunk)."""
     runner_failures: list[str] = dataclasses.field(default_factory=list)
     """One line per runner failure handled since the previous sampling call (e.g. ``runner 2
-    died (ActorDiedError: ...); restarted (restart 3 of 1000)``), for a training loop's log."""
+    died (ActorDiedError: ...); restarted (restart 3 of 1000)``), and one for the runners the call
+    went on without (``unavailable_runners``, ``waiting_runners``), for a training loop's log."""
     num_sub_env_restarts: int = 0
     """Sub-envs the answering runners rebuilt in their calls (``RunnerMetrics.num_sub_env_restarts``)."""
     num_env_steps_dropped: int = 0

@@ -8,6 +8,7 @@ fresh seed; what died with it is counted (``runner_failures.py``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import time
 from typing import Any
@@ -25,6 +26,8 @@ from ray_sampler.sampling.placement import RunnerPlacement
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_failures import RunnerFailures
 
+logger = logging.getLogger("ray_sampler.sampling.runner_fleet")
+
 __all__ = ["Answer", "RunnerFleet", "SampleTimeoutError"]
 
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -33,6 +36,18 @@ _RECHECK_PLACEMENT_S = 1.0
 
 Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
 """One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
+
+
+def _start_error(index: int, error: BaseException) -> RaySamplerError:
+    """The error of runner ``index`` failing a call the group cannot go on without (its start)."""
+    missing = _MISSING_MODULE.search(str(error))
+    if missing is not None:  # the user's code (or a package it needs) did not reach the runner's worker
+        return EnvCreatorError(
+            f"env runner {index} could not start: its worker cannot import {missing.group(1)!r}; ship your module to "
+            "the cluster's workers (--working-dir or --py-modules; from Python, ray.init(runtime_env=...)), or install "
+            "the package there (a runtime env's pip): docs/custom_envs.md"
+        )
+    return EnvRunnerFailedError(f"env runner {index} failed: {error}")
 
 
 class SampleTimeoutError(RaySamplerError, TimeoutError):
@@ -76,13 +91,15 @@ class RunnerFleet:
         replacement whose bundle no live node holds (no survivor has room) is not waited for: its
         request stays queued, and its answer comes in a later call (``waiting``)."""
         self.waiting = []
+        checked_at = float("-inf")
         by_ref = {ref: index for index, ref in self.inflight.items()}
         pending = list(by_ref)
         while pending:
             # Replacements not yet heard of: checked now and every second while they keep us waiting
             # (one started in this call may find its node gone and no room).
             starting = sorted(self.unconfirmed & {by_ref[r] for r in pending})
-            if starting:
+            if starting and time.monotonic() >= checked_at + _RECHECK_PLACEMENT_S:
+                checked_at = time.monotonic()
                 self.waiting = sorted({*self.waiting, *self.placement.unplaced(starting)})
                 pending = [r for r in pending if by_ref[r] not in self.waiting]
             remaining = deadline - time.monotonic()
@@ -95,6 +112,7 @@ class RunnerFleet:
                 del self.inflight[index]
                 request = self.inflight_requests.pop(index)
                 unavailable = self.probing.pop(index, None)  # this ref is a ping to an unavailable runner
+                died: BaseException | None = None
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.ActorUnavailableError as e:  # a "maybe": ask again, do not replace yet
@@ -102,9 +120,12 @@ class RunnerFleet:
                     pending.append(self.inflight[index])
                     continue
                 except ray.exceptions.RayError as e:
-                    result, unavailable = None, e
-                if unavailable is not None:  # dead, or back with its answer lost: replaced, once
-                    self.fail(index, unavailable, lost_request=request)
+                    result, died = None, e
+                if died is None and unavailable is not None and request is None:
+                    self.resend_state(index)  # back, and only a state call's answer was lost: nothing to replace
+                    continue
+                if died is not None or unavailable is not None:  # dead, or back with its answer lost: replaced, once
+                    self.fail(index, died or unavailable, lost_request=request)  # type: ignore[arg-type]
                     if index in self.actors and self.last_request is not None:
                         request, replay = self.last_request
                         by_ref[self.submit(index, request.without_reset(), replay)] = index
@@ -138,6 +159,17 @@ class RunnerFleet:
         self.inflight_requests[index] = request
         self.probing[index] = error
         return ref
+
+    def resend_state(self, index: int) -> None:
+        """Sends runner ``index`` the last broadcast weights and connector states again (a call of
+        theirs may have been lost while it was unavailable; calls to one actor run in order)."""
+        for ref in (self.weights_ref, self.connector_ref):
+            if ref is not None:
+                self.actors[index].set_state.remote(ref)
+
+    def left_out(self) -> set[int]:
+        """Runners no call waits for: being probed (unavailable) or waiting for room."""
+        return set(self.probing) | set(self.waiting)
 
     def submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
         """Sends ``request`` to runner ``index`` (its chunks to go to ``replay`` if given)."""
@@ -233,28 +265,24 @@ class RunnerFleet:
         done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
         results = []
         for ref in done:
+            index = refs[ref]
             try:
                 results.append(ray.get(ref))
-            except ray.exceptions.ActorUnavailableError as e:
-                if on_failure == "raise":
-                    raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
-                index = refs[ref]  # a "maybe" (see ``probing``): pinged, unless its sampling request will tell
-                if index in self.actors and index not in self.inflight:
-                    self.probe(index, None, e)
             except ray.exceptions.RayError as e:
-                if on_failure == "raise":
-                    missing = _MISSING_MODULE.search(str(e))
-                    if missing is not None:  # the user's code did not reach the runner's worker
-                        raise EnvCreatorError(
-                            f"env runner {refs[ref]} could not start: its worker cannot import {missing.group(1)!r}; "
-                            "ship the module to the cluster's workers (--working-dir or --py-modules; from Python, "
-                            "ray.init(runtime_env=...): docs/custom_envs.md)"
-                        ) from e
-                    raise EnvRunnerFailedError(f"env runner {refs[ref]} failed: {e}") from e
-                self.fail(refs[ref], e, replace=on_failure == "replace")
-        if pending and not late_ok:
-            late = sorted(refs[r] for r in pending)
+                unavailable = isinstance(e, ray.exceptions.ActorUnavailableError)
+                if unavailable and on_failure == "replace":  # a "maybe" (see ``probing``): pinged, not replaced
+                    if index in self.actors and index not in self.inflight:  # else its sampling request will tell
+                        self.probe(index, None, e)
+                elif on_failure == "raise":
+                    raise _start_error(index, e) from e
+                else:
+                    self.fail(index, e, replace=on_failure == "replace")
+        late = sorted(refs[r] for r in pending)
+        if late and not late_ok:
             raise SampleTimeoutError(f"env runners {late} did not {what} within {timeout_s} s")
+        if late:
+            note = "it lands before their next sample"
+            logger.warning("env runners %s did not %s within %g s: %s", late, what, timeout_s, note)
         return results
 
     def remove(self, index: int) -> None:
@@ -262,6 +290,9 @@ class RunnerFleet:
         self.failures.forget(index)
         self.unconfirmed.discard(index)
         self.probing.pop(index, None)
+        self._last_ping.pop(index, None)
+        self.inflight.pop(index, None)
+        self.inflight_requests.pop(index, None)
         ray.kill(self.actors.pop(index))
         self.placement.free(index)
 
@@ -298,6 +329,9 @@ class RunnerFleet:
     def settle(self, indices: list[int], timeout_s: float) -> None:
         """Moves the in-flight answers of runners ``indices`` into ``ready`` without sending them more
         (they are about to stop); all or none: SampleTimeoutError if one is still sampling."""
+        left_out = self.left_out()
+        for i in sorted(left_out & set(indices) & self.inflight.keys()):  # never coming: lost, not waited for
+            self.fail(i, self.probing.get(i) or RuntimeError("waiting for room"), replace=False)
         inflight = {self.inflight[i]: i for i in indices if i in self.inflight}
         if not inflight:
             return
@@ -321,7 +355,9 @@ class RunnerFleet:
 
     def broadcast(self, state_ref: ray.ObjectRef, timeout_s: float, what: str) -> None:
         """Sends the state ``state_ref`` (one ``ray.put``) to every runner and waits for them up to
-        ``timeout_s`` (not to one being probed: its replacement, if any, takes the newest state when
-        it starts; a late one takes it before its next sample)."""
-        calls = {a.set_state.remote(state_ref): i for i, a in self.actors.items() if i not in self.probing}
+        ``timeout_s`` (a late one takes it before its next sample: logged). Not to runners left out
+        (``left_out``): a runner being probed gets it again if it comes back, a replacement waiting
+        for room takes the newest state when it starts."""
+        skip = self.left_out()
+        calls = {a.set_state.remote(state_ref): i for i, a in self.actors.items() if i not in skip}
         self.wait_all(calls, timeout_s, what, late_ok=True)

@@ -125,9 +125,9 @@ def test_without_shipping_the_runners_cannot_import_the_module(
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert done.stdout.splitlines()[-1] == (
-        "REFUSED env runner 1 could not start: its worker cannot import 'lightside'; ship the module to the "
-        "cluster's workers (--working-dir or --py-modules; from Python, ray.init(runtime_env=...): "
-        "docs/custom_envs.md)"
+        "REFUSED env runner 1 could not start: its worker cannot import 'lightside'; ship your module to the "
+        "cluster's workers (--working-dir or --py-modules; from Python, ray.init(runtime_env=...)), or install the "
+        "package there (a runtime env's pip): docs/custom_envs.md"
     )
 
 
