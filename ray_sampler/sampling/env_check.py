@@ -31,11 +31,13 @@ is allowed, e.g. ``env 'NaNObs-v0' failed its check at step 3: observation has N
 
 Bad data that appears only later, on a runner: the runner refuses NaN and inf in observations
 and rewards at every vector step (``EnvRunnerConfig.check_env_data``, vectorized over the
-sub-envs: about 4 us per vector step; see ``VectorStepper``): the sampling call raises
-``EnvError`` naming the sub-env, so its data is never shipped, and the group counts it as a
-runner failure (replaced, or ``EnvRunnerFailedError``). Out-of-space observations and reward
-types are not checked at run time (``space.contains`` per sub-env per step would cost more than
-the sampling it guards).
+sub-envs: about 4 us per vector step; see ``VectorStepper``), and observations outside their space
+in each sub-env's first ``check_env_first_steps`` calls (``SubEnvVector``; not later: a
+``space.contains`` per sub-env per step would cost more than the sampling it guards). The
+sampling call raises ``EnvError`` naming the sub-env, so its data is never shipped, and the group
+counts it as a runner failure (replaced, or ``EnvRunnerFailedError``). A vector-env creator's
+vector env is not checked here (gymnasium's checker takes single envs) nor against its space on
+the runners: only its NaN and inf are.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def check_env(
     instance = make_one_env(env, config, max_episode_steps=max_episode_steps)
     if isinstance(instance, gym.vector.VectorEnv):  # gymnasium's checker takes single envs
         instance.close()
-        _logger.debug("check_env(%r): a vector-env creator; the runners' own checks take it", name)
+        _logger.debug("check_env(%r): a vector-env creator: not checked (the runners refuse its NaN and inf)", name)
         return
     try:
         with warnings.catch_warnings(record=True) as caught:

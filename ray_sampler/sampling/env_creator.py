@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 import ray_sampler.envs  # noqa: F401  # registers the project's envs (StatelessCartPole-v1, Atari) where envs are made
 from ray_sampler.envs.atari import atari_install_hint
 from ray_sampler.envs.minigrid import ensure_registered, minigrid_install_hint
-from ray_sampler.errors import EnvCreatorError
+from ray_sampler.errors import EnvCreatorError, first_line
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.sub_envs import SubEnvVector
@@ -141,10 +142,6 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], Any
     )
 
 
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0]
-
-
 def _from_module(env: str) -> Callable[[EnvContext], Any]:
     """``"module:Name"``: imports the module (as gymnasium's ``make("module:Id")`` does), then takes
     its attribute ``Name`` (an env class or a creator) or the gymnasium id importing it registered."""
@@ -155,7 +152,7 @@ def _from_module(env: str) -> Callable[[EnvContext], Any]:
         module = importlib.import_module(module_name)
     except Exception as e:
         raise EnvCreatorError(
-            f"'env' {env!r}: module {module_name!r} does not import: {type(e).__name__}: {_first_line(e)} "
+            f"'env' {env!r}: module {module_name!r} does not import: {type(e).__name__}: {first_line(e)} "
             "(searched: the current directory, PYTHONPATH and the installed packages)"
         ) from None
     found = getattr(module, name, None)
@@ -216,7 +213,7 @@ def _checked_env(
     except Exception as e:  # the user's creator failed: say which sub-env, keep the cause
         raise EnvCreatorError(
             f"env creator {_name(creator)} failed for worker_index={ctx.worker_index}, "
-            f"vector_index={ctx.vector_index}: {type(e).__name__}: {_first_line(e)}"
+            f"vector_index={ctx.vector_index}: {type(e).__name__}: {first_line(e)}"
         ) from e
     if vector_ok and isinstance(env, gym.vector.VectorEnv):
         if max_episode_steps is not None:
@@ -260,6 +257,10 @@ def env_name(env: str | Callable[..., Any]) -> str:
     return env if isinstance(env, str) else _name(env)
 
 
+_MAX_PROBES = 8
+_PROBES: dict[Any, EnvProbe] = {}  # (env, its config as JSON) -> the probe, oldest first
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvProbe:
     """What one sub-env, built as a runner builds its own, tells of the env."""
@@ -273,27 +274,44 @@ class EnvProbe:
 def probe_env(env: str | Callable[..., Any], env_config: dict[str, Any] | None = None) -> EnvProbe:
     """Builds one sub-env of ``env`` (any form ``resolve_creator`` takes) with ``env_config``,
     through the runners' own path (``make_vector_env``), and closes it: the spaces learners and
-    checks use, never from a second ``gymnasium.make``."""
+    checks use, never from a second ``gymnasium.make``. The last few probes are remembered (a
+    command asks several times before it trains: its checks, the stop rule, the learners)."""
+    try:
+        key: Any = (env, json.dumps(env_config or {}, sort_keys=True, default=repr))
+        known = _PROBES.get(key)
+    except TypeError:  # an unhashable creator: probed every time
+        key, known = None, None
+    if known is not None:
+        return known
     config = EnvRunnerConfig(env=env, env_config=dict(env_config or {}), num_envs_per_env_runner=1)
-    vector = make_vector_env(config, worker_index=0, num_workers=0)
+    vector = make_vector_env(config, worker_index=0, num_workers=0, any_vector_size=True)
     try:
         one = vector.envs[0] if isinstance(vector, SubEnvVector) else vector
         threshold = getattr(getattr(one, "spec", None), "reward_threshold", None)
-        return EnvProbe(
+        probe = EnvProbe(
             vector.single_observation_space,
             vector.single_action_space,
             None if threshold is None else float(threshold),
         )
     finally:
         vector.close()
+    if key is not None:
+        _PROBES[key] = probe
+        while len(_PROBES) > _MAX_PROBES:
+            del _PROBES[next(iter(_PROBES))]
+    return probe
 
 
-def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: int) -> gym.vector.VectorEnv:
+def make_vector_env(
+    config: EnvRunnerConfig, *, worker_index: int, num_workers: int, any_vector_size: bool = False
+) -> gym.vector.VectorEnv:
     """The vector env of one runner; spaces are checked to agree across sub-envs.
 
     Sync mode builds a ``SubEnvVector`` (gymnasium's SyncVectorEnv, SAME_STEP, with sub-envs that
     fail alone and, with ``restart_failed_sub_environments``, are rebuilt through the creator
-    under the same indices); a native vector env is gymnasium's own and is rebuilt whole."""
+    under the same indices); a native vector env is gymnasium's own and is rebuilt whole.
+    ``any_vector_size``: a vector-env creator may return another number of sub-envs than
+    ``num_envs_per_env_runner`` (the driver's probes, which build fewer than a runner)."""
     n = config.num_envs_per_env_runner
     if config.vectorization_mode is VectorizationMode.VECTOR_ENTRY_POINT:
         if isinstance(config.env, str):
@@ -322,7 +340,7 @@ def make_vector_env(config: EnvRunnerConfig, *, worker_index: int, num_workers: 
         creator, _context(config, worker_index, 0, num_workers), env_time_limit(config), vector_ok=True
     )
     if isinstance(first, gym.vector.VectorEnv):  # a vector-env creator: stepped as it is, as a native one
-        if first.num_envs != n:
+        if first.num_envs != n and not any_vector_size:
             first.close()
             raise EnvCreatorError(
                 f"env creator {_name(creator)} returned a vector env of {first.num_envs} sub-envs; "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import tracemalloc
+from typing import Any
 
 from connectors.env_to_module import env_to_module_observation_space
 from ray_sampler.data.spaces import check_space
@@ -44,13 +45,20 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
         probe = dataclasses.replace(
             config, num_envs_per_env_runner=min(config.num_envs_per_env_runner, _PROBE_SUB_ENVS)
         )
+        workers = group_config.num_env_runners
+
+        def build(cfg: EnvRunnerConfig) -> Any:
+            return make_vector_env(cfg, worker_index=0, num_workers=workers, any_vector_size=True)
+
+        # A first build, not measured: the imports and caches a first env brings are no sub-env's.
+        build(dataclasses.replace(probe, num_envs_per_env_runner=1)).close()
         tracing = tracemalloc.is_tracing()  # a user's own tracing stays on
         if not tracing:
             tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
         try:
-            env = make_vector_env(probe, worker_index=0, num_workers=group_config.num_env_runners)
-            sub_env_bytes = max(tracemalloc.get_traced_memory()[0] - before, 0) / probe.num_envs_per_env_runner
+            env = build(probe)
+            sub_env_bytes = max(tracemalloc.get_traced_memory()[0] - before, 0) / env.num_envs
         finally:
             if not tracing:
                 tracemalloc.stop()

@@ -19,7 +19,8 @@ sub-env makes its step whatever another one does:
 A ``try`` costs nothing in the no-fault path (Python 3.11 zero-cost exceptions).
 
 What a sub-env returns is checked, and an env that breaks the contract raises ``EnvError`` naming
-the sub-env and what was expected (never restarted: a rebuilt one would break it again):
+the sub-env and what was expected (the sub-env is not rebuilt, as one that raised is: a rebuilt
+one would break it again; its step is dropped and counted):
 ``reset()`` must return ``(observation, info)`` and ``step()`` five values (the old gym API
 returned the observation alone, and four values); for the first ``check_steps`` calls of each
 sub-env (its resets included; a rebuilt sub-env starts again), every observation must lie in
@@ -128,8 +129,10 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
                 try:
                     obs, reward, terminated, truncated, env_info = result
                 except (TypeError, ValueError):
+                    self.num_stepped_before_error = i + 1 - len(self.failed)  # its step happened: dropped, counted
                     raise self._broken_api(i, "step", result) from None
                 if checking and self._checks_left[i]:
+                    self.num_stepped_before_error = i + 1 - len(self.failed)  # in case the check refuses it
                     self._check(i, "step", obs)
                 self._env_obs[i], self._rewards[i], self._terminations[i], self._truncations[i] = (
                     obs,
@@ -145,10 +148,12 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
                         self.num_stepped_before_error = i + 1 - len(self.failed)
                         env_info = self._restart(i, "reset", e)
                     else:
+                        self.num_stepped_before_error = i + 1 - len(self.failed)  # in case the reset is refused
                         self._env_obs[i], env_info = self._reset_result(i, reset)
             if env_info:
                 infos[i] = env_info
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        self.num_stepped_before_error = len(self.envs) - len(self.failed)  # in case the batch is refused
         return (
             self._batched_observations(),
             np.copy(self._rewards),
@@ -171,7 +176,8 @@ class SubEnvVector(gym.vector.SyncVectorEnv):
             self._observations = concatenate(self.single_observation_space, self._env_obs, self._observations)
         except (ValueError, TypeError) as e:  # numpy's "Output array is the wrong shape": say whose and what
             space = self.single_observation_space
-            found = next(((i, d) for i, o in enumerate(self._env_obs) if (d := describe_outside(space, o))), None)
+            rows = enumerate(self._env_obs)
+            found = next(((i, d) for i, o in rows if (d := describe_outside(space, o, non_finite_ok=True))), None)
             if found is None:
                 raise
             raise EnvError(

@@ -123,9 +123,10 @@ def test_bad_creator_fails_before_any_actor_starts() -> None:
     assert len(ray.util.list_named_actors()) == before
 
 
-def test_a_million_sub_envs_per_runner_are_refused_having_built_two() -> None:
-    """The driver's check builds a couple of sub-envs, not a runner's million (which took minutes),
-    and refuses a request whose memory no node of the session's cluster can hold."""
+def test_a_million_sub_envs_per_runner_are_refused_having_built_three() -> None:
+    """The driver's check builds three sub-envs (one first, whose imports are not measured, then two
+    measured), not a runner's million (which took minutes), and refuses a request whose memory no
+    node of the session's cluster can hold."""
     built = []
 
     def counting_creator(ctx: dict) -> gym.Env:
@@ -139,7 +140,7 @@ def test_a_million_sub_envs_per_runner_are_refused_having_built_two() -> None:
     config = EnvRunnerConfig(env=counting_creator, num_envs_per_env_runner=10**6, rollout_fragment_length=10**5)
     with pytest.raises(InsufficientResourcesError, match=r"^cannot run the env runners: .* = 1,000,000 x \("):
         EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, check_env=False))
-    assert built == [0, 1]
+    assert built == [0, 0, 1]
     assert len(ray.util.list_named_actors()) == before
 
 

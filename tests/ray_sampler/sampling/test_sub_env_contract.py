@@ -164,3 +164,13 @@ def test_an_env_runner_checks_by_default_and_the_field_turns_it_off() -> None:
 def test_check_env_first_steps_must_be_an_int_from_zero(bad: object) -> None:
     with pytest.raises(ConfigError, match=r"^'check_env_first_steps' must be an int >= 0"):
         EnvRunnerConfig(env="CartPole-v1", check_env_first_steps=bad)  # type: ignore[arg-type]
+
+
+def test_the_steps_of_a_refused_call_are_dropped_and_counted() -> None:
+    """Two steps made and the refused third (its transition happened in the env): 3 dropped."""
+    runner = EnvRunner(EnvRunnerConfig(env=lambda ctx: ContractEnv("", outside_at=3), rollout_fragment_length=5))
+    with pytest.raises(EnvError, match=r"returned observation 5\.0 at index \[0\]"):
+        runner.sample()
+    (episode,) = runner.sample(num_timesteps=2)  # a rebuilt env, two clean steps
+    metrics = runner.get_metrics()
+    assert (len(episode), metrics.num_env_steps_dropped, metrics.num_episodes_dropped_env_error) == (2, 3, 1)
