@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ import ray
 
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNUpdateMetrics
-from ray_sampler.errors import ReplayError
+from ray_sampler.errors import ConfigError, DataFormatError, ReplayError
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.validate import check_number
@@ -101,6 +102,7 @@ class SupervisedReplay:
         """The actor's name (a restored one's ends in ``-restart-{n}``: a dead actor's name may not be free)."""
         self.actor: Any = create_replay_actor(config, name=name, **self._options)
         """The current actor handle (a new one after each restart)."""
+        self._wait_until_started()
         self.metrics = ReplayRecoveryMetrics()
         self.recoveries: list[str] = []
         """One line per restart not yet taken by ``take_recoveries``."""
@@ -242,6 +244,19 @@ class SupervisedReplay:
         except ray.exceptions.GetTimeoutError:
             return False
         return False
+
+    def _wait_until_started(self) -> None:
+        """Waits for the first actor to start (restored from ``checkpoint_path`` if the file is there),
+        so that a config it refuses (a checkpoint directory missing on its node, a corrupt file) is
+        this call's one-line error, not a replay death found by the first sampling round."""
+        try:
+            ray.get(self.actor.__ray_ready__.remote(), timeout=self.timeout_s)
+        except ray.exceptions.RayActorError as e:
+            refused = re.search(r"(ConfigError|DataFormatError): (.+)", str(e))
+            if refused is None:
+                raise
+            error = ConfigError if refused.group(1) == "ConfigError" else DataFormatError
+            raise error(refused.group(2).strip()) from None
 
     def take_recoveries(self) -> list[str]:
         """The recovery lines since the previous call (for a training loop's log)."""

@@ -80,8 +80,27 @@ class Demand:
         return f"{self.fields} = {self.count} x {amount:g} {resource} = {self.count * amount:.1f} {resource}"
 
 
-# This process's placement groups made by ``reserve`` and not yet released: placement group id -> demand.
-_held: dict[str, Demand] = {}
+# This process's placement groups made by ``reserve`` and not yet released: placement group id ->
+# (the Ray job that made it, its demand). A group of an earlier job (ray.shutdown, then ray.init)
+# holds nothing on this cluster: dropped when found.
+_held: dict[str, tuple[str, Demand]] = {}
+
+
+def _job_id() -> str:
+    """This driver's Ray job, on this cluster (a job id alone repeats: each new local cluster's
+    first job is 01000000; the driver's node id does not)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return f"{context.get_node_id()}/{context.get_job_id()}"
+
+
+def _held_now() -> list[Demand]:
+    """The demands this process's current Ray job holds (stale entries of earlier jobs dropped)."""
+    job = _job_id()
+    for key in [k for k, (j, _) in _held.items() if j != job]:
+        del _held[key]
+    return [demand for _, demand in _held.values()]
 
 
 def never_fits(
@@ -147,7 +166,7 @@ def check_demands(demands: Sequence[Demand]) -> None:
     process already holds (see the module docstring); on an autoscaling cluster it only logs that
     they must wait for new nodes."""
     totals, nodes = _cluster_shape()
-    held = [dataclasses.replace(d, fields=f"{d.fields} (held by this process)") for d in _held.values()]
+    held = [dataclasses.replace(d, fields=f"{d.fields} (held by this process)") for d in _held_now()]
     reason = never_fits(demands, totals, nodes) or never_fits([*held, *demands], totals, nodes)
     if reason is None:
         return
@@ -187,7 +206,7 @@ def reserve(
         done, _ = ray.wait([ready], timeout=max(0.0, min(log_every_s, remaining)))
         if done:
             ray.get(ready)
-            _held[group.id.hex()] = demand
+            _held[group.id.hex()] = (_job_id(), demand)
             return group
         available = ray.available_resources()
         pending = ", ".join(f"{v:g} {r}" for r, v in sorted(bundles[0].items()))

@@ -13,6 +13,7 @@ import pytest
 import ray
 
 from learner.replay_recovery import SupervisedReplay
+from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from replay.actor import ReplayConfig
@@ -345,3 +346,15 @@ def test_replacements_that_all_die_while_starting_raise_replay_unavailable(
         assert replay.call("get_metrics").num_env_steps == 50  # a later call tries again, and this one starts
     finally:
         replay.stop()
+
+
+def test_a_checkpoint_directory_missing_on_the_actors_node_is_refused_when_the_replay_starts(tmp_path: Path) -> None:
+    """Before: the actor's refusal was found as a replay death by the first sampling round, and
+    reported as ReplayUnavailableError after restarts that failed the same way."""
+    path = tmp_path / "missing" / "replay.parquet"
+    with pytest.raises(ConfigError) as raised:
+        supervised(path)
+    assert str(raised.value) == (
+        f"'checkpoint_path' {str(path)!r}: its directory {tmp_path / 'missing'} does not exist on the replay "
+        "actor's node"
+    )

@@ -110,3 +110,31 @@ class TestOnTheCluster:
     def test_an_unknown_strategy_names_the_field(self) -> None:
         with pytest.raises(ConfigError, match=r"'placement_strategy' must be one of 'PACK', 'SPREAD'"):
             reserve(Demand("n x c", 1, {"CPU": 1.0}), strategy="RANDOM", timeout_s=1)
+
+
+EARLIER_JOB = """
+import ray
+from ray_sampler.resources import Demand, check_demands, reserve
+
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+reserve(Demand("num_env_runners x num_cpus_per_env_runner", 2, {"CPU": 1.0}), strategy="PACK", timeout_s=30)
+ray.shutdown()  # its reservation went with that cluster
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+check_demands([Demand("num_learners x num_cpus_per_learner", 1, {"CPU": 1.0})])
+print("fits")
+"""
+
+
+def test_a_reservation_of_an_earlier_ray_job_is_not_counted(tmp_path: pytest.TempPathFactory) -> None:
+    """Held reservations are those of this process's current Ray job: after ray.shutdown and a new
+    ray.init, the first cluster's placement group is no longer held anywhere."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-c", EARLIER_JOB], capture_output=True, text=True, timeout=180, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "fits"
