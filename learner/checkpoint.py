@@ -68,7 +68,7 @@ class TrainingState:
     algo: str
     """``ppo`` or ``dqn``."""
     env: str
-    """The gymnasium id trained on."""
+    """The env trained on, as named (``env_name``: the string given, or a creator's module.qualname)."""
     observation_space: str
     """The env's observation space (its repr): a checkpoint of another space is refused."""
     iteration: int

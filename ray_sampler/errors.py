@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -18,6 +19,7 @@ __all__ = [
     "RaySamplerError",
     "ReplayError",
     "SpaceError",
+    "first_line",
 ]
 
 
@@ -49,6 +51,18 @@ class InsufficientResourcesError(RaySamplerError):
     the config fields that size them and what the cluster has."""
 
 
+_WHERE = " (its directory must exist and be writable)"
+_WRITE_HINTS = {
+    **dict.fromkeys((errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR), _WHERE),
+    **dict.fromkeys((errno.ENOSPC, errno.EDQUOT), " (the disk or quota is full)"),
+}
+
+
+def first_line(error: BaseException) -> str:
+    """The first non-blank line of ``error``'s message ("" if none): what one-line messages quote."""
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+
+
 class FileWriteError(RaySamplerError, OSError):
     """A file (a checkpoint) could not be written: names the path and the system's reason; an
     ``OSError`` still (``errno`` is the cause's), so ``except OSError`` catches it."""
@@ -61,9 +75,8 @@ class FileWriteError(RaySamplerError, OSError):
             found = re.search(r"\[errno (\d+)\]", str(cause))
             number = int(found.group(1)) if found else None
         reason = os.strerror(number) if number else (getattr(cause, "strerror", None) or str(cause))
-        super().__init__(
-            f"cannot write {what} {path}: {reason or type(cause).__name__} (its directory must exist and be writable)"
-        )
+        hint = _WRITE_HINTS.get(number or 0, "")
+        super().__init__(f"cannot write {what} {path}: {reason or type(cause).__name__}{hint}")
         self.errno = number
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ray_sampler.errors import ConfigError
+from ray_sampler.errors import ConfigError, first_line
 
 __all__ = ["TASK_EVENTS_IN_GCS", "check_address", "check_reachable", "ray_cluster", "stderr_hidden"]
 
@@ -155,19 +155,24 @@ def ray_cluster(
         if address == "local":
             # A long job's GCS keeps the events of at most this many tasks (Ray's default: 100,000).
             system_config = {"task_events_max_num_task_in_gcs": TASK_EVENTS_IN_GCS}
-            ray.init(
-                address="local", num_cpus=num_cpus, include_dashboard=False, _system_config=system_config, **options
-            )
+            try:
+                ray.init(
+                    address="local", num_cpus=num_cpus, include_dashboard=False, _system_config=system_config, **options
+                )
+            except (ValueError, TypeError, ray.exceptions.RuntimeEnvSetupError) as e:
+                if not runtime_env:
+                    raise
+                raise ConfigError(f"runtime env {runtime_env}: {first_line(e) or type(e).__name__}") from None
             where = "local Ray cluster"
         else:
             check_reachable(address)
             try:  # never num_cpus here: the cluster's own resources count
                 with stderr_hidden(not verbose):
                     ray.init(address=address, **options)
-            except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                if "exceeds the maximum size" in first:  # Ray's upload limit, on a package we did not measure
-                    raise ConfigError(f"runtime env: {first}") from None
+            except (ConnectionError, RuntimeError, ValueError, TypeError, ray.exceptions.RayError) as e:
+                first = first_line(e) or type(e).__name__
+                if runtime_env and not isinstance(e, ConnectionError):  # the runtime env's, not the cluster's
+                    raise ConfigError(f"runtime env {runtime_env}: {first} (-v shows Ray's own lines)") from None
                 raise ConfigError(
                     f"--address: cannot attach to the Ray cluster at {address!r}: {first} (is it up? with token "
                     "authentication, set RAY_AUTH_MODE=token and the cluster's token: see docs/cluster.md)"

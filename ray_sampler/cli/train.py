@@ -227,7 +227,6 @@ def target_hint(command: TrainPPO | TrainDQN, result: TrainResult) -> str | None
 def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Command:
     """The command ``cls`` from the command line ``args``: the config's defaults for the env, then
     the ``--config`` file's options, then the flags. UsageError (one line) for anything wrong."""
-    args = gather_env_config(args)
     config_path = _last_value(args, "--config")
     resume = _last_value(args, "--resume")
     if resume is not None and config_path is not None:
@@ -248,7 +247,9 @@ def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Comm
     else:
         check_env_name(env)
     default = cls(env=env, training=_base_config(cls, env))
-    return parse(cls, file_flags + args, default=default, prog=prog, description=cls.__doc__ or "")
+    # The file's env config and the flags' merge, key by key (the flags' last).
+    flags = gather_env_config(file_flags + args)
+    return parse(cls, flags, default=default, prog=prog, description=cls.__doc__ or "")
 
 
 def local_cpus() -> int:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ray_sampler.cli.options import UsageError
-from ray_sampler.errors import EnvCreatorError
+from ray_sampler.errors import EnvCreatorError, first_line
 from ray_sampler.sampling.env_creator import probe_env, resolve_creator
 
 __all__ = [
@@ -87,6 +87,7 @@ def gather_env_config(args: list[str]) -> list[str]:
     """``args`` with every ``--env-config JSON`` and ``--env-config.KEY VALUE`` (or ``=VALUE``) merged
     into one ``--env-config JSON`` (the dotted keys last); UsageError for a value that is not."""
     merged: dict[str, Any] = {}
+    dotted: dict[str, Any] = {}  # applied after every JSON object, whatever the order given
     rest: list[str] = []
     seen = False
     i = 0
@@ -104,11 +105,12 @@ def gather_env_config(args: list[str]) -> list[str]:
             if flag == _ENV_CONFIG:
                 merged.update(parse_env_config(value))
             else:
-                merged[flag[len(_ENV_CONFIG) + 1 :]] = _json_or_text(value)
+                dotted[flag[len(_ENV_CONFIG) + 1 :]] = _json_or_text(value)
         else:
             rest.append(arg)
         i += 1
-    return [*rest, _ENV_CONFIG, json.dumps(merged)] if seen else rest
+    config = {**merged, **dotted}
+    return [*rest, _ENV_CONFIG, json.dumps(config) if config else ""] if seen else rest  # "": the empty config
 
 
 def _json_or_text(value: str) -> Any:
@@ -236,7 +238,8 @@ def job_runtime_env(
         for path in options.py_modules:
             if not Path(path).exists():
                 raise UsageError(f"--py-modules: {path!r} is not a file or directory")
-        runtime_env["py_modules"] = [str(Path(p).resolve()) for p in options.py_modules]
+        shipped = [str(Path(p).resolve()) for p in options.py_modules]
+        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), *shipped]  # the file's, then the flag's
     working_dir = options.working_dir
     by_default = ""  # what the first line says of a default: why it was shipped
     if working_dir is None and not runtime_env and attached and not _in_submitted_job_with_working_dir():
@@ -281,8 +284,8 @@ def _read_runtime_env(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise UsageError(f"--runtime-env: cannot read {str(path)!r} ({e.strerror or e})") from None
     except yaml.YAMLError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"--runtime-env: {str(path)!r} is not YAML or JSON ({first})") from None
+        why = first_line(e) or type(e).__name__
+        raise UsageError(f"--runtime-env: {str(path)!r} is not YAML or JSON ({why})") from None
     if not isinstance(value, dict):
         raise UsageError(f"--runtime-env: {str(path)!r} must hold a mapping such as {{working_dir: ., pip: [...]}}")
     return dict(value)

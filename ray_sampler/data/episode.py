@@ -309,11 +309,11 @@ class SingleAgentEpisode(EpisodeChunks):
             try:
                 buf.to_numpy()
             except (ValueError, TypeError) as e:  # numpy's "inhomogeneous shape": say which item
+                for done in converted:  # nothing changed, whatever the error
+                    done.to_list()
                 found = tree.first_mismatch(buf.data) if isinstance(buf.data, list) else None
                 if found is None:
                     raise
-                for done in converted:
-                    done.to_list()
                 raise EpisodeError(
                     f"to_numpy: {name} item {found[0]} (the lookback's {buf.lookback} items counted first) has "
                     f"{found[1]}; every item of a field must have its space's shape"

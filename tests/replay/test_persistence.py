@@ -150,7 +150,11 @@ def test_a_save_failing_on_disk_raises_its_error_removes_its_temp_file_and_keeps
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(owner, name, fail)
-    with pytest.raises(OSError, match=r"^cannot write the replay checkpoint .*r\.parquet: No space left on device \("):
+    with pytest.raises(
+        OSError,
+        match=r"^cannot write the replay checkpoint .*r\.parquet: No space left on device \(the disk or quota is "
+        r"full\)$",
+    ):
         save_buffer(other, path, row_group_env_steps=16)
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary file left

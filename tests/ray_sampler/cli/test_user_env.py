@@ -142,3 +142,21 @@ def test_a_users_module_trains_in_one_command_from_its_own_directory(tmp_path: P
     assert [line.split(":")[0] for line in lines if line.startswith("iter ")] == ["iter 1/2", "iter 2/2"]
     config = tomllib.loads((next((tmp_path / "runs").iterdir()) / "config.toml").read_text())
     assert config["env"] == "lightside:LightSide" and json.loads(config["env_config"]) == {"size": 4}
+
+
+def test_the_env_config_of_a_config_file_and_the_flags_merge_key_by_key(tmp_path: Path) -> None:
+    from ray_sampler.cli.train import TrainPPO, command_from_args
+
+    (tmp_path / "run.toml").write_text('env_config = \'{"size": 4, "mode": "slow"}\'\n')
+    args = ["--config", str(tmp_path / "run.toml"), "--env-config.size", "6", "--env-config", '{"seed": 1}']
+    command = command_from_args(TrainPPO, args, prog="ray-sampler train")
+    assert command.env_config_dict() == {"size": 6, "mode": "slow", "seed": 1}
+
+
+def test_py_modules_add_to_those_of_a_runtime_env_file(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "b.py").write_text("")
+    (tmp_path / "r.yaml").write_text(f"py_modules: [{tmp_path / 'a.py'}]\n")
+    options = EnvOptions(runtime_env=tmp_path / "r.yaml", py_modules=(str(tmp_path / "b.py"),))
+    runtime_env, _ = job_runtime_env(options, attached=True)
+    assert runtime_env == {"py_modules": [str(tmp_path / "a.py"), str(tmp_path / "b.py")]}
