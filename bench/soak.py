@@ -9,16 +9,20 @@ replay actor (restored from its last checkpoint), so the memory is that of a run
 Every ``--interval-s`` the resident memory (RSS, from /proc: Linux) of the driver (with its local
 learner), the env runners (their mean: killed ones are replaced by fresh processes), the replay
 actor, learner actors (if any), the GCS and the raylet, and the object store's use, are printed and
-written to ``<out>.csv``; ``<out>.png`` plots them over time. At the end, each part's growth from the
-``--warmup-min`` mark to the end (goal: < 5%), and the slope over the last ``--tail-min`` minutes
-beside the noise (the residuals' spread) of that window: an upward slope whose rise over the window
-exceeds twice the noise is flagged. A JSON line closes the output.
+written to ``<out>.csv``; ``<out>.png`` plots them over time. At the end, each part's growth after
+the ``--warmup-min`` mark: the median of the last ``--tail-min`` minutes over the median of the first
+``--tail-min`` minutes after the mark (goal: < 5%; medians, so that a replay actor caught just after
+its restore does not decide it), and the slope over the last ``--tail-min`` minutes beside the noise
+(the residuals' spread) of that window: an upward slope whose rise over the window exceeds twice the
+noise and 1% of the part is flagged. The CSV is written as the soak goes, so a stopped soak keeps
+its rows. A JSON line closes the output. ``--from-csv soak.csv`` summarizes a soak again.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import json
 import os
 import re
@@ -26,6 +30,7 @@ import secrets
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -180,10 +185,6 @@ def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def growth(first: float | None, last: float | None) -> float | None:
-    return None if not first or last is None else last / first
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="how long the job runs")
@@ -195,7 +196,13 @@ def main() -> None:
     parser.add_argument("--out", default="soak", help="<out>.csv and <out>.png are written")
     parser.add_argument("--address", default="", help="attach to this cluster (default: start one here)")
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count() or 2, help="CPUs of the started head")
+    parser.add_argument("--from-csv", default="", help="run nothing: summarize (and plot) this soak's CSV again")
     args = parser.parse_args()
+    if args.from_csv:
+        rows = read_csv(Path(args.from_csv))
+        plot(rows, Path(args.from_csv).with_suffix(".png"), args.warmup_min)
+        print(json.dumps(summarize(rows, args)))
+        return
 
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     head, temp_dir = None, None
@@ -210,6 +217,9 @@ def main() -> None:
     os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH") if k in env})
     import ray  # after the token settings: Ray reads them when it loads
 
+    out = Path(args.out)
+    csv_path = out.with_suffix(".csv")
+    csv_path.write_text("t_s," + ",".join(PARTS) + "\n")
     log_path = Path(tempfile.mkdtemp(prefix="rs-soak-job-")) / "train-dqn.log"
     job = None
     rows: list[tuple[float, dict[str, Any]]] = []
@@ -256,6 +266,8 @@ def main() -> None:
             row = sample(job, temp_dir, address)
             t = time.monotonic() - start
             rows.append((t, row))
+            with open(csv_path, "a") as f:  # row by row: an interrupted soak keeps what it measured
+                f.write(csv_row(t, row))
             progress = log_path.read_text().strip().splitlines()[-1:] or [""]
             print(
                 f"t={t:6.0f} s  " + "  ".join(f"{p} {fmt(row[p])}" for p in PARTS) + f"  | {progress[0][:50]}",
@@ -273,25 +285,45 @@ def main() -> None:
         if head is not None and temp_dir is not None:
             stop_head(head, temp_dir)
             shutil.rmtree(temp_dir, ignore_errors=True)
-    out = Path(args.out)
-    with open(out.with_suffix(".csv"), "w") as f:
-        f.write("t_s," + ",".join(PARTS) + "\n")
-        for t, row in rows:
-            f.write(f"{t:.1f}," + ",".join("" if row[p] is None else f"{row[p]:.2f}" for p in PARTS) + "\n")
     plot(rows, out.with_suffix(".png"), args.warmup_min)
+    result = summarize(rows, args)
+    result["kills"] = kills
+    files = f"{out.with_suffix('.csv')}, {out.with_suffix('.png')}"
+    print(f"killed: {kills['EnvRunner']} runners, {kills['ReplayActor']} replay actors; written: {files}")
+    print(json.dumps(result))
+
+
+def csv_row(t: float, row: dict[str, Any]) -> str:
+    return f"{t:.1f}," + ",".join("" if row[p] is None else f"{row[p]:.2f}" for p in PARTS) + "\n"
+
+
+def read_csv(path: Path) -> list[tuple[float, dict[str, Any]]]:
+    """The rows of a soak's CSV, as ``main`` collects them."""
+    with open(path, newline="") as f:
+        return [(float(r["t_s"]), {p: float(r[p]) if r.get(p) else None for p in PARTS}) for r in csv.DictReader(f)]
+
+
+def summarize(rows: list[tuple[float, dict[str, Any]]], args: argparse.Namespace) -> dict[str, Any]:
+    """Prints and returns each part's growth: the median of the last ``tail_min`` minutes over the median
+    of the first ``tail_min`` minutes after the warm-up (medians, so that one sample, such as a replay
+    actor just restored from its checkpoint, does not decide it), its peak, and the last window's slope."""
     after = [(t, row) for t, row in rows if t >= args.warmup_min * 60]
     if len(after) < 3:
         raise SystemExit("too short to compare: run past --warmup-min")
+    first_until = after[0][0] + args.tail_min * 60
     tail_from = rows[-1][0] - args.tail_min * 60
-    result: dict[str, Any] = {"minutes": args.minutes, "warmup_min": args.warmup_min, "kills": kills, "parts": {}}
-    window = f"from {args.warmup_min:g} min to the end (end / start; goal < 1.05)"
-    print(f"{window}, and the slope of the last {args.tail_min:g} min:")
+    result: dict[str, Any] = {"minutes": round(rows[-1][0] / 60, 1), "warmup_min": args.warmup_min, "parts": {}}
+    print(
+        f"growth after {args.warmup_min:g} min of warm-up: median of the last {args.tail_min:g} min / median of "
+        f"the first {args.tail_min:g} min (goal < 1.05), peak, and the slope of the last {args.tail_min:g} min:"
+    )
     for part in PARTS:
         points = [(t, row[part]) for t, row in after if row[part] is not None]
         if len(points) < 3:
             continue
-        first, last = points[0][1], points[-1][1]
+        first = statistics.median(v for t, v in points if t < first_until)
         tail = [(t, v) for t, v in points if t >= tail_from]
+        last = statistics.median(v for _, v in tail)
         slope, noise = trend(tail) if len(tail) >= 3 else (0.0, 0.0)
         rise = slope * args.tail_min
         flagged = part != "object_store" and rise > 2 * noise and rise > 0.01 * last
@@ -302,12 +334,10 @@ def main() -> None:
         }  # fmt: skip
         r = result["parts"][part]
         print(
-            f"  {part:12s} {fmt(first)} -> {fmt(last)} MiB  ratio {fmt_ratio(r['ratio'])}  last {args.tail_min:g} min: "
-            f"{slope:+.2f} MiB/min (noise {noise:.2f} MiB){'  RISING' if flagged else ''}"
+            f"  {part:12s} {fmt(first)} -> {fmt(last)} MiB  ratio {fmt_ratio(r['ratio'])}  peak {fmt(r['max_mib'])}"
+            f"  last {args.tail_min:g} min: {slope:+.2f} MiB/min (noise {noise:.2f} MiB){'  RISING' if flagged else ''}"
         )
-    files = f"{out.with_suffix('.csv')}, {out.with_suffix('.png')}"
-    print(f"killed: {kills['EnvRunner']} runners, {kills['ReplayActor']} replay actors; written: {files}")
-    print(json.dumps(result))
+    return result
 
 
 def fmt_ratio(ratio: float | None) -> str:

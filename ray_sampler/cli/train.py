@@ -342,10 +342,10 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             else {"total_env_steps": cfg.max_env_steps}
         )
         progress = TrainingProgress(sys.stdout, plain=True if command.plain else None, **budget)
-        records: list[IterationRecord] = []
+        last: list[IterationRecord] = []  # only the latest record: a run's records stay in metrics.csv
 
         def on_iteration(record: IterationRecord) -> None:
-            records.append(record)
+            last[:] = [record]
             run_dir.append(record)
             progress.update(record)
 
@@ -363,14 +363,10 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
                     result = train_dqn(cfg, **loop_options)
             except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
                 curve = run_dir.close(target_return=target)
-                progress.close(
-                    RunSummary.of(None, records[-1] if records else None, run_dir=run_dir.path, notes=(curve,))
-                )
+                progress.close(RunSummary.of(None, last[0] if last else None, run_dir=run_dir.path, notes=(curve,)))
                 raise
             curve = run_dir.close(target_return=target)
-            progress.close(
-                RunSummary.of(result, records[-1] if records else None, run_dir=run_dir.path, notes=(curve,))
-            )
+            progress.close(RunSummary.of(result, last[0] if last else None, run_dir=run_dir.path, notes=(curve,)))
     hint = target_hint(command, result)
     if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
         print(hint, file=sys.stderr, flush=True)
