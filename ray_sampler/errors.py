@@ -16,6 +16,7 @@ __all__ = [
     "EpisodeError",
     "FileWriteError",
     "InsufficientResourcesError",
+    "MultiAgentEnvError",
     "RaySamplerError",
     "ReplayError",
     "SpaceError",
@@ -99,3 +100,9 @@ class ReplayError(RaySamplerError, ValueError):
 class EnvError(RaySamplerError):
     """A sub-env raised in ``reset()`` or ``step()`` and was not restarted; names ``worker_index``,
     ``vector_index`` (when known) and the env's own exception (chained as ``__cause__``)."""
+
+
+class MultiAgentEnvError(RaySamplerError, ValueError):
+    """A multi-agent env's step broke its contract (a missing ``"__all__"``, data for an agent that is
+    done, an action for an agent that got no observation, an observation outside its agent's space);
+    the message names the agent and the env step."""

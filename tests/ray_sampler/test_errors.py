@@ -16,12 +16,13 @@ from ray_sampler.errors import (
     EpisodeError,
     FileWriteError,
     InsufficientResourcesError,
+    MultiAgentEnvError,
     RaySamplerError,
     ReplayError,
     SpaceError,
 )
 
-ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, ReplayError, SpaceError]
+ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, MultiAgentEnvError, ReplayError, SpaceError]
 RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, FileWriteError, InsufficientResourcesError]
 ERRORS_SUBCLASSING = [EnvCheckError]  # a ConfigError: the CLI's usage errors (exit 2) take it in
 
