@@ -51,7 +51,7 @@ from ray_sampler.data.multi_agent_getters import MultiAgentGetters
 from ray_sampler.errors import EpisodeError, MultiAgentEnvError
 from ray_sampler.validate import check_int
 
-__all__ = ["ALL", "SKIP_ENV_TS", "AgentID", "ModuleID", "MultiAgentEpisode"]
+__all__ = ["ALL", "DEFAULT_MODULE_ID", "SKIP_ENV_TS", "AgentID", "ModuleID", "MultiAgentEpisode"]
 
 AgentID = Hashable
 ModuleID = str
@@ -60,6 +60,7 @@ ALL = "__all__"
 SKIP_ENV_TS = -1
 """``env_t_to_agent_t``'s value at an env step where the agent got no observation (RLlib's ``"S"``)."""
 DEFAULT_MODULE_ID = "default_policy"
+"""The module every agent maps to when no mapping function says otherwise (RLlib's name)."""
 
 
 class MultiAgentEpisode(MultiAgentGetters):

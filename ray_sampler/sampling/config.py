@@ -18,6 +18,7 @@ from typing import Any
 
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import PlacementStrategy
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.validate import (
     check_bool,
     check_callable,
@@ -123,6 +124,9 @@ class EnvRunnerConfig:
     check_env_data: bool = True
     """Refuse NaN or inf in rewards and observations at every step: ``sample()`` raises ``EnvError``
     naming the sub-env and its data is dropped and counted (see ``env_check``); False lets it through."""
+    multi_agent: MultiAgentConfig | None = None
+    """The modules of a multi-agent env and which agent each acts for (``MultiAgentEnvRunner``); None:
+    one module, ``"default_policy"``, for every agent. Single-agent runners ignore it."""
     check_env_first_steps: int = 100
     """Check each sub-env's first calls (its resets included; a rebuilt sub-env starts again): an
     observation outside ``observation_space`` raises ``EnvError`` naming the sub-env and what the space
@@ -161,6 +165,8 @@ class EnvRunnerConfig:
         check_bool("columnar_sampling", self.columnar_sampling)
         check_bool("restart_failed_sub_environments", self.restart_failed_sub_environments)
         check_bool("check_env_data", self.check_env_data)
+        if self.multi_agent is not None and not isinstance(self.multi_agent, MultiAgentConfig):
+            raise ConfigError(f"'multi_agent' must be a MultiAgentConfig or None (got {self.multi_agent!r})")
 
 
 def _set_lookback_horizon(config: EnvRunnerConfig) -> None:

@@ -7,9 +7,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.sampling.multi_agent_env import ALL, MultiAgentEnv
 
-__all__ = ["RandomScheduleEnv", "TurnTakingEnv", "assert_same_episode"]
+__all__ = ["RandomScheduleEnv", "RecordingEnv", "TurnTakingEnv", "assert_same_episode", "canonical"]
 
 
 class RandomScheduleEnv(MultiAgentEnv):
@@ -148,3 +149,42 @@ def assert_same_episode(got: Any, want: Any) -> None:
         assert gm[aid].tolist() == wm[aid].tolist(), aid
     assert got.get_return(include_hanging_rewards=True) == want.get_return(include_hanging_rewards=True)
     assert got.agent_to_module_mapping == want.agent_to_module_mapping
+
+
+class RecordingEnv(MultiAgentEnv):
+    """Another multi-agent env as it is, recording every episode it plays, whole, from what it
+    receives and emits (``episodes``; the last one may still run)."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__()
+        self.env = env
+        self.possible_agents = env.possible_agents
+        self.observation_spaces, self.action_spaces = env.observation_spaces, env.action_spaces
+        self.episodes: list[MultiAgentEpisode] = []
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, infos = self.env.reset(seed=seed, options=options)
+        self.episodes.append(MultiAgentEpisode())
+        self.episodes[-1].add_env_reset(observations=obs, infos=infos)
+        return obs, infos
+
+    def step(self, action_dict: dict[Any, Any]) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
+        obs, rew, term, trunc, infos = self.env.step(action_dict)
+        actions = {a: int(v) for a, v in action_dict.items()}
+        self.episodes[-1].add_env_step(obs, actions, rew, infos, terminateds=term, truncateds=trunc)
+        return obs, rew, term, trunc, infos
+
+
+def canonical(ep: Any) -> tuple:
+    """An episode's data with its ids left out (agents sorted): equal for two recordings of one episode."""
+    parts = []
+    for aid in sorted(ep.agent_episodes, key=str):
+        sa = ep.agent_episodes[aid]
+        parts.append((
+            str(aid), sa.t_started, sa.is_terminated, sa.is_truncated,
+            np.asarray(sa.get_observations()).tobytes(),  # ints the env emitted: exact
+            tuple(int(a) for a in np.asarray(sa.get_actions()).reshape(-1)),
+            tuple(float(r) for r in np.asarray(sa.get_rewards()).reshape(-1)),
+            tuple(ep.env_t_to_agent_t[aid].tolist()),
+        ))  # fmt: skip
+    return (ep.env_t_started, ep.env_t, ep.is_terminated, ep.is_truncated, tuple(parts))

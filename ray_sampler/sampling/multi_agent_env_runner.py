@@ -1,0 +1,469 @@
+"""MultiAgentEnvRunner: steps a vector of multi-agent sub-envs with one module per policy, returning MultiAgentEpisodes.
+
+A runner of its own rather than the single-agent ``EnvRunner`` taking a multi-agent env: that
+runner's engines record a gymnasium vector env's fixed ``[num_envs]`` batch at every step, as
+arrays, while here each sub-env's set of acting agents changes from step to step (turns, agents
+joining and leaving) and the actions come from several modules. What the two share is shared:
+the env creators and their ``EnvContext``, the seed streams, the module builder, the connector
+pipelines, the config and its batch modes.
+
+Each env step of the vector: the agents to act in every sub-env are grouped by the module their
+episode maps them to (``policy_mapping_fn``, once per agent per episode), and each module runs
+**one** batched forward pass over all its agents in all sub-envs (the env-to-module and
+module-to-env pipelines of its spaces around it); then every sub-env steps with its agents'
+actions and its episode records the step.
+
+``sample()`` follows the batch mode, counting steps by ``count_steps_by``:
+
+- ``env_steps``: one per sub-env step, however many agents act in it; truncate mode returns
+  exactly ``rollout_fragment_length x num_envs`` (or ``num_timesteps`` rounded up to a multiple of
+  ``num_envs``);
+- ``agent_steps``: the agent steps that completed (each chunk's ``agent_steps()``), at least the
+  target: the last vector step may complete several at once, so a call may go over by fewer than
+  the agents of one vector step.
+
+In ``truncate_episodes`` mode running episodes are cut (``episode_lookback_horizon`` env steps of
+lookback) and continue in the next call; in ``complete_episodes`` mode only finished episodes
+return and running ones go on; ``num_episodes=k`` returns exactly k finished episodes. Finished
+episodes come first, then the cut chunks. A sub-env that raises is rebuilt with a fresh seed when
+``restart_failed_sub_environments`` is on, its running episode dropped and counted; otherwise
+``sample()`` raises ``EnvError`` and the next call starts every sub-env from a reset, dropping
+(and counting) what was running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Hashable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from connectors.env_to_module import default_env_to_module
+from connectors.module_to_env import default_module_to_env
+from ray_sampler.data import tree
+from ray_sampler.data.columns import Columns
+from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
+from ray_sampler.errors import ConfigError, EnvCreatorError, EnvError, MultiAgentEnvError, first_line
+from ray_sampler.modules import RandomModule
+from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
+from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
+from ray_sampler.sampling.metrics import RunnerMetrics
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.multi_agent_env import check_multi_agent_output, is_multi_agent_env
+from ray_sampler.sampling.pettingzoo_env import wrap_pettingzoo
+from ray_sampler.sampling.runner_build import build_module, set_torch_threads
+
+__all__ = ["MultiAgentEnvRunner", "MultiAgentRunnerMetrics", "make_multi_agent_sub_env"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MultiAgentRunnerMetrics(RunnerMetrics):
+    """A multi-agent runner's call: the single-agent fields (``episode_returns`` sums every agent of an
+    episode), and per agent and per module."""
+
+    agent_episode_returns: dict[Hashable, list[float]] = dataclasses.field(default_factory=dict)
+    """Per agent id, its whole-episode return in each episode that ended (summed over every chunk)."""
+    module_episode_returns: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    """Per module, in each episode that ended where it acted: the return of all its agents together."""
+    num_module_steps: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Per module, the agent steps of its agents returned by the call."""
+
+
+def make_multi_agent_sub_env(config: EnvRunnerConfig, *, worker_index: int, vector_index: int, num_workers: int) -> Any:
+    """One multi-agent sub-env from the config's creator (a PettingZoo env wrapped in its adapter);
+    EnvCreatorError naming the sub-env if the creator fails or returns something else."""
+    creator = resolve_creator(config.env)
+    ctx = EnvContext(
+        config.env_config,
+        worker_index=worker_index,
+        vector_index=vector_index,
+        num_workers=num_workers,
+        num_envs=config.num_envs_per_env_runner,
+    )
+    try:
+        env = wrap_pettingzoo(creator(ctx))
+    except Exception as e:  # the user's creator failed: say which sub-env, keep the cause
+        raise EnvCreatorError(
+            f"env creator {config.env!r} failed for worker_index={worker_index}, vector_index={vector_index}: "
+            f"{type(e).__name__}: {first_line(e)}"
+        ) from e
+    if not is_multi_agent_env(env):
+        raise EnvCreatorError(
+            f"a multi-agent run's env creator must return a MultiAgentEnv or a PettingZoo env (got "
+            f"{type(env).__module__}.{type(env).__qualname__} for worker_index={worker_index}, "
+            f"vector_index={vector_index})"
+        )
+    return env
+
+
+_MAX_RESTARTS_PER_CALL = 100
+"""Sub-env rebuilds in one call after which it raises: steps of the failed episodes do not count
+toward the call's target, so an env that always fails would otherwise keep the call going forever."""
+
+
+class _Policy:
+    """One module with its pipelines and random twin."""
+
+    def __init__(self, config: EnvRunnerConfig, obs_space: gym.Space, act_space: gym.Space, seed: int) -> None:
+        self.module = build_module(config, obs_space, act_space)
+        self.random = RandomModule(obs_space, act_space, seed=seed)
+        self.env_to_module = default_env_to_module(obs_space)
+        self.module_to_env = default_module_to_env(act_space, seed=seed + 1, normalize_actions=config.normalize_actions)
+        self.observation_space, self.action_space = obs_space, act_space
+
+    def act(self, obs: Any, *, explore: bool, random_actions: bool) -> tuple[Any, Any, dict[str, Any]]:
+        """(actions to record, actions for the envs, other outputs) for a batch of observations."""
+        module = self.module
+        batch = self.env_to_module(rl_module=module, batch={}, episodes=[], explore=explore, shared_data={
+            "vector_obs": obs
+        })  # fmt: skip
+        out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
+        if random_actions:
+            out[Columns.ACTIONS] = self.random.forward_inference(batch)[Columns.ACTIONS]
+        out = self.module_to_env(rl_module=module, batch=out, episodes=[], explore=explore, shared_data={})
+        actions = out.pop(Columns.ACTIONS)
+        return actions, out.pop(Columns.ACTIONS_FOR_ENV, actions), out
+
+
+class MultiAgentEnvRunner:
+    """Samples MultiAgentEpisodes from ``config.num_envs_per_env_runner`` multi-agent sub-envs (see
+    the module docstring). ``config.multi_agent`` names the modules and the mapping."""
+
+    def __init__(self, config: EnvRunnerConfig, *, worker_index: int = 0, num_workers: int = 0) -> None:
+        if config.max_episode_steps is not None or config.soft_horizon:
+            raise ConfigError(
+                "'max_episode_steps' and 'soft_horizon' are single-agent options: give a multi-agent env its "
+                "own time limit (truncateds['__all__'])"
+            )
+        if config.env_to_module_connectors or config.module_to_env_connectors:
+            raise ConfigError(
+                "'env_to_module_connectors' and 'module_to_env_connectors' are not supported for multi-agent "
+                "envs yet: leave them empty"
+            )
+        self.config = config
+        self.ma_config = config.multi_agent or MultiAgentConfig()
+        self.worker_index, self.num_workers = worker_index, num_workers
+        self.num_envs = config.num_envs_per_env_runner
+        self.envs = [self._make_env(i) for i in range(self.num_envs)]
+        self.possible_agents = list(self.envs[0].possible_agents)
+        seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else None
+        seeds = [int(s.generate_state(1)[0]) for s in (seq or np.random.SeedSequence()).spawn(len(self.module_ids))]
+        spaces = self._module_spaces()
+        self.policies: dict[str, _Policy] = {}
+        for (mid, (obs_space, act_space)), seed in zip(spaces.items(), seeds):
+            spec = self.ma_config.spec(mid)
+            mconfig = dataclasses.replace(
+                config,
+                module_class=spec.module_class or config.module_class,
+                module_config=config.module_config if spec.module_config is None else spec.module_config,
+            )
+            self.policies[mid] = _Policy(mconfig, obs_space, act_space, seed)
+            set_torch_threads(self.policies[mid].module, config.num_torch_threads)
+        self._id_prefix = f"{uuid.uuid4().hex[:16]}-{worker_index}-"
+        self._num_ids = 0
+        self._num_resets = 0
+        self._episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
+        self._done_returns: list[dict[Hashable, float]] = [{} for _ in range(self.num_envs)]
+        self._env_steps_checked = [0] * self.num_envs
+        self._needs_reset = True
+        self._held: list[MultiAgentEpisode] = []
+        self._finished_sums: dict[str, dict[Hashable, float]] = {}
+        self.weights_version = 0
+        self._metrics = MultiAgentRunnerMetrics(worker_index=worker_index)
+
+    @property
+    def module_ids(self) -> tuple[str, ...]:
+        return self.ma_config.module_ids
+
+    @property
+    def modules(self) -> dict[str, Any]:
+        return {mid: p.module for mid, p in self.policies.items()}
+
+    def _make_env(self, vector_index: int) -> Any:
+        return make_multi_agent_sub_env(
+            self.config, worker_index=self.worker_index, vector_index=vector_index, num_workers=self.num_workers
+        )
+
+    def _module_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """Each module's spaces: its spec's, else those of the agents the mapping gives it on a probe
+        episode, which must agree, else the one space every agent shares."""
+        env, cfg = self.envs[0], self.ma_config
+        probe = MultiAgentEpisode(agent_to_module_mapping_fn=cfg.map_agent)
+        mapped: dict[str, list[Hashable]] = {mid: [] for mid in cfg.module_ids}
+        for aid in self.possible_agents:
+            mapped[probe.module_for(aid)].append(aid)
+        out: dict[str, tuple[gym.Space, gym.Space]] = {}
+        for mid, agents in mapped.items():
+            spec = cfg.spec(mid)
+            spaces = []
+            for what, given, get in (
+                ("observation", spec.observation_space, env.get_observation_space),
+                ("action", spec.action_space, env.get_action_space),
+            ):
+                if given is not None:
+                    spaces.append(given)
+                    continue
+                candidates = {aid: get(aid) for aid in (agents or self.possible_agents)}
+                first = next(iter(candidates.values()))
+                differ = [aid for aid, s in candidates.items() if s != first]
+                if differ:
+                    raise ConfigError(
+                        f"module {mid!r} acts for agents {sorted(map(str, candidates))} whose {what} spaces differ "
+                        f"({first} for {next(iter(candidates))!r}, {candidates[differ[0]]} for {differ[0]!r}): "
+                        f"map them to different modules or give ModuleSpec({what}_space=...)"
+                    )
+                spaces.append(first)
+            out[mid] = (spaces[0], spaces[1])
+        return out
+
+    # ---------------------------------------------------------------- weights and state
+    def get_weights(self) -> dict[str, dict[str, Any]]:
+        return {mid: p.module.get_state() for mid, p in self.policies.items()}
+
+    def set_weights(self, weights: dict[str, dict[str, Any]], version: int | None = None) -> None:
+        unknown = set(weights) - set(self.policies)
+        if unknown:
+            raise ConfigError(f"weights for unknown modules {sorted(unknown)} (modules: {sorted(self.policies)})")
+        for mid, state in weights.items():
+            self.policies[mid].module.set_state(state)
+        self.weights_version = self.weights_version + 1 if version is None else version
+
+    def get_metrics(self) -> MultiAgentRunnerMetrics:
+        """The last call's metrics."""
+        return self._metrics
+
+    # ---------------------------------------------------------------- sampling
+    def sample(
+        self,
+        *,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> list[MultiAgentEpisode]:
+        """Episodes as the module docstring says; metrics of the call in ``get_metrics()``."""
+        if num_timesteps is not None and num_episodes is not None:
+            raise ConfigError("sample() takes 'num_timesteps' or 'num_episodes', not both")
+        for name, value in (("num_timesteps", num_timesteps), ("num_episodes", num_episodes)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"'{name}' must be None or an int >= 1 (got {value!r})")
+        start = time.perf_counter()
+        self._tally = _Tally()
+        if force_reset or self._needs_reset:
+            self._reset_all()
+        truncate = self.config.batch_mode is BatchMode.TRUNCATE_EPISODES and num_episodes is None
+        by_agent = self.config.count_steps_by is CountStepsBy.AGENT_STEPS
+        target = num_timesteps or self.config.rollout_fragment_length * self.num_envs
+        if not by_agent:
+            target = math.ceil(target / self.num_envs) * self.num_envs
+        done, self._held = self._held, []  # finished episodes a num_episodes call left over go first
+        counted = 0
+        while True:
+            if num_episodes is not None:
+                if len(done) >= num_episodes:
+                    break
+            elif truncate:
+                if counted >= target:
+                    break
+            elif sum(ep.agent_steps() if by_agent else len(ep) for ep in done) >= target:
+                break  # complete mode counts the steps of the finished episodes it returns
+            counted += self._vector_step(done, explore=explore, random_actions=random_actions, by_agent=by_agent)
+        if num_episodes is not None:
+            done, self._held = done[:num_episodes], done[num_episodes:]
+        out = list(done)
+        if truncate:
+            for i, ep in enumerate(self._episodes):
+                assert ep is not None, "every sub-env runs an episode between calls"
+                if len(ep) or ep.agent_steps():
+                    out.append(ep)
+                    self._add_chunk_returns(i, ep)
+                    self._episodes[i] = ep.cut(len_lookback_buffer=self.config.episode_lookback_horizon or 0)
+        for ep in done:
+            self._tally.finish(ep, self._finished_sums.pop(ep.id_))
+        self._finish_metrics(out, time.perf_counter() - start)
+        return out
+
+    def _vector_step(
+        self, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool, by_agent: bool
+    ) -> int:
+        """One step of every sub-env; returns the steps it counts (env steps, or agent steps completed)."""
+        episodes = self._episodes
+        groups: dict[str, list[tuple[int, Hashable]]] = {}
+        for i, ep in enumerate(episodes):
+            assert ep is not None
+            for aid in ep.get_agents_to_act():
+                groups.setdefault(ep.module_for(aid), []).append((i, aid))
+        actions: list[dict[Hashable, Any]] = [{} for _ in episodes]
+        env_actions: list[dict[Hashable, Any]] = [{} for _ in episodes]
+        extras: list[dict[Hashable, dict[str, Any]]] = [{} for _ in episodes]
+        for mid, pairs in groups.items():
+            obs = tree.stack([self._last_obs[i][aid] for i, aid in pairs])
+            acts, env_acts, outs = self.policies[mid].act(obs, explore=explore, random_actions=random_actions)
+            act_rows, env_rows = tree.unstack(acts), tree.unstack(env_acts)
+            out_rows = {key: tree.unstack(v) for key, v in outs.items()}
+            for k, (i, aid) in enumerate(pairs):
+                actions[i][aid] = act_rows[k]
+                env_actions[i][aid] = env_rows[k]
+                if out_rows:
+                    extras[i][aid] = {key: rows[k] for key, rows in out_rows.items()}
+        counted = 0
+        for i, env in enumerate(self.envs):
+            ep = episodes[i]
+            assert ep is not None
+            before = ep.agent_steps()
+            try:
+                out = env.step(env_actions[i])
+            except Exception as e:  # the env's own failure: rebuilt, or EnvError
+                # The dropped steps were made in this call (since the last cut): they count no more.
+                counted -= ep.agent_steps() if by_agent else len(ep)
+                self._env_failed(i, e)
+                continue
+            try:
+                self._check(i, ep.env_t + 1, out)
+                obs, rewards, terms, truncs, infos = out
+                ep.add_env_step(
+                    obs, actions[i], rewards, infos, terminateds=terms, truncateds=truncs, extra_model_outputs=extras[i]
+                )
+            except MultiAgentEnvError as e:  # the env broke its contract: a bug to fix, not to restart
+                self._needs_reset = True
+                raise MultiAgentEnvError(f"sub-env worker_index={self.worker_index}, vector_index={i}: {e}") from e
+            self._last_obs[i].update(obs)
+            self._tally.env_steps += 1
+            counted += (ep.agent_steps() - before) if by_agent else 1
+            if ep.is_done:
+                self._add_chunk_returns(i, ep)
+                self._finished_sums[ep.id_] = self._done_returns[i]
+                done.append(ep)
+                self._start_episode(i, seed=None)
+        return counted
+
+    def _check(self, i: int, env_step: int, out: Any) -> None:
+        if not isinstance(out, tuple) or len(out) != 5:
+            got = f"{len(out)} values" if isinstance(out, tuple) else type(out).__name__
+            raise MultiAgentEnvError(
+                f"step() at env step {env_step} must return (obs, rewards, terminateds, truncateds, infos) (got {got})"
+            )
+        checked = self._env_steps_checked[i] < self.config.check_env_first_steps
+        self._env_steps_checked[i] += 1
+        check_multi_agent_output(self.envs[i], env_step, *out, check_spaces=checked and self.config.check_env_data)
+
+    def _env_failed(self, i: int, error: Exception) -> None:
+        ep = self._episodes[i]
+        assert ep is not None
+        if not self.config.restart_failed_sub_environments:
+            self._needs_reset = True
+            raise EnvError(
+                f"sub-env worker_index={self.worker_index}, vector_index={i} failed: "
+                f"{type(error).__name__}: {first_line(error)}"
+            ) from error
+        self._tally.dropped_episodes += 1
+        self._tally.dropped_steps += len(ep)
+        self._tally.restarts += 1
+        if self._tally.restarts >= _MAX_RESTARTS_PER_CALL:  # the dropped steps do not count: it would never end
+            self._needs_reset = True
+            raise EnvError(
+                f"sub-envs failed {self._tally.restarts} times in one sample() call; the last: vector_index={i} "
+                f"of worker_index={self.worker_index}: {type(error).__name__}: {first_line(error)}"
+            ) from error
+        with contextlib.suppress(Exception):  # the broken env's close may fail too; it is replaced either way
+            self.envs[i].close()
+        self.envs[i] = self._make_env(i)
+        self._env_steps_checked[i] = 0
+        self._num_resets += 1
+        seeds = sub_env_seeds(self.config.seed, self.worker_index, self.num_envs, restart=self._num_resets)
+        self._start_episode(i, seed=None if seeds is None else seeds[i])
+
+    def _reset_all(self) -> None:
+        for ep in self._episodes:
+            if ep is not None and not ep.is_done and (len(ep) or ep.agent_steps()):
+                self._tally.dropped_episodes += 1
+                self._tally.dropped_steps += len(ep)
+        seeds = sub_env_seeds(self.config.seed, self.worker_index, self.num_envs, restart=self._num_resets)
+        self._num_resets += 1
+        self._last_obs: list[dict[Hashable, Any]] = [{} for _ in range(self.num_envs)]
+        for i in range(self.num_envs):
+            self._start_episode(i, seed=None if seeds is None else seeds[i])
+        self._needs_reset = False
+
+    def _start_episode(self, i: int, *, seed: int | None) -> None:
+        env = self.envs[i]
+        obs, infos = env.reset(seed=seed)
+        check_multi_agent_output(env, 0, obs, infos=infos, check_spaces=self.config.check_env_data)
+        self._num_ids += 1
+        ep = MultiAgentEpisode(
+            f"{self._id_prefix}{self._num_ids}",
+            observation_space={a: env.get_observation_space(a) for a in self.possible_agents},
+            action_space={a: env.get_action_space(a) for a in self.possible_agents},
+            agent_to_module_mapping_fn=self.ma_config.map_agent,
+        )
+        ep.add_env_reset(observations=obs, infos=infos)
+        self._episodes[i] = ep
+        self._done_returns[i] = {}
+        self._last_obs[i] = dict(obs)
+
+    def _add_chunk_returns(self, i: int, ep: MultiAgentEpisode) -> None:
+        sums = self._done_returns[i]
+        for aid, sa in ep.agent_episodes.items():
+            sums[aid] = sums.get(aid, 0.0) + sa.get_return()
+
+    def _finish_metrics(self, out: list[MultiAgentEpisode], duration_s: float) -> None:
+        t = self._tally
+        module_steps: dict[str, int] = {}
+        for ep in out:
+            for aid, sa in ep.agent_episodes.items():
+                mid = ep.module_for(aid)
+                module_steps[mid] = module_steps.get(mid, 0) + len(sa)
+        env_steps = sum(len(ep) for ep in out)
+        self._metrics = MultiAgentRunnerMetrics(
+            worker_index=self.worker_index,
+            num_env_steps=env_steps,
+            num_agent_steps=sum(ep.agent_steps() for ep in out),
+            num_episodes=len(t.returns),
+            episode_returns=t.returns,
+            episode_lengths=t.lengths,
+            agent_episode_returns=t.agent_returns,
+            module_episode_returns=t.module_returns,
+            num_module_steps=module_steps,
+            num_episodes_dropped_env_error=t.dropped_episodes,
+            num_env_steps_dropped=t.dropped_steps,
+            num_sub_env_restarts=t.restarts,
+            duration_s=duration_s,
+            num_env_steps_per_s=env_steps / duration_s if duration_s > 0 else 0.0,
+            weights_version=self.weights_version,
+        )
+
+    def stop(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+@dataclasses.dataclass
+class _Tally:
+    """One call's sums: finished episodes' returns (whole, per agent, per module) and what was dropped."""
+
+    env_steps: int = 0
+    returns: list[float] = dataclasses.field(default_factory=list)
+    lengths: list[int] = dataclasses.field(default_factory=list)
+    agent_returns: dict[Hashable, list[float]] = dataclasses.field(default_factory=dict)
+    module_returns: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    dropped_episodes: int = 0
+    dropped_steps: int = 0
+    restarts: int = 0
+
+    def finish(self, ep: MultiAgentEpisode, agent_sums: dict[Hashable, float]) -> None:
+        self.returns.append(float(sum(agent_sums.values())))
+        self.lengths.append(ep.env_t)
+        per_module: dict[str, float] = {}
+        for aid, r in agent_sums.items():
+            self.agent_returns.setdefault(aid, []).append(r)
+            mid = ep.module_for(aid)
+            per_module[mid] = per_module.get(mid, 0.0) + r
+        for mid, r in per_module.items():
+            self.module_returns.setdefault(mid, []).append(r)
