@@ -12,6 +12,8 @@ from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, co
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.data.lookback import InfiniteLookbackBuffer, LookbackBuffer
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, pack_episodes, unpack_columnar
+from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 
 if TYPE_CHECKING:
     from ray_sampler.data.arrow_format import SCHEMA_VERSION, arrow_to_columnar, columnar_to_arrow
@@ -22,12 +24,16 @@ __all__ = [
     "Columns",
     "InfiniteLookbackBuffer",
     "LookbackBuffer",
+    "MultiAgentColumnar",
+    "MultiAgentEpisode",
     "SingleAgentEpisode",
     "arrow_to_columnar",
     "columnar_to_arrow",
     "columnar_to_episodes",
     "concat_columnar",
     "episodes_to_columnar",
+    "pack_episodes",
+    "unpack_columnar",
 ]
 
 _ARROW_NAMES = frozenset({"SCHEMA_VERSION", "arrow_to_columnar", "columnar_to_arrow"})

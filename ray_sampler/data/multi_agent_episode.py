@@ -24,8 +24,8 @@ nothing counted twice.
 >>> ep.add_env_reset(observations={"a": 0, "b": 0})
 >>> ep.add_env_step({"a": 1}, {"a": 0, "b": 1}, {"a": 1.0, "b": 0.5},
 ...                 terminateds={"__all__": False}, truncateds={"__all__": False})
->>> ep.get_agents_to_act(), ep.env_t_to_agent_t["b"].tolist(), ep.get_return(include_hanging_rewards=True)
-({'a'}, [0, -1], 1.5)
+>>> sorted(ep.get_agents_to_act()), ep.env_t_to_agent_t["b"].tolist(), ep.get_return(include_hanging_rewards=True)
+(['a'], [0, -1], 1.5)
 >>> cont = ep.cut()
 >>> cont.add_env_step({"a": 2, "b": 1}, {"a": 1}, {"a": 1.0, "b": 2.0},
 ...                   terminateds={"__all__": False}, truncateds={"__all__": True})
@@ -84,6 +84,7 @@ class MultiAgentEpisode(MultiAgentGetters):
         "_hanging_rewards_end",
         "_map_lookback",
         "_maps",
+        "_to_act",
         "action_space",
         "agent_episodes",
         "agent_to_module_mapping_fn",
@@ -129,6 +130,7 @@ class MultiAgentEpisode(MultiAgentGetters):
         self._done_agents: set[AgentID] = set()
         self._agent_to_module_mapping: dict[AgentID, ModuleID] = dict(agent_module_ids or {})
         self._custom_data: dict[str, Any] = {}
+        self._to_act: frozenset[AgentID] | None = None  # get_agents_to_act's, until the next change
         if observations:
             self._record(
                 observations, infos, actions, rewards, terminateds, truncateds, extra_model_outputs, len_lookback_buffer
@@ -243,9 +245,12 @@ class MultiAgentEpisode(MultiAgentGetters):
             total += sum(self._hanging_rewards_end.values()) + sum(self._hanging_rewards_begin.values())
         return float(total)
 
-    def get_agents_to_act(self) -> set[AgentID]:
+    def get_agents_to_act(self) -> frozenset[AgentID]:
         """Agents that got an observation at the latest env step and must act on it."""
-        return {aid for aid, m in self._maps.items() if m[-1] != SKIP_ENV_TS and aid not in self._done_agents}
+        if self._to_act is None:
+            done = self._done_agents
+            self._to_act = frozenset(aid for aid, m in self._maps.items() if m[-1] != SKIP_ENV_TS and aid not in done)
+        return self._to_act
 
     def get_agents_that_stepped(self) -> set[AgentID]:
         """Agents that got an observation at the latest env step (done ones included)."""
@@ -275,6 +280,7 @@ class MultiAgentEpisode(MultiAgentGetters):
         if self.is_reset:
             raise EpisodeError(f"add_env_reset: episode {self.id_!r} already holds data; start a new episode")
         infos = infos or {}
+        self._to_act = None
         for aid, obs in observations.items():
             self._start_agent(aid, obs, infos.get(aid), num_skips=0)
 
@@ -316,6 +322,10 @@ class MultiAgentEpisode(MultiAgentGetters):
             raise EpisodeError("add_env_step: call add_env_reset first")
         terminateds, truncateds = terminateds or {}, truncateds or {}
         infos, emos = infos or {}, extra_model_outputs or {}
+        if self._is_full_step(observations, actions, rewards, terminateds, truncateds, infos):
+            self._add_full_step(observations, actions, rewards, infos, terminateds, truncateds, emos)
+            self._to_act = None
+            return
         t = self.env_t + 1
         self._check_step(t, observations, actions, rewards, terminateds, truncateds)
         all_term, all_trunc = bool(terminateds.get(ALL, False)), bool(truncateds.get(ALL, False))
@@ -375,6 +385,57 @@ class MultiAgentEpisode(MultiAgentGetters):
             if len(m) == num_maps:
                 m.append(SKIP_ENV_TS)
         self.env_t = t
+        if ending:
+            self.is_truncated = all_trunc
+            self.is_terminated = all_term and not all_trunc
+        self._to_act = None
+
+    def _is_full_step(
+        self, observations: dict, actions: dict, rewards: dict, terminateds: dict, truncateds: dict, infos: dict
+    ) -> bool:
+        """Whether this step is the common case: every agent to act acted and got its next observation,
+        nothing hangs, no agent joins, and no other agent gets data. Such a step breaks no rule the
+        full path checks, so the fast path records it without them (same result)."""
+        if self._hanging_actions_end:
+            return False
+        to_act = self.get_agents_to_act()
+        if actions.keys() != to_act or observations.keys() != to_act:
+            return False
+        if not (rewards.keys() <= to_act and infos.keys() <= to_act):
+            return False
+        for flags in (terminateds, truncateds):
+            if any(a not in to_act and a != ALL for a in flags):
+                return False
+        return len(self._maps) == len(to_act) + len(self._done_agents & self._maps.keys())
+
+    def _add_full_step(
+        self,
+        observations: dict,
+        actions: dict,
+        rewards: dict,
+        infos: dict,
+        terminateds: dict,
+        truncateds: dict,
+        emos: dict,
+    ) -> None:
+        all_term, all_trunc = bool(terminateds.get(ALL, False)), bool(truncateds.get(ALL, False))
+        ending = all_term or all_trunc
+        for aid, m in self._maps.items():
+            if aid not in observations:
+                m.append(SKIP_ENV_TS)
+                continue
+            term, trunc = bool(terminateds.get(aid, False)), bool(truncateds.get(aid, False))
+            if ending and not (term or trunc):
+                term, trunc = not all_trunc, all_trunc
+            sa = self.agent_episodes[aid]
+            sa.add_env_step(
+                observations[aid], actions[aid], float(rewards.get(aid, 0.0)), infos.get(aid),
+                terminated=term, truncated=trunc and not term, extra_model_outputs=emos.get(aid),
+            )  # fmt: skip
+            if term or trunc:
+                self._done_agents.add(aid)
+            m.append(sa.t)
+        self.env_t += 1
         if ending:
             self.is_truncated = all_trunc
             self.is_terminated = all_term and not all_trunc
@@ -511,6 +572,7 @@ class MultiAgentEpisode(MultiAgentGetters):
         self._done_agents |= other._done_agents | {a for a, sa in self.agent_episodes.items() if sa.is_done}
         self._agent_to_module_mapping.update(other._agent_to_module_mapping)
         self._custom_data.update(other._custom_data)
+        self._to_act = None
 
     # ---------------------------------------------------------------- forms, state, checks
     def to_numpy(self) -> MultiAgentEpisode:
@@ -562,6 +624,7 @@ class MultiAgentEpisode(MultiAgentGetters):
         ep._hanging_rewards_begin = dict(state["hanging_rewards_begin"])
         ep._done_agents = set(state["done_agents"])
         ep._custom_data = copy.deepcopy(state["custom_data"])
+        ep._to_act = None
         ep.validate()
         return ep
 

@@ -150,6 +150,8 @@ def unstack(struct: Any) -> list[Any]:
     >>> [item["a"].tolist() for item in unstack({"a": np.arange(4).reshape(2, 2)})]
     [[0, 1], [2, 3]]
     """
+    if isinstance(struct, np.ndarray) and struct.ndim == 1:
+        return list(struct)  # numpy scalars: no view of the source
     n = len(first_leaf(struct))
 
     def row(a: np.ndarray, i: int) -> Any:

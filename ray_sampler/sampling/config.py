@@ -124,9 +124,11 @@ class EnvRunnerConfig:
     check_env_data: bool = True
     """Refuse NaN or inf in rewards and observations at every step: ``sample()`` raises ``EnvError``
     naming the sub-env and its data is dropped and counted (see ``env_check``); False lets it through."""
-    multi_agent: MultiAgentConfig | None = None
-    """The modules of a multi-agent env and which agent each acts for (``MultiAgentEnvRunner``); None:
-    one module, ``"default_policy"``, for every agent. Single-agent runners ignore it."""
+    multi_agent: Any = None
+    """A ``MultiAgentConfig``: the modules of a multi-agent env and which agent each acts for
+    (``MultiAgentEnvRunner``); None: one module, ``"default_policy"``, for every agent (EnvRunnerGroup
+    sets that itself for a multi-agent env). Single-agent runners ignore it. (Typed ``Any`` so that
+    the command line, which has no form for mapping functions, leaves it out.)"""
     check_env_first_steps: int = 100
     """Check each sub-env's first calls (its resets included; a rebuilt sub-env starts again): an
     observation outside ``observation_space`` raises ``EnvError`` naming the sub-env and what the space

@@ -38,11 +38,14 @@ from ray_sampler.envs.minigrid import ensure_registered, minigrid_install_hint
 from ray_sampler.errors import EnvCreatorError, first_line
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.horizon import env_time_limit
+from ray_sampler.sampling.multi_agent_env import is_multi_agent_env
+from ray_sampler.sampling.pettingzoo_env import is_aec_env, is_parallel_env
 from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = [
     "EnvContext",
     "EnvProbe",
+    "MultiAgentEnvGiven",
     "env_name",
     "is_registered_env",
     "make_one_env",
@@ -223,6 +226,12 @@ def _checked_env(
                 "needs a creator of single envs (or the vector env's own time limit)"
             )
         return env
+    if is_multi_agent_env(env) or is_aec_env(env) or is_parallel_env(env):
+        env.close()
+        raise MultiAgentEnvGiven(
+            f"env creator {_name(creator)} returned a multi-agent env ({type(env).__qualname__}): sample it with "
+            "MultiAgentEnvRunner, or set EnvRunnerConfig.multi_agent (EnvRunnerGroup does that itself)"
+        )
     if not isinstance(env, gym.Env):
         raise EnvCreatorError(
             f"env creator {_name(creator)} must return a gymnasium.Env (got {type(env).__module__}."
@@ -231,6 +240,11 @@ def _checked_env(
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps)
     return env
+
+
+class MultiAgentEnvGiven(EnvCreatorError):
+    """A single-agent runner's creator made a multi-agent env (the group's preflight takes it as the
+    sign to run MultiAgentEnvRunners)."""
 
 
 def _name(creator: Callable[..., Any]) -> str:

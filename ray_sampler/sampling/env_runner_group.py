@@ -44,9 +44,10 @@ from typing import Any
 
 import ray
 
-from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.errors import RaySamplerError
+from ray_sampler.data.multi_agent_columnar import pack_episodes, unpack_columnar
+from ray_sampler.errors import ConfigError, RaySamplerError
 from ray_sampler.handles import call
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
@@ -70,7 +71,7 @@ class EnvRunnerGroup:
         self.config = config
         self._name_prefix = f"ray-sampler-{uuid.uuid4().hex[:8]}"
         self._fleet = RunnerFleet(config, self.group_config, self._name_prefix)
-        self._drained: list[SingleAgentEpisode] = []
+        self._drained: list[Any] = []  # SingleAgentEpisode or MultiAgentEpisode chunks
         self._outbox = ReplayOutbox()  # chunks a dead replay did not take, oldest first
         self._next_index = 1
         self._num_dropped_by_scale = 0
@@ -126,7 +127,7 @@ class EnvRunnerGroup:
             force_reset=force_reset,
             timeout_s=timeout_s,
         )
-        return [ep for col, _ in results if col is not None for ep in columnar_to_episodes(col)]
+        return [ep for col, _ in results if col is not None for ep in unpack_columnar(col)]
 
     def sample_columnar(
         self,
@@ -178,10 +179,14 @@ class EnvRunnerGroup:
         if self._drained:
             drained, self._drained = self._drained, []
             steps = sum(len(ep) for ep in drained)
+            agent_steps = sum(ep.agent_steps() if hasattr(ep, "agent_steps") else len(ep) for ep in drained)
             left = RunnerMetrics(
-                worker_index=None, num_env_steps=steps, num_agent_steps=steps, weights_version=self.weights_version
+                worker_index=None,
+                num_env_steps=steps,
+                num_agent_steps=agent_steps,
+                weights_version=self.weights_version,
             )
-            ready.append((None, (episodes_to_columnar(drained), left)))
+            ready.append((None, (pack_episodes(drained), left)))
         self.metrics = GroupMetrics.of(
             [metrics for _, (_, metrics) in ready],
             weights_version=self.weights_version,
@@ -236,6 +241,10 @@ class EnvRunnerGroup:
         call adds them first, before sampling, and raises the ``RayActorError`` if the replay it was
         given is dead too (nothing was sampled then).
         """
+        if self.config.multi_agent is not None:
+            raise ConfigError(
+                "multi-agent chunks cannot be sent to a replay actor yet: sample them with EnvRunnerGroup.sample()"
+            )
         request = SampleRequest(
             num_timesteps=num_timesteps,
             num_episodes=num_episodes,
@@ -247,6 +256,7 @@ class EnvRunnerGroup:
         out = []
         for col, metrics in self._sample(request, replay, timeout_s):
             if col is not None:
+                assert isinstance(col, ColumnarEpisodes), "refused above: multi-agent chunks go to no replay"
                 metrics = self._add_from_driver(replay, col, metrics)
             out.append(metrics)
         return out

@@ -48,6 +48,7 @@ from connectors.env_to_module import default_env_to_module
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, multi_agent_episodes_to_columnar
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.errors import ConfigError, EnvCreatorError, EnvError, MultiAgentEnvError, first_line
 from ray_sampler.modules import RandomModule
@@ -55,8 +56,9 @@ from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
-from ray_sampler.sampling.multi_agent_env import check_multi_agent_output, is_multi_agent_env
+from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output, is_multi_agent_env
 from ray_sampler.sampling.pettingzoo_env import wrap_pettingzoo
+from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_build import build_module, set_torch_threads
 
 __all__ = ["MultiAgentEnvRunner", "MultiAgentRunnerMetrics", "make_multi_agent_sub_env"]
@@ -317,7 +319,7 @@ class MultiAgentEnvRunner:
         for i, env in enumerate(self.envs):
             ep = episodes[i]
             assert ep is not None
-            before = ep.agent_steps()
+            before = ep.agent_steps() if by_agent else 0
             try:
                 out = env.step(env_actions[i])
             except Exception as e:  # the env's own failure: rebuilt, or EnvError
@@ -350,9 +352,12 @@ class MultiAgentEnvRunner:
             raise MultiAgentEnvError(
                 f"step() at env step {env_step} must return (obs, rewards, terminateds, truncateds, infos) (got {got})"
             )
-        checked = self._env_steps_checked[i] < self.config.check_env_first_steps
-        self._env_steps_checked[i] += 1
-        check_multi_agent_output(self.envs[i], env_step, *out, check_spaces=checked and self.config.check_env_data)
+        if self._env_steps_checked[i] >= self.config.check_env_first_steps:
+            if ALL in out[2] and ALL in out[3]:  # past the first steps, only what the episode needs to end
+                return
+        else:
+            self._env_steps_checked[i] += 1
+        check_multi_agent_output(self.envs[i], env_step, *out, check_spaces=self.config.check_env_data)
 
     def _env_failed(self, i: int, error: Exception) -> None:
         ep = self._episodes[i]
@@ -438,6 +443,81 @@ class MultiAgentEnvRunner:
             num_env_steps_per_s=env_steps / duration_s if duration_s > 0 else 0.0,
             weights_version=self.weights_version,
         )
+
+    # ---------------------------------------------------------------- what EnvRunnerGroup calls
+    def sample_columnar(
+        self,
+        num_timesteps: int | None = None,
+        num_episodes: int | None = None,
+        explore: bool = True,
+        random_actions: bool = False,
+        force_reset: bool = False,
+    ) -> tuple[MultiAgentColumnar | None, MultiAgentRunnerMetrics]:
+        """``sample()`` as one columnar object (what a remote runner ships), with the call's metrics."""
+        request = SampleRequest(
+            num_timesteps=num_timesteps,
+            num_episodes=num_episodes,
+            explore=explore,
+            random_actions=random_actions,
+            force_reset=force_reset,
+        )
+        return self.collect(request)
+
+    def collect(self, request: SampleRequest) -> tuple[MultiAgentColumnar | None, MultiAgentRunnerMetrics]:
+        """``sample_columnar()`` for a request (what ``EnvRunnerGroup`` sends)."""
+        episodes = self.sample(
+            num_timesteps=request.num_timesteps,
+            num_episodes=request.num_episodes,
+            explore=request.explore,
+            random_actions=request.random_actions,
+            force_reset=request.force_reset,
+        )
+        return (multi_agent_episodes_to_columnar(episodes) if episodes else None), self._metrics
+
+    def collect_to(self, replay: Any, request: SampleRequest) -> RunnerMetrics:
+        raise ConfigError(
+            "multi-agent chunks cannot be sent to a replay actor yet: sample them with EnvRunnerGroup.sample()"
+        )
+
+    def get_state(self) -> dict[str, Any]:
+        """Every module's weights (``{"module": {module_id: state}}``) and the weights version (the
+        connector states are empty: the multi-agent pipelines hold none yet)."""
+        return {
+            "module": self.get_weights(),
+            "env_to_module": {},
+            "module_to_env": {},
+            "weights_version": self.weights_version,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> int:
+        """Loads any of ``get_state()``'s keys; returns the weights version now in use."""
+        if "module" in state:
+            self.set_weights(state["module"], version=self.weights_version)
+        if "weights_version" in state:
+            self.weights_version = int(state["weights_version"])
+        return self.weights_version
+
+    def drain(self) -> tuple[list[MultiAgentEpisode], int]:
+        """What no ``sample()`` returned yet, for scale-down: (chunks to ship, episodes dropped). Truncate
+        mode ships the running episodes' unshipped steps as chunks; complete mode ships the finished
+        episodes held back and drops (and counts) the running ones. The runner starts afresh afterwards."""
+        out, self._held = self._held, []
+        dropped = 0
+        truncate = self.config.batch_mode is BatchMode.TRUNCATE_EPISODES
+        for ep in self._episodes:
+            if ep is None or ep.is_done or not (len(ep) or ep.agent_steps()):
+                continue
+            if truncate:
+                out.append(ep)
+            else:
+                dropped += 1
+        self._needs_reset = True
+        self._episodes = [None] * self.num_envs
+        return out, dropped
+
+    def ping(self) -> int:
+        """Cheap liveness check; returns the worker index."""
+        return self.worker_index
 
     def stop(self) -> None:
         for env in self.envs:

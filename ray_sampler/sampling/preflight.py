@@ -19,9 +19,11 @@ from ray_sampler.data.spaces import check_space
 from ray_sampler.resources import cluster_autoscales
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig, VectorizationMode
 from ray_sampler.sampling.env_check import check_env
-from ray_sampler.sampling.env_creator import make_vector_env, resolve_creator
+from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, make_vector_env, resolve_creator
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from ray_sampler.sampling.runner_memory import check_runner_memory, node_memory_bytes, step_bytes
 
 __all__ = ["prepare_env"]
@@ -41,17 +43,25 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
             # The runners get the creator (or the gymnasium id's spec), not the name: a registration
             # (register_env, or gymnasium.register in the user's module) lives in this process only.
             config = dataclasses.replace(config, env=creator)
+    workers = group_config.num_env_runners
+
+    def build(cfg: EnvRunnerConfig) -> Any:
+        return make_vector_env(cfg, worker_index=0, num_workers=workers, any_vector_size=True)
+
+    if config.multi_agent is None and group_config.validate_env_locally:
+        try:
+            # A first build, not measured: the imports and caches a first env brings are no sub-env's.
+            build(dataclasses.replace(config, num_envs_per_env_runner=1)).close()
+        except MultiAgentEnvGiven:  # a multi-agent env: the group runs MultiAgentEnvRunners
+            config = dataclasses.replace(config, multi_agent=MultiAgentConfig())
+    if config.multi_agent is not None:
+        if group_config.validate_env_locally:
+            _check_multi_agent(config, group_config)
+        return config
     if group_config.validate_env_locally:
         probe = dataclasses.replace(
             config, num_envs_per_env_runner=min(config.num_envs_per_env_runner, _PROBE_SUB_ENVS)
         )
-        workers = group_config.num_env_runners
-
-        def build(cfg: EnvRunnerConfig) -> Any:
-            return make_vector_env(cfg, worker_index=0, num_workers=workers, any_vector_size=True)
-
-        # A first build, not measured: the imports and caches a first env brings are no sub-env's.
-        build(dataclasses.replace(probe, num_envs_per_env_runner=1)).close()
         tracing = tracemalloc.is_tracing()  # a user's own tracing stays on
         if not tracing:
             tracemalloc.start()
@@ -90,3 +100,17 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
                 tolerate_errors=config.restart_failed_sub_environments,
             )
     return config
+
+
+def _check_multi_agent(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> None:
+    """A multi-agent config's driver-side checks: one runner of one sub-env is built (the creator,
+    every module and its spaces, the mapping) and, with ``check_env``, samples a few random steps
+    with every env output checked against the contract."""
+    probe = MultiAgentEnvRunner(
+        dataclasses.replace(config, num_envs_per_env_runner=1), worker_index=0, num_workers=group_config.num_env_runners
+    )
+    try:
+        if group_config.check_env:
+            probe.sample(num_timesteps=max(config.check_env_first_steps, 1), random_actions=True)
+    finally:
+        probe.stop()

@@ -17,11 +17,13 @@ import numpy as np
 import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
 from ray_sampler.errors import EnvCreatorError, EnvRunnerFailedError, RaySamplerError
 from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.metrics import RunnerMetrics
+from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from ray_sampler.sampling.placement import RunnerPlacement
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_failures import RunnerFailures
@@ -34,7 +36,7 @@ _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 _MIN_PING_INTERVAL_S = 0.2
 _RECHECK_PLACEMENT_S = 1.0
 
-Answer = tuple[ColumnarEpisodes | None, RunnerMetrics]
+Answer = tuple[ColumnarEpisodes | MultiAgentColumnar | None, RunnerMetrics]
 """One runner's answer: its chunks as one columnar object (None: none, or sent to a replay) and metrics."""
 
 
@@ -61,7 +63,8 @@ class RunnerFleet:
         self.config = config
         self.group_config = group_config
         self.name_prefix = name_prefix
-        self._remote: Any = ray.remote(EnvRunner)  # an actor class: its methods' .remote is untyped
+        runner_class = EnvRunner if config.multi_agent is None else MultiAgentEnvRunner
+        self._remote: Any = ray.remote(runner_class)  # an actor class: its methods' .remote is untyped
         self.actors: dict[int, Any] = {}
         self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with
         self.failures = RunnerFailures(group_config)

@@ -223,9 +223,9 @@ class TestChunks:
         assert (cont.module_for("a"), calls) == ("m_a", ["a"])
 
 
-def record(seed: int, *, cut_every: list[int], lookbacks: list[int], max_steps: int = 40) -> tuple:
+def record(seed: int, *, cut_every: list[int], lookbacks: list[int], max_steps: int = 40, **env_config: float) -> tuple:
     """One episode of RandomScheduleEnv recorded whole, and again as chunks cut at the given lengths."""
-    env = RandomScheduleEnv({"num_agents": 4, "max_steps": max_steps})
+    env = RandomScheduleEnv({"num_agents": 4, "max_steps": max_steps, **env_config})
     rng = np.random.default_rng(seed + 1000)
     obs, infos = env.reset(seed=seed)
     whole = MultiAgentEpisode("ep")
@@ -269,3 +269,25 @@ def test_random_schedules_cut_and_concat_give_back_the_whole_episode(seed: int) 
     whole.validate()
     assert_same_episode(joined, whole)
     assert not (whole.is_terminated and whole.is_truncated)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_fast_path_for_full_steps_records_what_the_full_path_does(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps where every agent to act acts and gets its next observation take a fast path."""
+    kwargs: dict = {"cut_every": [3, 5], "lookbacks": [2, 0], "max_steps": 30, "p_obs": 0.9, "p_join": 0.6}
+    fast, fast_chunks = record(seed, **kwargs)
+    taken = []
+    full_step = MultiAgentEpisode._is_full_step  # noqa: SLF001
+
+    def count(self: MultiAgentEpisode, *args: object) -> bool:
+        taken.append(full_step(self, *args))
+        return False
+
+    monkeypatch.setattr(MultiAgentEpisode, "_is_full_step", count)
+    slow, slow_chunks = record(seed, **kwargs)
+    assert any(taken)  # the fast path would have been taken
+    assert_same_episode(fast, slow)
+    for f, s in zip(fast_chunks, slow_chunks, strict=True):
+        assert_same_episode(f, s)

@@ -1,0 +1,145 @@
+"""Multi-agent envs in an EnvRunnerGroup: detected, checked on the driver, sampled by remote runners,
+scaled up and down, a runner killed: every shipped chunk continues its episode, nothing twice, each
+agent's data its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
+from ray_sampler.data.multi_agent_episode import SKIP_ENV_TS, MultiAgentEpisode
+from ray_sampler.errors import ConfigError, EnvCreatorError, MultiAgentEnvError
+from ray_sampler.modules import RandomModule
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.env_runner import EnvRunner
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.multi_agent_env_runner import MultiAgentRunnerMetrics
+from tests.ray_sampler.ma_envs import RandomScheduleEnv
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+MAPPING = MultiAgentConfig(
+    policies=("low", "high"), policy_mapping_fn=lambda aid, episode, **kw: "low" if aid in ("a0", "a1") else "high"
+)
+
+
+def schedule_group(num_env_runners: int = 2, *, keep_sampling: bool = False, **kwargs: Any) -> EnvRunnerGroup:
+    config = EnvRunnerConfig(
+        env=RandomScheduleEnv, env_config={"num_agents": 4, "max_steps": 20}, module_class=RandomModule,
+        num_envs_per_env_runner=2, rollout_fragment_length=6, multi_agent=MAPPING, **kwargs,
+    )  # fmt: skip
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=num_env_runners, num_cpus_per_env_runner=0.5, sample_timeout_s=60, keep_sampling=keep_sampling
+    )
+    return EnvRunnerGroup(config, group_config)
+
+
+def check_chunks(chunks: list[MultiAgentEpisode]) -> dict[str, MultiAgentEpisode]:
+    """Joins the chunks per episode id (concat_episode refuses a gap, an overlap or a foreign chunk)
+    and checks each agent's data against what RandomScheduleEnv emits: an agent's observation is
+    [the env step it came at, the agent's index], and each agent is on its mapped module."""
+    seen: set[tuple[str, int]] = set()
+    whole: dict[str, MultiAgentEpisode] = {}
+    for c in chunks:
+        assert (c.id_, c.env_t_started) not in seen, "a chunk came twice"
+        seen.add((c.id_, c.env_t_started))
+        if c.id_ in whole:
+            whole[c.id_].concat_episode(c)
+        else:
+            assert c.env_t_started == 0, "an episode's first chunk is missing"
+            whole[c.id_] = MultiAgentEpisode.from_state(c.get_state())
+    for ep in whole.values():
+        ep.validate()
+        for aid, sa in ep.agent_episodes.items():
+            assert ep.module_for(aid) == ("low" if aid in ("a0", "a1") else "high")
+            env_steps = [t for t, j in enumerate(ep.env_t_to_agent_t[aid].tolist()) if j != SKIP_ENV_TS]
+            obs = np.asarray(sa.get_observations())
+            came_at = obs[:, 0].tolist()
+            if sa.is_terminated and len(obs) > 1 and came_at[-1] == came_at[-2]:
+                came_at[-1] = env_steps[-1]  # terminated without a last observation: its previous one repeats
+            assert came_at == env_steps and set(obs[:, 1].tolist()) == {int(aid[1:])}
+    return whole
+
+
+def test_group_detects_the_env_and_samples_every_runner() -> None:
+    config = EnvRunnerConfig(env=RandomScheduleEnv, module_class=RandomModule, num_envs_per_env_runner=2)
+    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
+        assert group.config.multi_agent == MultiAgentConfig()
+        answers = group.sample_columnar()
+        assert len(answers) == 2
+        for col, metrics in answers:
+            assert isinstance(col, MultiAgentColumnar) and isinstance(metrics, MultiAgentRunnerMetrics)
+            assert col.num_env_steps == metrics.num_env_steps == 2 * 200
+        assert group.metrics.num_env_steps == 800
+
+
+def test_scaling_and_a_killed_runner_lose_no_shipped_step_and_repeat_none() -> None:
+    with schedule_group(2) as group:
+        chunks: list[MultiAgentEpisode] = []
+        steps = 0
+        for i in range(12):
+            if i == 3:
+                group.scale(3)
+            if i == 6:
+                ray.kill(group.actor(2))  # a runner dies: replaced under the same index
+            if i == 9:
+                group.scale(1)  # the stopped runners' unshipped steps come with the next call
+            out = group.sample()
+            assert sum(len(c) for c in out) == group.metrics.num_env_steps
+            steps += group.metrics.num_env_steps
+            chunks += out
+        assert group.metrics.num_env_runner_restarts == 1
+        whole = check_chunks(chunks)
+        assert sum(len(ep) for ep in whole.values()) == steps
+        assert sum(ep.is_done for ep in whole.values()) >= 10
+
+
+def test_keep_sampling_ships_every_step_once() -> None:
+    with schedule_group(2, keep_sampling=True) as group:
+        chunks = [c for _ in range(5) for c in group.sample()]
+        chunks += [c for col, _ in group.collect_in_flight() if col is not None for c in _unpack(col)]
+        check_chunks(chunks)
+
+
+def _unpack(col: Any) -> list[MultiAgentEpisode]:
+    from ray_sampler.data.multi_agent_columnar import unpack_columnar
+
+    return unpack_columnar(col)
+
+
+def test_complete_mode_scale_down_drops_running_episodes_and_counts_them() -> None:
+    with schedule_group(2, batch_mode="complete_episodes") as group:
+        chunks = group.sample()
+        group.scale(1)
+        chunks += group.sample()
+        assert all(c.is_done and c.env_t_started == 0 for c in chunks)
+        assert group.metrics.num_episodes_dropped_by_scale >= 1
+        check_chunks(chunks)
+
+
+def test_contract_breach_is_found_on_the_driver_before_any_runner_starts() -> None:
+    class NoAll(RandomScheduleEnv):
+        def step(self, action_dict: dict[Any, Any]) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
+            out = super().step(action_dict)
+            del out[3]["__all__"]
+            return out
+
+    with pytest.raises(MultiAgentEnvError, match=r"truncateds at env step 1 must be a dict with the key '__all__'"):
+        EnvRunnerGroup(EnvRunnerConfig(env=NoAll), EnvRunnerGroupConfig(num_env_runners=1))
+
+
+def test_sample_to_replay_is_refused_for_multi_agent_chunks() -> None:
+    with schedule_group(1) as group, pytest.raises(ConfigError, match="cannot be sent to a replay actor yet"):
+        group.sample_to_replay(object())
+
+
+def test_single_agent_runner_refuses_a_multi_agent_env() -> None:
+    with pytest.raises(
+        EnvCreatorError, match=r"returned a multi-agent env \(RandomScheduleEnv\): sample it with MultiAgentEnvRunner"
+    ):
+        EnvRunner(EnvRunnerConfig(env=RandomScheduleEnv))
