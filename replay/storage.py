@@ -166,6 +166,19 @@ class EpisodeStorage:
         self._version += 1
         return sum(int(col.lens[i]) for i, _ in plan if col.ids[i] in self._episodes)
 
+    def check_add(self, col: ColumnarEpisodes) -> None:
+        """Raises what ``add(col)`` would raise for chunks that do not continue their stored episodes,
+        changing nothing (an owner storing one chunk set across several storages checks all first)."""
+        col.validate()
+        plan_add(
+            col,
+            episodes=self._episodes,
+            restored_open=self._restored_open,
+            columns=self._columns,
+            segments=self._segments,
+            episode_rows=self.episode_rows,
+        )
+
     def mark_restored(self) -> None:
         """The stored episodes that are not done may go on after a gap (see :mod:`replay.add_plan`)."""
         self._restored_open = {id_ for id_, ep in self._episodes.items() if not ep.is_done}
@@ -260,21 +273,35 @@ class EpisodeStorage:
         return self._capacity_bytes is not None and self._num_steps * self.step_nbytes() > self._capacity_bytes
 
     def _evict(self) -> None:
-        table = self._segments
         while len(self._episodes) > 1 and self._over_capacity():  # the newest episode always stays
-            id_, ep = next(iter(self._episodes.items()))
-            del self._episodes[id_]
-            seg = ep.first_segment
-            while seg >= 0:
-                table.alive[seg] = False
-                start, steps = int(table.step_start[seg]), int(table.num_steps[seg])
-                if self._listener is not None:
-                    self._listener.rows_evicted(start, start + steps)
-                self._live_obs_rows -= steps + 1
-                seg = int(table.next[seg])
-            self._num_steps -= ep.num_steps
-            self._num_evicted_episodes += 1
-            self._num_evicted_steps += ep.num_steps
+            self._drop(next(iter(self._episodes)))
+        self._compact_if_sparse()
+
+    def evict_episodes(self, ids: list[str]) -> None:
+        """Evicts the stored episodes ``ids`` (counted as evicted; ids not stored are skipped): for an
+        owner that evicts by its own rule, such as the multi-agent buffer's env-step capacity."""
+        for id_ in ids:
+            if id_ in self._episodes:
+                self._drop(id_)
+        self._compact_if_sparse()
+        self._version += 1
+
+    def _drop(self, id_: str) -> None:
+        table = self._segments
+        ep = self._episodes.pop(id_)
+        seg = ep.first_segment
+        while seg >= 0:
+            table.alive[seg] = False
+            start, steps = int(table.step_start[seg]), int(table.num_steps[seg])
+            if self._listener is not None:
+                self._listener.rows_evicted(start, start + steps)
+            self._live_obs_rows -= steps + 1
+            seg = int(table.next[seg])
+        self._num_steps -= ep.num_steps
+        self._num_evicted_episodes += 1
+        self._num_evicted_steps += ep.num_steps
+
+    def _compact_if_sparse(self) -> None:
         dead = self._columns.num_obs_rows - self._live_obs_rows
         over_bytes = self._capacity_bytes is not None and dead * self.step_nbytes() > self._capacity_bytes // 4
         if dead > max(self._live_obs_rows // 4, 4096) or (dead and over_bytes):

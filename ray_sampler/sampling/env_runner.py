@@ -48,6 +48,7 @@ from connectors.env_to_module import default_env_to_module, env_to_module_observ
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.data.multi_agent_columnar import unpack_columnar
 from ray_sampler.data.spaces import check_space
 from ray_sampler.errors import EnvError
 from ray_sampler.modules import RandomModule
@@ -370,7 +371,7 @@ class EnvRunner:
         complete mode ships only whole finished episodes, running ones are dropped and counted, as
         that mode never returns part of an episode. The runner starts fresh afterwards.
         """
-        held = [ep for col in self._outbox.take() for ep in columnar_to_episodes(col)]
+        held = [ep for col in self._outbox.take() for ep in unpack_columnar(col)]
         out, dropped = self.ongoing.drain(ship_running=self._is_truncating)
         self._tally.clear()
         return held + out, dropped

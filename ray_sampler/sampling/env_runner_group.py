@@ -46,8 +46,8 @@ import ray
 
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.data.multi_agent_columnar import pack_episodes, unpack_columnar
-from ray_sampler.errors import ConfigError, RaySamplerError
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, pack_episodes, unpack_columnar
+from ray_sampler.errors import RaySamplerError
 from ray_sampler.handles import call
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
@@ -241,10 +241,6 @@ class EnvRunnerGroup:
         call adds them first, before sampling, and raises the ``RayActorError`` if the replay it was
         given is dead too (nothing was sampled then).
         """
-        if self.config.multi_agent is not None:
-            raise ConfigError(
-                "multi-agent chunks cannot be sent to a replay actor yet: sample them with EnvRunnerGroup.sample()"
-            )
         request = SampleRequest(
             num_timesteps=num_timesteps,
             num_episodes=num_episodes,
@@ -256,12 +252,13 @@ class EnvRunnerGroup:
         out = []
         for col, metrics in self._sample(request, replay, timeout_s):
             if col is not None:
-                assert isinstance(col, ColumnarEpisodes), "refused above: multi-agent chunks go to no replay"
                 metrics = self._add_from_driver(replay, col, metrics)
             out.append(metrics)
         return out
 
-    def _add_from_driver(self, replay: Any, col: ColumnarEpisodes, metrics: RunnerMetrics) -> RunnerMetrics:
+    def _add_from_driver(
+        self, replay: Any, col: ColumnarEpisodes | MultiAgentColumnar, metrics: RunnerMetrics
+    ) -> RunnerMetrics:
         """``metrics`` with the ack of adding ``col`` to ``replay``; a dead replay (now or for an earlier
         chunk of this call: the order is kept) leaves ``col`` held, counted as held for the replay."""
         if self._outbox.is_empty:

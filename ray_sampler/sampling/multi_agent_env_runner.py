@@ -48,7 +48,7 @@ from connectors.env_to_module import default_env_to_module
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
-from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, multi_agent_episodes_to_columnar
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, multi_agent_episodes_to_columnar, unpack_columnar
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.errors import ConfigError, EnvCreatorError, EnvError, MultiAgentEnvError, first_line
 from ray_sampler.modules import RandomModule
@@ -58,6 +58,7 @@ from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output, is_multi_agent_env
 from ray_sampler.sampling.pettingzoo_env import wrap_pettingzoo
+from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_build import build_module, set_torch_threads
 
@@ -175,6 +176,7 @@ class MultiAgentEnvRunner:
         self._env_steps_checked = [0] * self.num_envs
         self._needs_reset = True
         self._held: list[MultiAgentEpisode] = []
+        self._outbox = ReplayOutbox()  # chunks a dead replay actor did not take, oldest first
         self._finished_sums: dict[str, dict[Hashable, float]] = {}
         self.weights_version = 0
         self._metrics = MultiAgentRunnerMetrics(worker_index=worker_index)
@@ -475,8 +477,19 @@ class MultiAgentEnvRunner:
         return (multi_agent_episodes_to_columnar(episodes) if episodes else None), self._metrics
 
     def collect_to(self, replay: Any, request: SampleRequest) -> RunnerMetrics:
-        raise ConfigError(
-            "multi-agent chunks cannot be sent to a replay actor yet: sample them with EnvRunnerGroup.sample()"
+        """``collect()`` sent straight to a multi-agent replay actor; the metrics carry its ack (the
+        chunks count as delivered only once stored). Chunks a dead replay did not take are held, in
+        order, and go first to the replay of the next call."""
+        col, metrics = self.collect(request)
+        if col is not None:
+            self._outbox.hold(col)
+        ack = self._outbox.send(replay)
+        running = sorted(ep.id_ for ep in self._episodes if ep is not None and not ep.is_done and ep.env_t > 0)
+        return dataclasses.replace(
+            metrics,
+            replay=ack,
+            num_env_steps_held_for_replay=self._outbox.num_env_steps,
+            running_episode_ids=running,
         )
 
     def get_state(self) -> dict[str, Any]:
@@ -501,7 +514,9 @@ class MultiAgentEnvRunner:
         """What no ``sample()`` returned yet, for scale-down: (chunks to ship, episodes dropped). Truncate
         mode ships the running episodes' unshipped steps as chunks; complete mode ships the finished
         episodes held back and drops (and counts) the running ones. The runner starts afresh afterwards."""
-        out, self._held = self._held, []
+        out = [ep for col in self._outbox.take() for ep in unpack_columnar(col)]
+        out += self._held
+        self._held = []
         dropped = 0
         truncate = self.config.batch_mode is BatchMode.TRUNCATE_EPISODES
         for ep in self._episodes:

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from ray_sampler.data.columnar import ColumnarEpisodes
+from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
 from ray_sampler.handles import call
 
 __all__ = ["ReplayOutbox", "is_actor_death"]
@@ -21,7 +22,7 @@ class ReplayOutbox:
     """Chunks a replay did not take, oldest first."""
 
     def __init__(self) -> None:
-        self._held: list[ColumnarEpisodes] = []
+        self._held: list[ColumnarEpisodes | MultiAgentColumnar] = []
 
     @property
     def is_empty(self) -> bool:
@@ -32,11 +33,11 @@ class ReplayOutbox:
         """Env steps held."""
         return sum(c.num_env_steps for c in self._held)
 
-    def hold(self, col: ColumnarEpisodes) -> None:
+    def hold(self, col: ColumnarEpisodes | MultiAgentColumnar) -> None:
         """Holds ``col`` after the chunks held already."""
         self._held.append(col)
 
-    def take(self) -> list[ColumnarEpisodes]:
+    def take(self) -> list[ColumnarEpisodes | MultiAgentColumnar]:
         """Every held chunk, in order; the outbox is empty afterwards."""
         held, self._held = self._held, []
         return held

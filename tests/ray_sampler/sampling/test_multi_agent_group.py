@@ -12,13 +12,14 @@ import ray
 
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
 from ray_sampler.data.multi_agent_episode import SKIP_ENV_TS, MultiAgentEpisode
-from ray_sampler.errors import ConfigError, EnvCreatorError, MultiAgentEnvError
+from ray_sampler.errors import EnvCreatorError, MultiAgentEnvError
 from ray_sampler.modules import RandomModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env_runner import MultiAgentRunnerMetrics
+from replay.multi_agent_actor import create_multi_agent_replay_actor
 from tests.ray_sampler.ma_envs import RandomScheduleEnv
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -133,9 +134,23 @@ def test_contract_breach_is_found_on_the_driver_before_any_runner_starts() -> No
         EnvRunnerGroup(EnvRunnerConfig(env=NoAll), EnvRunnerGroupConfig(num_env_runners=1))
 
 
-def test_sample_to_replay_is_refused_for_multi_agent_chunks() -> None:
-    with schedule_group(1) as group, pytest.raises(ConfigError, match="cannot be sent to a replay actor yet"):
-        group.sample_to_replay(object())
+def test_runners_add_to_a_multi_agent_replay_and_hold_chunks_while_it_is_dead() -> None:
+    with schedule_group(2) as group:
+        replay = create_multi_agent_replay_actor(seed=0)
+        delivered = 0
+        for _ in range(3):
+            for m in group.sample_to_replay(replay):
+                assert m.replay.num_env_steps == m.num_env_steps  # stored: delivered
+                delivered += m.num_env_steps
+        assert ray.get(replay.get_counts.remote())["num_env_steps"] == delivered == 3 * 2 * 12
+        ray.kill(replay)  # the replay dies: the runners hold what it did not take
+        answers = group.sample_to_replay(replay)
+        held = sum(m.num_env_steps_held_for_replay for m in answers)
+        assert held == 2 * 12 and all(m.replay is None for m in answers)
+        fresh = create_multi_agent_replay_actor(seed=1)
+        answers = group.sample_to_replay(fresh)  # the held chunks go first, then this call's
+        assert sum(m.num_env_steps_held_for_replay for m in answers) == 0
+        assert ray.get(fresh.get_counts.remote())["num_env_steps"] == held + 2 * 12
 
 
 def test_single_agent_runner_refuses_a_multi_agent_env() -> None:
