@@ -44,7 +44,7 @@ from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ReplayError
 from ray_sampler.validate import check_int, check_optional
-from replay.add_plan import plan_add
+from replay.add_plan import AddPlan, plan_add
 from replay.columns import EpisodeMeta, StoredColumns
 from replay.keys import step_rows_of_keys, stored_keys
 from replay.records import EpisodeRows, StepRowListener, StoredEpisode
@@ -138,15 +138,7 @@ class EpisodeStorage:
     def add(self, col: ColumnarEpisodes) -> int:
         """Stores the chunks of ``col`` (all or none); returns how many of their env steps are still
         stored after eviction (the newest episode always stays, see the module docstring)."""
-        col.validate()
-        plan, renames, num_duplicate_steps = plan_add(
-            col,
-            episodes=self._episodes,
-            restored_open=self._restored_open,
-            columns=self._columns,
-            segments=self._segments,
-            episode_rows=self.episode_rows,
-        )
+        plan, renames, num_duplicate_steps = self._plan(col)
         if not plan:
             self._num_duplicate_steps_skipped += num_duplicate_steps
             return 0
@@ -169,8 +161,11 @@ class EpisodeStorage:
     def check_add(self, col: ColumnarEpisodes) -> None:
         """Raises what ``add(col)`` would raise for chunks that do not continue their stored episodes,
         changing nothing (an owner storing one chunk set across several storages checks all first)."""
+        self._plan(col)
+
+    def _plan(self, col: ColumnarEpisodes) -> AddPlan:
         col.validate()
-        plan_add(
+        return plan_add(
             col,
             episodes=self._episodes,
             restored_open=self._restored_open,
