@@ -18,6 +18,7 @@ from ray_sampler.cli.user_env import EnvOptions, check_env_builds, check_env_nam
 from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import columnar_to_episodes, episodes_to_columnar
 from ray_sampler.data.episode import SingleAgentEpisode
+from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.validate import check_int
 
@@ -63,7 +64,7 @@ class SampleJobConfig(EnvOptions):
 
 def run_sample_job(cfg: SampleJobConfig) -> None:
     """Samples ``cfg.iterations`` times with a group of runners on an in-process Ray cluster."""
-    check_env_builds(cfg.env, cfg.env_config_dict())  # before Ray starts
+    multi_agent = check_env_builds(cfg.env, cfg.env_config_dict(), multi_agent_ok=True)  # before Ray starts
     runner_config = EnvRunnerConfig(
         env=cfg.env,
         env_config=cfg.env_config_dict(),
@@ -92,14 +93,16 @@ def run_sample_job(cfg: SampleJobConfig) -> None:
         with group:
             for it in range(1, cfg.iterations + 1):
                 t0 = time.perf_counter()
-                episodes = group.sample()
+                episodes: list[Any] = group.sample()  # MultiAgentEpisode chunks for a multi-agent env
                 steps = sum(len(ep) for ep in episodes)
                 total_steps += steps
+                agent_steps = sum(ep.agent_steps() for ep in episodes if isinstance(ep, MultiAgentEpisode))
+                agents = f" ({agent_steps} agent steps)" if multi_agent else ""
                 m = group.metrics
                 mean = f"{m.episode_return_mean:.1f}" if m.episode_return_mean is not None else "-"
                 per_runner = ", ".join(f"{i}: {v / 1e3:.1f}k/s" for i, v in sorted(m.runner_env_steps_per_s.items()))
                 print(
-                    f"iter {it}: {steps} env steps, {m.num_episodes} episodes done, mean return {mean}, "
+                    f"iter {it}: {steps} env steps{agents}, {m.num_episodes} episodes done, mean return {mean}, "
                     f"{steps / (time.perf_counter() - t0) / 1e3:.1f}k steps/s (runners {per_runner}), "
                     f"weights v{group.weights_version}"
                 )

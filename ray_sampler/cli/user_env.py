@@ -34,7 +34,9 @@ from typing import Any
 
 from ray_sampler.cli.options import UsageError
 from ray_sampler.errors import EnvCreatorError, first_line
-from ray_sampler.sampling.env_creator import probe_env, resolve_creator
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, probe_env, resolve_creator
+from ray_sampler.sampling.multi_agent_env_runner import make_multi_agent_sub_env
 
 __all__ = [
     "DEFAULT_ENV",
@@ -145,13 +147,28 @@ def check_env_name(env: str) -> str:
     return env
 
 
-def check_env_builds(env: str, env_config: dict[str, Any]) -> None:
+def check_env_builds(env: str, env_config: dict[str, Any], *, multi_agent_ok: bool = False) -> bool:
     """UsageError with one line if ``env``'s creator raises or returns what is not an env (one
-    sub-env is built, as a runner builds its first)."""
+    sub-env is built, as a runner builds its first). A multi-agent env (a MultiAgentEnv or a
+    PettingZoo env) is refused unless ``multi_agent_ok`` (the command samples it); returns whether
+    the env is multi-agent."""
     try:
         probe_env(env, env_config)
+    except MultiAgentEnvGiven:
+        if not multi_agent_ok:
+            raise UsageError(
+                f"--env {env!r} is a multi-agent env: training takes single-agent envs for now; "
+                "ray-sampler sample samples it"
+            ) from None
+        config = EnvRunnerConfig(env=resolve_creator(env), env_config=dict(env_config))
+        try:
+            make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0).close()
+        except EnvCreatorError as e:
+            raise UsageError(f"--env {env!r}: {e}") from None
+        return True
     except EnvCreatorError as e:
         raise UsageError(f"--env {env!r}: {e}") from None
+    return False
 
 
 def _env_module_path(env: str) -> Path | None:

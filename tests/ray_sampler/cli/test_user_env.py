@@ -160,3 +160,37 @@ def test_py_modules_add_to_those_of_a_runtime_env_file(tmp_path: Path) -> None:
     options = EnvOptions(runtime_env=tmp_path / "r.yaml", py_modules=(str(tmp_path / "b.py"),))
     runtime_env, _ = job_runtime_env(options, attached=True)
     assert runtime_env == {"py_modules": [str(tmp_path / "a.py"), str(tmp_path / "b.py")]}
+
+
+SIMPLE_SPREAD = """
+from mpe2 import simple_spread_v3
+
+
+def Spread(config):
+    return simple_spread_v3.parallel_env(N=config.get("n", 3), max_cycles=25)
+"""
+
+
+def test_a_multi_agent_env_samples_from_the_command_line_and_training_refuses_it(
+    tmp_path: Path, ray_address: str
+) -> None:
+    (tmp_path / "spread.py").write_text(SIMPLE_SPREAD)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["RAY_ADDRESS"] = ray_address
+    script = str(Path(sys.executable).parent / "ray-sampler")
+    command = [script, "sample", "--env", "spread:Spread", "--env-config.n", "2", "--iterations", "1"]
+    command += ["--rollout-fragment-length", "25", "--num-envs-per-env-runner", "2"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    # 2 runners x 2 sub-envs x 25 steps; 2 agents act at every step; each episode is 25 steps long.
+    assert done.stdout.splitlines()[1].startswith("iter 1: 100 env steps (200 agent steps), 4 episodes done, ")
+    env.pop("RAY_ADDRESS")
+    train = subprocess.run(
+        [script, "train", "--env", "spread:Spread"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert train.returncode == 2
+    assert train.stderr.strip().splitlines()[-1] == (
+        "ray-sampler train: error: --env 'spread:Spread' is a multi-agent env: training takes single-agent envs "
+        "for now; ray-sampler sample samples it"
+    )
