@@ -184,3 +184,13 @@ def test_multi_agent_sample_example_samples_pettingzoo_games_and_joins_the_chunk
     # The shared module's return in an episode sums its three agents'.
     assert re.fullmatch(r"module shared: mean return -\d+\.\d\d over 32 episodes", lines[-2])
     assert lines[-1] == "32 chunks joined into 32 episodes, 32 finished"  # 50 steps: two whole episodes a call
+
+
+def test_multi_agent_cartpole_example_trains_two_policies(ray_address: str) -> None:
+    lines = run("multi_agent_cartpole.py", "--target", "300", "--max-iterations", "40", ray_address=ray_address)
+    assert lines[0].startswith("iter 1: 1024 env steps, mean return ")
+    assert re.fullmatch(
+        r"summed return (3\d\d|[4-9]\d\d)\.\d after \d+ env steps \(\d+ agent steps\) in [\d.]+ s \(reached: True\); "
+        r"last episodes per module: p0 [\d.]+, p1 [\d.]+",
+        lines[-1],
+    ), lines[-3:]
