@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/multi_agent_ppo.py [--seeds 0,1,2] [--rllib-python PATH]
 
-Each seed runs in a fresh process: ``train_multi_agent_ppo`` with 2 env runners x 4 sub-envs x 128
+Each seed runs in a fresh process: ``train_ppo`` with 2 env runners x 4 sub-envs x 128
 steps per iteration (1,024 env steps), the numpy PPO defaults, a policy per agent, stop at a mean
 summed return of 800 over the last 100 episodes or 300k env steps. ``loop s`` is the training
 loop's wall clock, ``whole s`` the process's from before ``ray.init``. Baseline in the same run:
@@ -28,14 +28,14 @@ def one(seed: int) -> None:
     import ray
 
     from learner.learner import PPOConfig
-    from learner.train_multi_agent import MultiAgentPPOConfig, train_multi_agent_ppo
+    from learner.train import PPOTrainingConfig, train_ppo
     from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
     from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
     from ray_sampler.sampling.multi_agent_env import make_multi_agent
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     mapping = MultiAgentConfig(policies=("p0", "p1"), policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
-    cfg = MultiAgentPPOConfig(
+    cfg = PPOTrainingConfig(
         env_runner=EnvRunnerConfig(
             env=make_multi_agent("CartPole-v1", 2), num_envs_per_env_runner=4, rollout_fragment_length=128,
             seed=seed, multi_agent=mapping,
@@ -45,11 +45,11 @@ def one(seed: int) -> None:
         target_return=800,
         max_iterations=300,  # 300k env steps
     )  # fmt: skip
-    result = train_multi_agent_ppo(cfg, log=lambda line: None)
+    result = train_ppo(cfg, log=lambda line: None)
     ray.shutdown()
     print(json.dumps({
         "seed": seed, "reached": result.reached, "return": result.mean_return, "env_steps": result.env_steps,
-        "iterations": result.iterations, "loop_s": result.elapsed_s, "whole_s": time.perf_counter() - t0,
+        "iterations": result.iterations, "loop_s": result.seconds, "whole_s": time.perf_counter() - t0,
     }))  # fmt: skip
 
 

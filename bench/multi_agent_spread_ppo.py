@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/multi_agent_spread_ppo.py [--seed 0] [--lr 3e-4] [--env-steps 100000]
 
-``train_multi_agent_ppo`` with 2 env runners x 8 sub-envs x 125 steps (2,000 env steps an
+``train_ppo`` with 2 env runners x 8 sub-envs x 125 steps (2,000 env steps an
 iteration, 80 episodes of 25 cycles), one module for the 3 agents, the numpy PPO with ``--lr``, 6
 epochs, minibatches of 256. Every episode ends at the 25-cycle limit: a truncation, which the
 learner bootstraps. Prints the mean summed return of the last 100 episodes every 5 iterations and
@@ -57,12 +57,12 @@ def main() -> None:
     import ray
 
     from learner.learner import PPOConfig
-    from learner.train_multi_agent import MultiAgentPPOConfig, train_multi_agent_ppo
+    from learner.train import PPOTrainingConfig, train_ppo
     from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
     from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    cfg = MultiAgentPPOConfig(
+    cfg = PPOTrainingConfig(
         env_runner=EnvRunnerConfig(
             env=spread, num_envs_per_env_runner=8, rollout_fragment_length=125, seed=args.seed,
             multi_agent=MultiAgentConfig(policies=("shared",), policy_mapping_fn=lambda aid, episode, **kw: "shared"),
@@ -73,21 +73,21 @@ def main() -> None:
     )  # fmt: skip
 
     def log(line: str) -> None:
-        if int(line.split(":")[0].split()[1]) % 5 == 0:
+        if not line.startswith("iter ") or int(line.split(":")[0].split()[1]) % 5 == 0:
             print(line, flush=True)
 
-    result = train_multi_agent_ppo(cfg, log=log)
+    result = train_ppo(cfg, log=log)
     whole = time.perf_counter() - t0
     ray.shutdown()
     raw = bare_s(result.env_steps)
     per_agent = result.mean_return / 3
     print(
         f"after {result.env_steps} env steps: mean summed return {result.mean_return:.1f} "
-        f"({per_agent:.1f} per agent), loop {result.elapsed_s:.1f} s, whole {whole:.1f} s; "
+        f"({per_agent:.1f} per agent), loop {result.seconds:.1f} s, whole {whole:.1f} s; "
         f"bare simple_spread for those steps {raw:.1f} s (whole / bare {whole / raw:.1f})"
     )
     print(json.dumps({"seed": args.seed, "lr": args.lr, "env_steps": result.env_steps, "per_agent": per_agent,
-                      "loop_s": result.elapsed_s, "whole_s": whole, "bare_s": raw}))  # fmt: skip
+                      "loop_s": result.seconds, "whole_s": whole, "bare_s": raw}))  # fmt: skip
 
 
 if __name__ == "__main__":

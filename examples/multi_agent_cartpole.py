@@ -17,7 +17,7 @@ import dataclasses
 import sys
 
 from learner.learner import PPOConfig
-from learner.train_multi_agent import MultiAgentPPOConfig, train_multi_agent_ppo
+from learner.train import PPOTrainingConfig, train_ppo
 from ray_sampler import EnvRunnerConfig, EnvRunnerGroupConfig, MultiAgentConfig, make_multi_agent
 from ray_sampler.cli import parse, ray_cluster
 
@@ -43,7 +43,7 @@ def main(args: Args) -> None:
         mapping = MultiAgentConfig(policies=("shared",), policy_mapping_fn=lambda aid, episode, **kw: "shared")
     else:
         mapping = MultiAgentConfig(policies=("p0", "p1"), policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
-    cfg = MultiAgentPPOConfig(
+    cfg = PPOTrainingConfig(
         env_runner=EnvRunnerConfig(
             env=make_multi_agent("CartPole-v1", num_agents=2),
             num_envs_per_env_runner=4,
@@ -57,12 +57,16 @@ def main(args: Args) -> None:
         max_iterations=args.max_iterations,
     )
     with ray_cluster(args.address, num_cpus=2):
-        result = train_multi_agent_ppo(cfg)
-    per_module = ", ".join(f"{mid} {r:.1f}" for mid, r in sorted(result.module_returns.items()))
+        result = train_ppo(cfg)
+    per_module = ", ".join(
+        f"{key.removeprefix('module/')} {r:.1f}"
+        for key, r in sorted(result.returns_by.items())
+        if key.startswith("module/")
+    )
     print(
         f"summed return {result.mean_return:.1f} after {result.env_steps} env steps "
-        f"({result.agent_steps} agent steps) in {result.elapsed_s:.1f} s (reached: {result.reached}); "
-        f"last episodes per module: {per_module}"
+        f"({result.agent_steps} agent steps) in {result.seconds:.1f} s (reached: {result.reached}); "
+        f"per module over the last 100 episodes: {per_module}"
     )
 
 

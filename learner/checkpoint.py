@@ -89,6 +89,8 @@ class TrainingState:
     """The runners' merged env-to-module connector states (filters' statistics), if any."""
     counters: dict[str, float] = dataclasses.field(default_factory=dict)
     """The loop's own counters (DQN: gradient steps taken and owed)."""
+    returns_by: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    """Multi-agent: the windows of returns per module and per agent (``IterationRecord.returns_by``)."""
     replay_path: Path | None = None
     """The replay buffer's Parquet file (DQN), when loaded."""
 
@@ -147,13 +149,18 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "learner": (dict,),
     "connector_states": (dict, type(None)),
     "counters": (dict,),
+    "returns_by": (dict,),
 }
+_OPTIONAL_FIELDS: dict[str, Any] = {"returns_by": {}}
+"""Fields a checkpoint written before they existed lacks: they load as this value."""
 
 
 def _check_fields(path: Path, values: dict[str, Any]) -> None:
     """CheckpointError unless ``values`` has every field of ``TrainingState`` (and no other) with the
     type a loop resumes from: counts as ints >= 0, the returns and counters as numbers."""
     where = f"checkpoint {path} is corrupt: state.json"
+    for name, default in _OPTIONAL_FIELDS.items():
+        values.setdefault(name, default)
     missing, extra = sorted(_FIELD_TYPES.keys() - values.keys()), sorted(values.keys() - _FIELD_TYPES.keys())
     if missing or extra:
         raise CheckpointError(f"{where} has fields missing {missing} and unknown {extra}")
@@ -166,6 +173,10 @@ def _check_fields(path: Path, values: dict[str, Any]) -> None:
             raise CheckpointError(f"{where}: {name!r} is {values[name]} (an int >= 0 is saved)")
     numbers = [("returns", v) for v in values["returns"]]
     numbers += [(f"counters[{k!r}]", v) for k, v in values["counters"].items()]
+    for key, window in values["returns_by"].items():
+        if not isinstance(window, list):
+            raise CheckpointError(f"{where}: returns_by[{key!r}] is a {type(window).__name__} (a list is saved)")
+        numbers += [(f"returns_by[{key!r}]", v) for v in window]
     for name, value in numbers:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise CheckpointError(f"{where}: {name} is a {type(value).__name__} (a number is saved)")

@@ -157,8 +157,9 @@ class LearnerGroup:
                 terms_seen += [t for t, _, n in results if n]
         versions = self._get([a.__ray_call__.remote(_bump_version) for a in self.actors])
         keys = terms_seen[-1].keys() if terms_seen else ()
+        terms: dict[str, Any] = {k: float(np.mean([t[k] for t in terms_seen[-len(self.actors) :]])) for k in keys}
         return PPOUpdateMetrics(
-            **{k: float(np.mean([t[k] for t in terms_seen[-len(self.actors) :]])) for k in keys},
+            **terms,
             grad_norm_mean=float(np.mean(norms)) if norms else 0.0,
             batch_size=sum(rows),
             num_gradient_steps=len(norms),

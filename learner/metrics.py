@@ -81,6 +81,9 @@ class PPOUpdateMetrics(_FieldMapping):
     """Learner actors that took part (0: one local learner)."""
     learner_connector_s: float = _NAN
     """Wall time of the learner connector pipeline (a local learner's ``update_from_episodes``; else NaN)."""
+    module_metrics: dict[str, PPOUpdateMetrics] = dataclasses.field(default_factory=dict, compare=False)
+    """Multi-agent: each trained module's own metrics of this update (the fields above are their
+    batch-weighted means and sums); empty for a single-agent update."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -154,6 +157,10 @@ class IterationRecord(_FieldMapping):
     """Env steps lost with failed actors in all (see GroupMetrics and the replay's recovery)."""
     losses: dict[str, float] = dataclasses.field(default_factory=dict)
     """This iteration's loss terms by name (PPO: policy_loss, vf_loss, entropy, ...; DQN: loss, q_mean, ...)."""
+    returns_by: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Multi-agent: the mean return over the window (the last ``window`` episodes where each acted)
+    per module (``module/<id>``: its agents' returns summed) and per agent (``agent/<id>``); empty
+    for a single-agent run. ``return_mean`` is the sum over every agent."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,6 +177,8 @@ class TrainResult(_FieldMapping):
     """Env steps the loop trained on."""
     seconds: float
     """Wall time of the loop."""
+    returns_by: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Multi-agent: the last record's mean returns per module and per agent (``IterationRecord.returns_by``)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -184,6 +193,9 @@ class PPOTrainResult(TrainResult):
     """Time spent updating (the learner pipeline included)."""
     learner_connector_s: float
     """Time in the learner connector pipeline (NaN with learner actors)."""
+    agent_steps: int = 0
+    """Agent steps trained on in this process (a resumed run counts from its resume; a single-agent
+    run: its env steps)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -23,12 +23,15 @@ from learner.frameworks import Framework, ppo_learner_class, with_framework
 from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
+from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.sampling.env_creator import env_name, probe_env
+from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.sampling.placement import runner_demand
 from ray_sampler.validate import check_enum, check_int, check_number, check_type, replace_field
 
@@ -39,8 +42,12 @@ __all__ = [
     "check_training_components",
     "check_training_resources",
     "env_spaces",
+    "multi_agent_runner",
+    "ppo_losses",
     "resolve_target",
     "restore_training",
+    "returns_by",
+    "run_observation_space",
     "target_for",
     "train_ppo",
     "training_demands",
@@ -181,10 +188,21 @@ class ReturnTracker:
         self.episodes = 0
         self.best = float("nan")
         self._last_record = (self.start, 0)
+        self.returns_by: dict[str, deque[float]] = {}
+        """Multi-agent: a window per module (``module/<id>``) and per agent (``agent/<id>``)."""
 
-    def add(self, returns: list[float]) -> None:
+    def expect(self, keys: list[str]) -> None:
+        """Windows for these ``returns_by`` keys from the start (a record then has every key, NaN
+        until it has a return; a run's metrics.csv columns are those of its first record)."""
+        for key in keys:
+            self.returns_by.setdefault(key, deque(maxlen=self.window))
+
+    def add(self, returns: list[float], *, by: Mapping[str, list[float]] | None = None) -> None:
+        """Adds finished episodes' returns, and with ``by`` their per-module/per-agent returns."""
         self.returns.extend(returns)
         self.episodes += len(returns)
+        for key, values in (by or {}).items():
+            self.returns_by.setdefault(key, deque(maxlen=self.window)).extend(values)
         if self.count == self.window and not self.mean <= self.best:  # NaN best: the first full window
             self.best = self.mean
 
@@ -210,6 +228,7 @@ class ReturnTracker:
             num_env_runner_restarts=restarts,
             num_env_steps_lost=lost,
             losses={k: float(v) for k, v in losses.items() if isinstance(v, float | int) and not isinstance(v, bool)},
+            returns_by={k: float(np.mean(v)) if v else float("nan") for k, v in self.returns_by.items()},
         )
 
     @property
@@ -233,6 +252,7 @@ class ReturnTracker:
         self.returns.clear()
         self.returns.extend(state.returns[-self.window :])
         self.episodes, self.best = state.episodes, state.best_return_mean
+        self.returns_by = {k: deque(v[-self.window :], maxlen=self.window) for k, v in state.returns_by.items()}
         self.start = time.perf_counter() - state.elapsed_s
         self._last_record = (time.perf_counter(), state.env_steps)
 
@@ -243,6 +263,7 @@ class ReturnTracker:
             "elapsed_s": self.elapsed,
             "best_return_mean": self.best,
             "returns": list(self.returns),
+            "returns_by": {k: list(v) for k, v in self.returns_by.items()},
         }
 
     def describe(self) -> str:
@@ -265,6 +286,7 @@ class ReturnTracker:
             mean_return=self.mean,
             env_steps=env_steps,
             seconds=self.elapsed,
+            returns_by={k: float(np.mean(v)) if v else float("nan") for k, v in self.returns_by.items()},
         )
 
 
@@ -284,6 +306,47 @@ def restore_training(
     tracker.restore(resume)
     if runners is not None and resume.connector_states is not None:
         runners.set_connector_states(resume.connector_states)
+
+
+def multi_agent_runner(env_runner: EnvRunnerConfig) -> EnvRunnerConfig | None:
+    """The runner config of a multi-agent run (``multi_agent`` set, or the env is a MultiAgentEnv or
+    a PettingZoo env: then one module for every agent); None for a single-agent env."""
+    if env_runner.multi_agent is not None:
+        return env_runner
+    try:
+        probe_env(env_runner.env, env_runner.env_config)
+    except MultiAgentEnvGiven:
+        return dataclasses.replace(env_runner, multi_agent=MultiAgentConfig())
+    return None
+
+
+def run_observation_space(env_runner: EnvRunnerConfig) -> str:
+    """The observation space a run's checkpoints are tied to, as they record it: the env's repr, or
+    in a multi-agent run every module's, by module id."""
+    ma_runner = multi_agent_runner(env_runner)
+    if ma_runner is None:
+        return repr(env_spaces(env_runner.env, env_runner.env_config)[0])
+    return repr({mid: spaces[0] for mid, spaces in probe_multi_agent(ma_runner)[1].items()})
+
+
+def returns_by(metrics: Any) -> dict[str, list[float]]:
+    """A group call's finished-episode returns per module (``module/<id>``) and per agent
+    (``agent/<id>``); empty for single-agent runners."""
+    out = {f"module/{mid}": v for mid, v in getattr(metrics, "module_episode_returns", {}).items()}
+    out.update({f"agent/{aid}": v for aid, v in getattr(metrics, "agent_episode_returns", {}).items()})
+    return out
+
+
+_LOGGED_LOSSES = ("policy_loss", "vf_loss", "entropy", "mean_kl_approx")
+
+
+def ppo_losses(metrics: Any) -> dict[str, float]:
+    """The loss terms an iteration record keeps: PPO's main four, and per trained module
+    ``<term>/<module id>`` in a multi-agent run."""
+    out = {k: metrics[k] for k in _LOGGED_LOSSES}
+    for mid, m in getattr(metrics, "module_metrics", {}).items():
+        out.update({f"{k}/{mid}": m[k] for k in _LOGGED_LOSSES})
+    return out
 
 
 def view_pieces(env_to_module_connectors: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -308,22 +371,42 @@ def train_ppo(
     With ``checkpointer``, a checkpoint is saved when it is due, and once more on Ctrl-C; with
     ``resume`` (a loaded checkpoint), the run carries on from it: learner state (weights, optimizer,
     RNG), connector states, counters and the stop rule's window."""
-    probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
-    spaces = (probe.observation_space, probe.action_space)
+    ma_runner = multi_agent_runner(cfg.env_runner)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
-    runner_config = (
-        dataclasses.replace(
-            cfg.env_runner, env_to_module_connectors=(*cfg.env_runner.env_to_module_connectors, MeanStdFilter())
+    learners: Any
+    if ma_runner is not None:  # one module per policy: a LearnerGroup per trained module
+        if filtered:
+            raise ConfigError("'ppo.observation_filter' is not supported for multi-agent envs yet: leave it None")
+        agents, spaces_by_module = probe_multi_agent(ma_runner)
+        modules = build_multi_rl_module(ma_runner, spaces_by_module)
+        observation_space = repr({mid: sp[0] for mid, sp in spaces_by_module.items()})
+        return_keys = [f"module/{mid}" for mid in modules] + [f"agent/{aid}" for aid in agents]
+        reward_threshold = None
+        runners = EnvRunnerGroup(ma_runner, cfg.env_runner_group)
+        make_learners: Callable[[], Any] = lambda: MultiAgentLearnerGroup(  # noqa: E731
+            modules,
+            cfg.ppo,
+            learner_class=ppo_learner_class(cfg.framework),
+            num_learners=cfg.num_learners,
+            num_cpus_per_learner=cfg.num_cpus_per_learner,
         )
-        if filtered
-        else cfg.env_runner
-    )
-    # The module sees what the runners' env-to-module pieces make of the observations (e.g. a stack).
-    module_spaces = (env_to_module_observation_space(spaces[0], cfg.env_runner.env_to_module_connectors), spaces[1])
-    runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
-    try:
-        learners = LearnerGroup(
+    else:
+        return_keys = []
+        probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
+        spaces = (probe.observation_space, probe.action_space)
+        observation_space, reward_threshold = repr(spaces[0]), probe.reward_threshold
+        runner_config = (
+            dataclasses.replace(
+                cfg.env_runner, env_to_module_connectors=(*cfg.env_runner.env_to_module_connectors, MeanStdFilter())
+            )
+            if filtered
+            else cfg.env_runner
+        )
+        # The module sees what the runners' env-to-module pieces make of the observations (e.g. a stack).
+        module_spaces = (env_to_module_observation_space(spaces[0], cfg.env_runner.env_to_module_connectors), spaces[1])
+        runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
+        make_learners = lambda: LearnerGroup(  # noqa: E731
             lambda: build_module(cfg.env_runner, *module_spaces),
             cfg.ppo,
             learner_class=ppo_learner_class(cfg.framework),
@@ -331,12 +414,16 @@ def train_ppo(
             num_cpus_per_learner=cfg.num_cpus_per_learner,
             learner_kwargs={"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)},
         )
+    try:
+        learners = make_learners()
     except BaseException:
         runners.stop()  # the runners started first: they stop with the error
         raise
-    tracker = ReturnTracker(target_for(cfg.target_return, probe.reward_threshold), cfg.stop_window)
+    tracker = ReturnTracker(target_for(cfg.target_return, reward_threshold), cfg.stop_window)
+    tracker.expect(return_keys)
     steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
     it, done = 0, {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # done: before a resume
+    agent_steps = 0
     completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
 
     def state() -> TrainingState:
@@ -345,7 +432,7 @@ def train_ppo(
         return TrainingState(
             algo="ppo",
             env=env_name(cfg.env_runner.env),
-            observation_space=repr(spaces[0]),
+            observation_space=observation_space,
             iteration=completed[0],
             env_steps=completed[1],
             learner=learners.get_states()[0],
@@ -359,28 +446,33 @@ def train_ppo(
             restore_training(resume, learners, runners, tracker)
             it, steps = completed = resume.iteration, resume.env_steps
             done.update({k: int(resume.counters.get(k, 0)) for k in done})
-        runners.sync_weights(learners.get_weights())
+        runners.sync_weights(learners.get_weights())  # multi-agent: every module, frozen ones too
         while it < cfg.max_iterations:
             it += 1
             t0 = time.perf_counter()
-            episodes = runners.sample()
+            episodes: list[Any] = runners.sample()  # MultiAgentEpisode chunks in a multi-agent run
             t1 = time.perf_counter()
             steps += sum(len(ep) for ep in episodes)
+            if ma_runner is not None:
+                agent_steps += sum(ep.agent_steps() for ep in episodes)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
                 log(line)
-            tracker.add(runners.metrics.episode_returns)
+            tracker.add(runners.metrics.episode_returns, by=returns_by(runners.metrics))
             if filtered:  # the learners normalize as the runners did: with the moments merged from all
                 learners.set_connector_states(runners.sync_connector_states())
             metrics = learners.update_from_episodes(episodes)
             timings["sample_s"] += t1 - t0
             timings["update_s"] += time.perf_counter() - t1
             timings["learner_connector_s"] += metrics.learner_connector_s
-            version = runners.sync_weights(learners.get_weights())
+            trained = learners.trained_module_ids if ma_runner is not None else None  # frozen ones never change
+            version = runners.sync_weights(
+                learners.get_weights(trained) if trained is not None else learners.get_weights()
+            )
             group = runners.metrics
             record = tracker.record(
                 it,
                 steps,
-                losses={k: metrics[k] for k in ("policy_loss", "vf_loss", "entropy", "mean_kl_approx")},
+                losses=ppo_losses(metrics),
                 restarts=done["num_env_runner_restarts"] + group.num_env_runner_restarts,
                 lost=done["num_env_steps_lost"] + group.num_env_steps_lost,
             )
@@ -392,9 +484,14 @@ def train_ppo(
             if on_iteration is not None:
                 on_iteration(record)
             else:
+                per_module = "".join(
+                    f", {key.removeprefix('module/')} {value:.1f}"
+                    for key, value in record.returns_by.items()
+                    if key.startswith("module/")
+                )
                 log(
-                    f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
-                    f"policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
+                    f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes"
+                    f"{per_module}), policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
                 )
             if tracker.reached:
                 break
@@ -411,4 +508,5 @@ def train_ppo(
         sample_s=timings["sample_s"],
         update_s=timings["update_s"],
         learner_connector_s=timings["learner_connector_s"],
+        agent_steps=agent_steps if ma_runner is not None else steps,
     )

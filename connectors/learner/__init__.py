@@ -1,5 +1,7 @@
 """Learner connector pieces: train batches from whole lists of episode chunks, vectorized.
 
+- ``AgentToModuleMapping``: multi-agent chunks regrouped by module, each module's learner
+  pipeline then runs on its agents' chunks.
 - ``AddColumnsFromEpisodesToTrainBatch``: obs, actions, rewards, terminateds, truncateds and
   chosen extra model outputs.
 - ``AddNextObservationsFromEpisodesToTrainBatch``: next_obs, gathered from the stored
@@ -21,6 +23,7 @@ What they share (the columnar view, ``batch[module_id]``, lookback history) is i
 
 from connectors.learner.add_columns import AddColumnsFromEpisodesToTrainBatch
 from connectors.learner.add_next_observations import AddNextObservationsFromEpisodesToTrainBatch
+from connectors.learner.agent_to_module_mapping import AgentToModuleMapping
 from connectors.learner.frame_stacking import FrameStacking
 from connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation, gae
 from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
@@ -45,6 +48,7 @@ __all__ = [
     "AddNextObservationsFromEpisodesToTrainBatch",
     "AddStatesFromEpisodesToBatch",
     "AddTimeDimToBatchAndZeroPad",
+    "AgentToModuleMapping",
     "FilterObservationKeysLearner",
     "FlattenObservationsLearner",
     "FrameStacking",

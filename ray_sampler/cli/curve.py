@@ -18,6 +18,8 @@ __all__ = ["PLOT_EXTRA_HINT", "draw_curves"]
 PLOT_EXTRA_HINT = "pip install 'ray-sampler[plot]'"
 """How to get matplotlib, the optional dependency of every picture."""
 
+_MODULE_COLUMN = "return/module/"
+"""A multi-agent run's per-module return columns (``run_dir.RETURN_PREFIX`` + ``module/``)."""
 _FIGSIZE_IN = (9.0, 5.0)
 _DPI = 120
 
@@ -30,7 +32,8 @@ def draw_curves(
     target_return: float | None = None,
 ) -> Path:
     """Draws each run's rows (``metrics.csv`` rows, as ``read_metrics`` gives them) as one curve
-    labelled with its key, and saves the PNG at ``out``; returns ``out``.
+    labelled with its key (a multi-agent run's: the summed return, and a dashed curve per module),
+    and saves the PNG at ``out``; returns ``out``.
 
     Rows before the first finished episode (mean return NaN) are left out. Raises ``ConfigError``
     without matplotlib."""
@@ -60,6 +63,10 @@ def draw_curves(
             linewidth=0,
         )
         max_window = max([max_window, *(int(r["window"]) for r in kept)])
+        for column in sorted(c for c in (rows[0] if rows else {}) if c.startswith(_MODULE_COLUMN)):
+            values = [float(r[column]) for r in kept]  # a multi-agent run: each module's own return, dashed
+            module_label = column.removeprefix(_MODULE_COLUMN)
+            ax.plot(steps, values, linewidth=1.2, linestyle="--", label=f"{label}: module {module_label}")
     if target_return is not None:
         ax.axhline(target_return, color="0.3", linestyle="--", linewidth=1.2, label=f"target {target_return:g}")
     ax.set_title(title)

@@ -277,7 +277,9 @@ class TrainingProgress:
             [
                 Text(f"{format_rate(record.env_steps_per_s)} steps/s"),
                 Text(f"{record.episodes:,} episodes"),
-                Text.assemble("mean return ", (_num(record.return_mean), "bold"), _window(record)),
+                Text.assemble(
+                    _return_word(record), (_num(record.return_mean), "bold"), _window(record), _by_module(record)
+                ),
                 Text(f"best {_num(record.best_return_mean)}"),
                 Text(format_duration(elapsed)),
             ]
@@ -293,7 +295,8 @@ def iteration_line(
     steps = f"{record.env_steps}" + (f"/{total_env_steps}" if total_env_steps else "")
     return (
         f"{iteration}: {steps} env steps, {format_rate(record.env_steps_per_s)} steps/s, "
-        f"{record.episodes} episodes, mean return {_num(record.return_mean)}{_window(record)}, "
+        f"{record.episodes} episodes, {_return_word(record)}{_num(record.return_mean)}{_window(record)}"
+        f"{_by_module(record)}, "
         f"best {_num(record.best_return_mean)}, {format_duration(record.elapsed_s)}"
     )
 
@@ -316,6 +319,17 @@ def format_duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60} min {whole % 60:02d} s"
     return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def _return_word(record: IterationRecord) -> str:
+    """``mean return ``, or a multi-agent run's ``summed return `` (the sum over every agent)."""
+    return "summed return " if record.returns_by else "mean return "
+
+
+def _by_module(record: IterationRecord) -> str:
+    """A multi-agent run's per-module means (``; p0 12.5, p1 9.0``); empty otherwise."""
+    parts = [f"{k.removeprefix('module/')} {_num(v)}" for k, v in record.returns_by.items() if k.startswith("module/")]
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def _num(value: float) -> str:

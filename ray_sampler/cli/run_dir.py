@@ -37,6 +37,7 @@ __all__ = [
     "LOSS_PREFIX",
     "METRICS_FILE",
     "NONE_KEY",
+    "RETURN_PREFIX",
     "TENSORBOARD_EXTRA_HINT",
     "RunDirectory",
     "load_config",
@@ -51,6 +52,8 @@ CURVE_FILE = "curve.png"
 NONE_KEY = "none"
 """The top-level key of ``config.toml`` listing the dotted paths of the config's None values."""
 LOSS_PREFIX = "loss/"
+RETURN_PREFIX = "return/"
+"""Multi-agent runs' columns of ``IterationRecord.returns_by``: ``return/module/<id>``, ``return/agent/<id>``."""
 """The prefix of a loss term's column in ``metrics.csv`` and its TensorBoard tag (``loss/vf_loss``)."""
 TENSORBOARD_EXTRA_HINT = "pip install 'ray-sampler[tensorboard]'"
 """How to get tensorboardX, the optional dependency of ``tensorboard=True``."""
@@ -166,8 +169,9 @@ class RunDirectory:
         """Adds ``record`` as a row of ``metrics.csv`` (flushed) and, with TensorBoard, as scalars
         against its env steps.
 
-        The columns are every field of the record but ``losses``, then ``loss/<term>`` per loss term of
-        the first record the file gets; a term missing from a later record is an empty cell, and a
+        The columns are every field of the record but ``losses`` and ``returns_by``, then (multi-agent)
+        ``return/module/<id>`` and ``return/agent/<id>``, then ``loss/<term>`` per loss term of the
+        first record the file gets; a term missing from a later record is an empty cell, and a
         term the first record did not have goes to TensorBoard only."""
         if self._is_closed:
             raise RuntimeError(f"RunDirectory {self.path} is closed: append() after close()")
@@ -360,7 +364,10 @@ def _create_temp(path: Path) -> tuple[int, Path]:
 
 
 def _row(record: IterationRecord) -> dict[str, Any]:
-    row = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "losses"}
+    row = {
+        f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in ("losses", "returns_by")
+    }
+    row.update({f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()})
     row.update({f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()})
     return row
 
@@ -398,6 +405,7 @@ def _add_scalars(writer: Any, record: IterationRecord) -> None:
         "return/min": record.return_min,
         "return/max": record.return_max,
         "throughput/env_steps_per_s": record.env_steps_per_s,
+        **{f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()},
         **{f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()},
     }
     for tag, value in scalars.items():

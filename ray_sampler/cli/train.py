@@ -21,7 +21,16 @@ import tyro
 from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.metrics import IterationRecord, TrainResult
 from learner.presets import PRESET_ENVS, ppo_preset
-from learner.train import PPOTrainingConfig, ReturnTracker, env_spaces, resolve_target, train_ppo, training_demands
+from learner.train import (
+    PPOTrainingConfig,
+    ReturnTracker,
+    env_spaces,
+    resolve_target,
+    run_observation_space,
+    target_for,
+    train_ppo,
+    training_demands,
+)
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.cli.options import (
     UsageError,
@@ -48,6 +57,8 @@ from ray_sampler.sampling.config import EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig, policy_mapping
+from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module
 
 __all__ = [
     "RunOptions",
@@ -55,6 +66,7 @@ __all__ = [
     "TrainPPO",
     "command_from_args",
     "config_of",
+    "modules_line",
     "preset_line",
     "run_training",
     "target_hint",
@@ -94,6 +106,10 @@ class RunOptions(EnvOptions):
     resume: Path | None = None
     """A run directory to carry on from its newest checkpoint, with its config.toml (flags given
     after it override that config, e.g. a larger --max-iterations)."""
+    policy_mapping: str | None = None
+    """Multi-agent envs: which module acts for each agent: shared (one module for every agent, the
+    default), per-agent (a module per agent, named by its id), or module:Name (a MultiAgentConfig, or
+    a policy_mapping_fn(agent_id, episode, **kwargs) whose modules are the ids it gives the agents)."""
 
     def __post_init__(self) -> None:
         check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
@@ -119,10 +135,21 @@ class TrainPPO(RunOptions):
     command_name = "train"
 
     def to_config(self) -> PPOTrainingConfig:
-        """The training config with the run options (env, seed, hidden sizes) applied."""
+        """The training config with the run options (env, seed, hidden sizes, and for a multi-agent
+        env the policy mapping) applied."""
         cfg = self.training
         ppo = cfg.ppo if self.seed is None else dataclasses.replace(cfg.ppo, seed=self.seed)
         runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
+        agents = check_env_builds(self.env, runner.env_config, multi_agent_ok=True)
+        if agents is not None:
+            try:
+                runner = dataclasses.replace(
+                    runner, multi_agent=policy_mapping(self.policy_mapping or "shared", agents)
+                )
+            except ConfigError as e:
+                raise UsageError(str(e)) from None
+        elif self.policy_mapping is not None:
+            raise UsageError(f"--policy-mapping: only a multi-agent env takes it (--env {self.env!r} is single-agent)")
         return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, ppo=ppo)
 
 
@@ -142,6 +169,8 @@ class TrainDQN(RunOptions):
 
     def to_config(self) -> DQNTrainingConfig:
         """The training config with the run options (env, seed, hidden sizes) applied."""
+        if self.policy_mapping is not None:
+            raise UsageError("--policy-mapping: DQN trains single-agent envs for now")
         cfg = self.training
         replay = cfg.replay if self.seed is None else dataclasses.replace(cfg.replay, seed=self.seed)
         runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
@@ -275,9 +304,12 @@ def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQ
 def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
     """UsageError before Ray starts if the algorithm's module cannot be built for the env's spaces
     (DQN on continuous actions, say)."""
-    check_env_builds(command.env, cfg.env_runner.env_config)
+    check_env_builds(command.env, cfg.env_runner.env_config, multi_agent_ok=isinstance(command, TrainPPO))
     try:
-        build_module(cfg.env_runner, *env_spaces(command.env, cfg.env_runner.env_config))
+        if cfg.env_runner.multi_agent is not None:
+            build_multi_rl_module(cfg.env_runner)
+        else:
+            build_module(cfg.env_runner, *env_spaces(command.env, cfg.env_runner.env_config))
     except (ConfigError, SpaceError) as e:
         raise UsageError(f"--env {command.env!r} cannot be trained with {command.algo.upper()}: {e}") from None
 
@@ -288,7 +320,8 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     cfg = command.to_config()
     check_module_builds(command, cfg)
     check_fits_locally(command, cfg)
-    if command.env_check:  # here, before Ray starts; the runner group need not check it again
+    multi_agent = cfg.env_runner.multi_agent
+    if command.env_check and multi_agent is None:  # here, before Ray starts; the runner group need not check it again
         runner = cfg.env_runner
         check_env(
             command.env,
@@ -298,7 +331,12 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             tolerate_errors=runner.restart_failed_sub_environments,
         )
         cfg = dataclasses.replace(cfg, env_runner_group=dataclasses.replace(cfg.env_runner_group, check_env=False))
-    target = resolve_target(command.env, cfg.target_return, cfg.env_runner.env_config)
+    # A multi-agent env has no spec's reward_threshold: "auto" is no target.
+    target = (
+        resolve_target(command.env, cfg.target_return, cfg.env_runner.env_config)
+        if multi_agent is None
+        else target_for(cfg.target_return, None)
+    )
     stop_rule = ReturnTracker(target, cfg.stop_window).describe()
     resume = None
     if command.resume is not None:  # checked before Ray starts: a checkpoint of this run's kind
@@ -307,8 +345,9 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             raise UsageError(
                 f"--resume: {str(command.resume)!r} has no checkpoint (save some with --checkpoint-every N)"
             )
-        space = repr(env_spaces(command.env, cfg.env_runner.env_config)[0])
-        resume = load_checkpoint(found, algo=command.algo, env=command.env, observation_space=space)
+        resume = load_checkpoint(
+            found, algo=command.algo, env=command.env, observation_space=run_observation_space(cfg.env_runner)
+        )
         run_dir = RunDirectory.open(command.resume, tensorboard=command.tensorboard)
         run_dir.drop_rows_after(resume.iteration)
     else:
@@ -333,6 +372,8 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
         preset = preset_line(command)
         if preset is not None:
             print(preset, flush=True)
+        if multi_agent is not None:
+            print(modules_line(multi_agent), flush=True)
         print(f"{stop_rule}\nrun directory: {run_dir.path}", flush=True)
         if resume is not None:
             print(f"resumed from iteration {resume.iteration} ({resume.env_steps} env steps)", flush=True)
@@ -371,6 +412,13 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
         print(hint, file=sys.stderr, flush=True)
     return result
+
+
+def modules_line(multi_agent: MultiAgentConfig) -> str:
+    """The run's modules, for its first lines: each one, and whether it learns."""
+    trained = multi_agent.trained_module_ids
+    parts = [mid if mid in trained else f"{mid} (frozen)" for mid in multi_agent.module_ids]
+    return f"modules: {', '.join(parts)}; summed return over every agent, and per module"
 
 
 def config_of(command: TrainPPO | TrainDQN) -> dict[str, Any]:

@@ -147,28 +147,30 @@ def check_env_name(env: str) -> str:
     return env
 
 
-def check_env_builds(env: str, env_config: dict[str, Any], *, multi_agent_ok: bool = False) -> bool:
+def check_env_builds(env: str, env_config: dict[str, Any], *, multi_agent_ok: bool = False) -> list[Any] | None:
     """UsageError with one line if ``env``'s creator raises or returns what is not an env (one
     sub-env is built, as a runner builds its first). A multi-agent env (a MultiAgentEnv or a
-    PettingZoo env) is refused unless ``multi_agent_ok`` (the command samples it); returns whether
-    the env is multi-agent."""
+    PettingZoo env) is refused unless ``multi_agent_ok`` (the command trains or samples it); returns
+    its possible agents, or None for a single-agent env."""
     try:
         probe_env(env, env_config)
     except MultiAgentEnvGiven:
         if not multi_agent_ok:
             raise UsageError(
-                f"--env {env!r} is a multi-agent env: training takes single-agent envs for now; "
-                "ray-sampler sample samples it"
+                f"--env {env!r} is a multi-agent env: DQN takes single-agent envs for now; "
+                "ray-sampler train (PPO) and ray-sampler sample take it"
             ) from None
         config = EnvRunnerConfig(env=resolve_creator(env), env_config=dict(env_config))
         try:
-            make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0).close()
+            probe = make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0)
         except EnvCreatorError as e:
             raise UsageError(f"--env {env!r}: {e}") from None
-        return True
+        agents = list(probe.possible_agents)
+        probe.close()
+        return agents
     except EnvCreatorError as e:
         raise UsageError(f"--env {env!r}: {e}") from None
-    return False
+    return None
 
 
 def _env_module_path(env: str) -> Path | None:

@@ -8,6 +8,10 @@
 - a gymnasium id, the user's own included (``gymnasium.register`` in their module);
 - ``"module:Name"`` (gymnasium's form): the module is imported first, then ``Name`` is its env
   class or creator, or the gymnasium id importing it registered;
+- multi-agent names: ``"ma-<gymnasium id>:<N>"`` (``make_multi_agent`` of N copies;
+  ``ma-cartpole:2`` is CartPole-v1's), and ``"pettingzoo:<module>"`` (a PettingZoo env module,
+  e.g. ``pettingzoo:mpe2.simple_spread_v3`` or ``pettingzoo:classic.tictactoe_v3``: its
+  ``parallel_env``, else its ``env``, called with the env config's keys);
 - any of these returning a ``gymnasium.vector.VectorEnv`` of ``num_envs`` sub-envs (a vector-env
   creator): the runner steps it as it is, as a native vector env.
 
@@ -38,18 +42,22 @@ from ray_sampler.envs.minigrid import ensure_registered, minigrid_install_hint
 from ray_sampler.errors import EnvCreatorError, first_line
 from ray_sampler.sampling.config import EnvRunnerConfig, VectorizationMode
 from ray_sampler.sampling.horizon import env_time_limit
-from ray_sampler.sampling.multi_agent_env import is_multi_agent_env
+from ray_sampler.sampling.multi_agent_env import is_multi_agent_env, make_multi_agent
 from ray_sampler.sampling.pettingzoo_env import is_aec_env, is_parallel_env
 from ray_sampler.sampling.sub_envs import SubEnvVector
 
 __all__ = [
+    "MULTI_AGENT_PREFIX",
+    "PETTINGZOO_PREFIX",
     "EnvContext",
     "EnvProbe",
     "MultiAgentEnvGiven",
+    "PettingZooCreator",
     "env_name",
     "is_registered_env",
     "make_one_env",
     "make_vector_env",
+    "pettingzoo_module",
     "probe_env",
     "register_env",
     "resolve_creator",
@@ -131,6 +139,10 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], Any
         return env
     if env in _REGISTRY:
         return _REGISTRY[env]
+    if env.startswith(PETTINGZOO_PREFIX):
+        return PettingZooCreator(env.removeprefix(PETTINGZOO_PREFIX))
+    if env.startswith(MULTI_AGENT_PREFIX) and ":" in env:
+        return _multi_agent_copies(env)
     if ":" in env:
         return _from_module(env)
     ensure_registered(env)
@@ -143,6 +155,66 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], Any
         f"(registered: {sorted(_REGISTRY) or 'none'}; a module's env: 'module:Name'){hint}"
         f"{atari_install_hint(env)}{minigrid_install_hint(env)}"
     )
+
+
+MULTI_AGENT_PREFIX = "ma-"
+"""``ma-<gymnasium id>:<N>``: N independent copies of a gymnasium env as one multi-agent env."""
+PETTINGZOO_PREFIX = "pettingzoo:"
+"""``pettingzoo:<module>``: a PettingZoo env module."""
+_SHORT_IDS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1", "acrobot": "Acrobot-v1"}
+"""Short names ``ma-<name>:<N>`` takes for these gymnasium ids."""
+
+
+def _multi_agent_copies(env: str) -> Callable[..., Any]:
+    """``ma-<gymnasium id or short name>:<N>``: ``make_multi_agent(id, N)``."""
+    base, _, count = env.removeprefix(MULTI_AGENT_PREFIX).partition(":")
+    if not count.isdigit() or int(count) < 1 or not base:
+        raise EnvCreatorError(
+            f"'env' {env!r}: the multi-agent form is 'ma-<gymnasium id>:<number of agents>', e.g. 'ma-cartpole:2'"
+        )
+    gym_id = _SHORT_IDS.get(base.lower(), base)
+    ensure_registered(gym_id)
+    if gym_id not in gym.registry:
+        close = difflib.get_close_matches(gym_id, [*_SHORT_IDS, *gym.registry], n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise EnvCreatorError(f"'env' {env!r}: {gym_id!r} is not a gymnasium id{hint}")
+    return make_multi_agent(gym_id, int(count))
+
+
+def pettingzoo_module(name: str) -> Any:
+    """The PettingZoo env module ``name`` (or ``pettingzoo.<name>``); EnvCreatorError naming both and
+    the install line if neither imports."""
+    errors = []
+    for candidate in (name, f"pettingzoo.{name}"):
+        try:
+            return importlib.import_module(candidate)
+        except ImportError as e:
+            errors.append(f"{candidate}: {first_line(e)}")
+    raise EnvCreatorError(
+        f"'env' 'pettingzoo:{name}': the module does not import ({'; '.join(errors)}); pip install "
+        "'ray-sampler[pettingzoo]' (and the env's own package, e.g. mpe2)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PettingZooCreator:
+    """Creator of ``pettingzoo:<module>``: the module's ``parallel_env`` (else ``env``) with the env
+    config's keys (not the sub-env indices). The module is checked when the name is resolved."""
+
+    module: str
+
+    def __post_init__(self) -> None:
+        module = pettingzoo_module(self.module)
+        if not callable(getattr(module, "parallel_env", None)) and not callable(getattr(module, "env", None)):
+            raise EnvCreatorError(f"'env' 'pettingzoo:{self.module}': the module has neither parallel_env() nor env()")
+
+    def __call__(self, ctx: dict[str, Any]) -> Any:
+        module = pettingzoo_module(self.module)
+        make = getattr(module, "parallel_env", None) or module.env
+        return make(**{k: v for k, v in ctx.items() if k not in _INDEX_KEYS})
+
+    def __repr__(self) -> str:
+        return f"PettingZoo env {self.module!r}"
 
 
 def _from_module(env: str) -> Callable[[EnvContext], Any]:

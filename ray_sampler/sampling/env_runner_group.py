@@ -47,7 +47,7 @@ import ray
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, pack_episodes, unpack_columnar
-from ray_sampler.errors import RaySamplerError
+from ray_sampler.errors import ConfigError, RaySamplerError
 from ray_sampler.handles import call
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
@@ -79,6 +79,7 @@ class EnvRunnerGroup:
         self.merged_connector_states: dict[str, Any] | None = None
         """The connector states of the last sync (for a learner pipeline's copy of e.g. MeanStdFilter)."""
         self.weights_version = 0
+        self._module_refs: dict[str, ray.ObjectRef] = {}  # multi-agent: each module's newest weights
         self.metrics = GroupMetrics()
         """Metrics of the last sampling call."""
         self.scale(self.group_config.num_env_runners)
@@ -276,9 +277,22 @@ class EnvRunnerGroup:
     ) -> int:
         """Sends ``module_state`` to every runner (one ``ray.put``); returns the new weights version.
 
+        A multi-agent group takes ``{module_id: weights}`` for any of its modules: each module's
+        weights go into the object store on their own (one ``ray.put`` per module given; modules
+        not given keep the object they had), and a runner fetches a module's object only when one
+        of its agents maps to that module (``MultiAgentEnvRunner.set_weights``).
+
         With ``connector_states`` the runners' env-to-module connector states are merged first (as
         in ``sync_connector_states``) and broadcast with the weights, in the same object."""
         timeout_s = timeout_s or self.group_config.sample_timeout_s
+        if self.config.multi_agent is not None:
+            unknown = sorted(set(module_state) - set(self.config.multi_agent.module_ids))
+            if unknown:
+                raise ConfigError(
+                    f"weights for unknown modules {unknown} (modules: {list(self.config.multi_agent.module_ids)})"
+                )
+            self._module_refs.update({mid: ray.put(w) for mid, w in module_state.items()})
+            module_state = dict(self._module_refs)
         state: dict[str, Any] = {"module": module_state}
         if connector_states:
             state["env_to_module"] = self.merged_connector_states = self._merge_connector_states(timeout_s)
@@ -323,6 +337,75 @@ class EnvRunnerGroup:
         )
         self._stopped_connector_states = []
         return merged
+
+    # ---------------------------------------------------------------- multi-agent modules
+    def add_module(
+        self,
+        module_id: str,
+        weights: dict[str, Any],
+        *,
+        spec: Any = None,
+        policy_mapping_fn: Any = None,
+        trainable: bool = False,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Adds module ``module_id`` with ``weights`` to every runner of a multi-agent group, between
+        sampling calls (self-play's frozen copy of the policy it trains): ``spec`` (a ModuleSpec;
+        None: the runner config's module, on the spaces every agent shares), the new
+        ``policy_mapping_fn`` if given, and ``trainable`` (whether it joins ``policies_to_train``).
+        Runners started later (replacements, ``scale``) start with it."""
+        from ray_sampler.sampling.multi_agent_config import ModuleSpec
+
+        ma = self._multi_agent("add_module")
+        if module_id in ma.module_ids:
+            raise ConfigError(f"add_module: module id {module_id!r} is taken (modules: {list(ma.module_ids)})")
+        train = ma.policies_to_train
+        if train is not None and trainable:
+            train = (*train, module_id)
+        elif train is None and not trainable:
+            train = ma.module_ids
+        self._set_multi_agent(
+            dataclasses.replace(
+                ma,
+                policies={**ma.policies, module_id: spec or ModuleSpec()},
+                policy_mapping_fn=policy_mapping_fn or ma.policy_mapping_fn,
+                policies_to_train=train,
+            ),
+            timeout_s,
+        )
+        self.sync_weights({module_id: weights}, timeout_s=timeout_s)
+
+    def remove_module(self, module_id: str, *, policy_mapping_fn: Any = None, timeout_s: float | None = None) -> None:
+        """Removes module ``module_id`` from every runner of a multi-agent group, between sampling
+        calls, with the new ``policy_mapping_fn`` if given (the old one must not name it again)."""
+        ma = self._multi_agent("remove_module")
+        if module_id not in ma.module_ids:
+            raise ConfigError(f"remove_module: no module {module_id!r} (modules: {list(ma.module_ids)})")
+        if len(ma.module_ids) == 1:
+            raise ConfigError(f"remove_module: {module_id!r} is the only module; a run needs one")
+        train = None if ma.policies_to_train is None else tuple(m for m in ma.policies_to_train if m != module_id)
+        self._set_multi_agent(
+            dataclasses.replace(
+                ma,
+                policies={mid: s for mid, s in ma.policies.items() if mid != module_id},
+                policy_mapping_fn=policy_mapping_fn or ma.policy_mapping_fn,
+                policies_to_train=train,
+            ),
+            timeout_s,
+        )
+        self._module_refs.pop(module_id, None)
+
+    def _multi_agent(self, what: str) -> Any:
+        if self.config.multi_agent is None:
+            raise ConfigError(f"{what}: this group samples a single-agent env (it has one module)")
+        return self.config.multi_agent
+
+    def _set_multi_agent(self, ma_config: Any, timeout_s: float | None) -> None:
+        """Every runner (and every runner started later) takes ``ma_config``."""
+        timeout_s = timeout_s or self.group_config.sample_timeout_s
+        self.config = self._fleet.config = dataclasses.replace(self.config, multi_agent=ma_config)
+        self._fleet.modules_ref = ray.put({"multi_agent": ma_config})
+        self._fleet.broadcast(self._fleet.modules_ref, timeout_s, "take the new modules")
 
     # ---------------------------------------------------------------- scaling and lifecycle
     def scale(self, num_env_runners: int) -> None:

@@ -139,6 +139,11 @@ class GroupMetrics:
     restarts; 87 env steps and 3 episodes dropped``), for a training loop's log."""
     num_runners_fallback: int = 0
     """Answering runners whose call fell back to the per-step engine (``RunnerMetrics.vectorized_fallback``)."""
+    agent_episode_returns: dict[Any, list[float]] = dataclasses.field(default_factory=dict)
+    """Multi-agent: per agent id, its whole-episode return in each episode that ended."""
+    module_episode_returns: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    """Multi-agent: per module, the return of all its agents together in each episode that ended
+    where it acted."""
 
     @classmethod
     def of(
@@ -166,7 +171,19 @@ class GroupMetrics:
             num_episodes_dropped_env_error=sum(m.num_episodes_dropped_env_error for m in answers),
             sub_env_failures=[_sub_env_line(m) for m in by_runner if m.num_sub_env_restarts],
             num_runners_fallback=sum(m.vectorized_fallback is not None for m in by_runner),
+            agent_episode_returns=_merged(answers, "agent_episode_returns"),
+            module_episode_returns=_merged(answers, "module_episode_returns"),
         )
+
+
+def _merged(answers: list[RunnerMetrics], name: str) -> dict[Any, list[float]]:
+    """A multi-agent per-key list field of every answer, the lists joined by key (empty for
+    single-agent answers, which lack the field)."""
+    out: dict[Any, list[float]] = {}
+    for m in answers:
+        for key, values in getattr(m, name, {}).items():
+            out.setdefault(key, []).extend(values)
+    return out
 
 
 def _sub_env_line(m: RunnerMetrics) -> str:

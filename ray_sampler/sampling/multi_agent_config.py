@@ -21,7 +21,7 @@ from ray_sampler.data.multi_agent_episode import DEFAULT_MODULE_ID
 from ray_sampler.errors import ConfigError
 from ray_sampler.validate import check_callable, check_dict, check_optional, replace_field
 
-__all__ = ["DEFAULT_MODULE_ID", "ModuleSpec", "MultiAgentConfig"]
+__all__ = ["DEFAULT_MODULE_ID", "POLICY_MAPPINGS", "ModuleSpec", "MultiAgentConfig", "policy_mapping"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -58,6 +58,9 @@ class MultiAgentConfig:
     policy_mapping_fn: Callable[..., str] | None = None
     """``policy_mapping_fn(agent_id, episode, **kwargs) -> module id``, called once per agent per
     episode; None maps every agent to the only module (an error with several)."""
+    policies_to_train: tuple[str, ...] | None = None
+    """The modules that learn; the others act with the weights they are given and never change.
+    None: every module."""
 
     def __post_init__(self) -> None:
         policies = self.policies
@@ -72,6 +75,15 @@ class MultiAgentConfig:
                 raise ConfigError(f"'policies[{mid!r}]' must be a ModuleSpec or None (got {spec!r})")
         replace_field(self, "policies", {mid: spec or ModuleSpec() for mid, spec in policies.items()})
         check_optional(check_callable, "policy_mapping_fn", self.policy_mapping_fn)
+        if self.policies_to_train is not None:
+            if isinstance(self.policies_to_train, str) or not all(isinstance(m, str) for m in self.policies_to_train):
+                raise ConfigError(f"'policies_to_train' must be a tuple of module ids (got {self.policies_to_train!r})")
+            replace_field(self, "policies_to_train", tuple(self.policies_to_train))
+            unknown = sorted(set(self.policies_to_train) - set(policies))
+            if unknown:
+                raise ConfigError(
+                    f"'policies_to_train' names modules {unknown} that 'policies' lacks (has {sorted(policies)})"
+                )
         if self.policy_mapping_fn is None and len(policies) > 1:
             raise ConfigError(
                 f"'policy_mapping_fn' must be given with several modules {sorted(policies)}: it says which "
@@ -81,6 +93,12 @@ class MultiAgentConfig:
     @property
     def module_ids(self) -> tuple[str, ...]:
         return tuple(self.policies)
+
+    @property
+    def trained_module_ids(self) -> tuple[str, ...]:
+        """The modules that learn (``policies_to_train``, or every module)."""
+        train = self.policies_to_train
+        return tuple(mid for mid in self.policies if train is None or mid in train)
 
     def spec(self, module_id: str) -> ModuleSpec:
         return self._specs()[module_id]
@@ -101,3 +119,69 @@ class MultiAgentConfig:
                 f"{sorted(self.policies)}"
             )
         return mid
+
+
+POLICY_MAPPINGS = ("shared", "per-agent", "module:Name")
+"""The forms ``policy_mapping`` takes."""
+
+
+def policy_mapping(name: str, possible_agents: list[Any]) -> MultiAgentConfig:
+    """The MultiAgentConfig a command line's ``--policy-mapping`` names, for an env whose agents are
+    ``possible_agents``: ``"shared"`` (one module, ``"shared"``, for every agent), ``"per-agent"`` (a
+    module per agent, named by the agent id), or ``"module:Name"`` where ``Name`` is a
+    MultiAgentConfig, or a ``policy_mapping_fn(agent_id, episode, **kwargs)`` whose modules are the
+    ids it gives the possible agents. ConfigError naming the flag otherwise.
+
+    >>> policy_mapping("per-agent", [0, 1]).module_ids
+    ('0', '1')
+    >>> policy_mapping("sharde", [0, 1])
+    Traceback (most recent call last):
+    ...
+    ray_sampler.errors.ConfigError: --policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got 'sharde')
+    """
+    if name == "shared":
+        return MultiAgentConfig(policies=("shared",), policy_mapping_fn=_Shared())
+    if name == "per-agent":
+        return MultiAgentConfig(policies=tuple(str(a) for a in possible_agents), policy_mapping_fn=_PerAgent())
+    module_name, _, attr = name.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"--policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got {name!r})")
+    import importlib
+
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"--policy-mapping {name!r}: {type(e).__name__}: {e}") from None
+    if isinstance(found, MultiAgentConfig):
+        return found
+    if not callable(found):
+        got = type(found).__name__
+        raise ConfigError(
+            f"--policy-mapping {name!r}: a MultiAgentConfig or a policy_mapping_fn is allowed (got {got})"
+        )
+    from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
+
+    probe = MultiAgentEpisode()
+    try:
+        modules = list(dict.fromkeys(found(aid, probe) for aid in possible_agents))
+    except Exception as e:
+        raise ConfigError(
+            f"--policy-mapping {name!r} failed on agent ids {possible_agents}: {type(e).__name__}: {e}"
+        ) from None
+    if not all(isinstance(m, str) and m for m in modules):
+        raise ConfigError(f"--policy-mapping {name!r} must return module id strings (got {modules})")
+    return MultiAgentConfig(policies=tuple(modules), policy_mapping_fn=found)
+
+
+class _Shared:
+    """Every agent to module ``"shared"`` (a class, not a lambda: runners get it pickled)."""
+
+    def __call__(self, agent_id: Any, episode: Any, **kwargs: Any) -> str:
+        return "shared"
+
+
+class _PerAgent:
+    """Each agent to the module named by its id."""
+
+    def __call__(self, agent_id: Any, episode: Any, **kwargs: Any) -> str:
+        return str(agent_id)

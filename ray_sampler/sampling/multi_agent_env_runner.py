@@ -51,7 +51,7 @@ from ray_sampler.data.columns import Columns
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, multi_agent_episodes_to_columnar, unpack_columnar
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.errors import ConfigError, EnvCreatorError, EnvError, MultiAgentEnvError, first_line
-from ray_sampler.modules import RandomModule
+from ray_sampler.modules import MLPModule, MultiRLModule, RandomModule
 from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
 from ray_sampler.sampling.metrics import RunnerMetrics
@@ -62,7 +62,15 @@ from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_build import build_module, set_torch_threads
 
-__all__ = ["MultiAgentEnvRunner", "MultiAgentRunnerMetrics", "make_multi_agent_sub_env"]
+__all__ = [
+    "MultiAgentEnvRunner",
+    "MultiAgentRunnerMetrics",
+    "build_multi_rl_module",
+    "make_multi_agent_sub_env",
+    "module_build_config",
+    "module_spaces",
+    "probe_multi_agent",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -103,6 +111,94 @@ def make_multi_agent_sub_env(config: EnvRunnerConfig, *, worker_index: int, vect
             f"vector_index={vector_index})"
         )
     return env
+
+
+def module_build_config(config: EnvRunnerConfig, ma_config: MultiAgentConfig, module_id: str) -> EnvRunnerConfig:
+    """The runner config module ``module_id`` is built from: its ModuleSpec's class and config where
+    given, the runner config's otherwise; the default MLP of the k-th module is seeded ``seed + k``
+    (independent modules start apart), as is a seed in the runner config's ``module_config``."""
+    spec = ma_config.spec(module_id)
+    module_config = dict(config.module_config if spec.module_config is None else spec.module_config)
+    module_class = spec.module_class or config.module_class
+    position = ma_config.module_ids.index(module_id)
+    if spec.module_config is None and isinstance(module_config.get("seed"), int):
+        module_config["seed"] += position  # the runner config's seed (a built-in MLP's, numpy or torch)
+    elif module_class in (None, MLPModule) and config.seed is not None:
+        module_config.setdefault("seed", config.seed + position)
+    return dataclasses.replace(config, module_class=module_class, module_config=module_config)
+
+
+def module_spaces(
+    env: Any, ma_config: MultiAgentConfig, module_ids: tuple[str, ...] | None = None
+) -> dict[str, tuple[gym.Space, gym.Space]]:
+    """The (observation, action) spaces of each of ``module_ids`` (None: all) on ``env``: its spec's,
+    else those of the agents the mapping gives it on a probe episode, which must agree, else (no
+    agent maps to it) the one space every agent shares. ConfigError naming the module otherwise."""
+    probe = MultiAgentEpisode(agent_to_module_mapping_fn=ma_config.map_agent)
+    possible = list(env.possible_agents)
+    mapped: dict[str, list[Hashable]] = {mid: [] for mid in ma_config.module_ids}
+    for aid in possible:
+        mapped[probe.module_for(aid)].append(aid)
+    out: dict[str, tuple[gym.Space, gym.Space]] = {}
+    for mid in ma_config.module_ids if module_ids is None else module_ids:
+        spec = ma_config.spec(mid)
+        spaces = []
+        for what, given, get in (
+            ("observation", spec.observation_space, env.get_observation_space),
+            ("action", spec.action_space, env.get_action_space),
+        ):
+            if given is not None:
+                spaces.append(given)
+                continue
+            candidates = {aid: get(aid) for aid in (mapped[mid] or possible)}
+            first = next(iter(candidates.values()))
+            differ = [aid for aid, s in candidates.items() if s != first]
+            if differ:
+                raise ConfigError(
+                    f"module {mid!r} acts for agents {sorted(map(str, candidates))} whose {what} spaces differ "
+                    f"({first} for {next(iter(candidates))!r}, {candidates[differ[0]]} for {differ[0]!r}): "
+                    f"map them to different modules or give ModuleSpec({what}_space=...)"
+                )
+            spaces.append(first)
+        out[mid] = (spaces[0], spaces[1])
+    return out
+
+
+def probe_multi_agent(config: EnvRunnerConfig) -> tuple[list[Hashable], dict[str, tuple[gym.Space, gym.Space]]]:
+    """The env's possible agents and each module's (observation, action) spaces (``module_spaces``)
+    in a multi-agent run of ``config``, from one sub-env built as a runner builds its first."""
+    env = make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0)
+    try:
+        return list(env.possible_agents), module_spaces(env, config.multi_agent or MultiAgentConfig())
+    finally:
+        env.close()
+
+
+def build_multi_rl_module(
+    config: EnvRunnerConfig, spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
+) -> MultiRLModule:
+    """The modules a MultiAgentEnvRunner of ``config`` builds, as a MultiRLModule (what a learner
+    trains), on ``spaces`` (None: ``probe_multi_agent``'s)."""
+    ma_config = config.multi_agent or MultiAgentConfig()
+    spaces = probe_multi_agent(config)[1] if spaces is None else spaces
+    return MultiRLModule(
+        {mid: build_module(module_build_config(config, ma_config, mid), *spaces[mid]) for mid in ma_config.module_ids},
+        policies_to_train=ma_config.trained_module_ids,
+    )
+
+
+def _same_ref(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are ObjectRefs to the same object (weights given inline never are)."""
+    import ray
+
+    return isinstance(a, ray.ObjectRef) and isinstance(b, ray.ObjectRef) and a.binary() == b.binary()
+
+
+def _resolve(weights: Any) -> Any:
+    """Weights, fetched from the object store if they came as an ObjectRef."""
+    import ray
+
+    return ray.get(weights) if isinstance(weights, ray.ObjectRef) else weights
 
 
 _MAX_RESTARTS_PER_CALL = 100
@@ -155,19 +251,14 @@ class MultiAgentEnvRunner:
         self.num_envs = config.num_envs_per_env_runner
         self.envs = [self._make_env(i) for i in range(self.num_envs)]
         self.possible_agents = list(self.envs[0].possible_agents)
-        seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else None
-        seeds = [int(s.generate_state(1)[0]) for s in (seq or np.random.SeedSequence()).spawn(len(self.module_ids))]
-        spaces = self._module_spaces()
+        self._seed_seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else None
         self.policies: dict[str, _Policy] = {}
-        for (mid, (obs_space, act_space)), seed in zip(spaces.items(), seeds):
-            spec = self.ma_config.spec(mid)
-            mconfig = dataclasses.replace(
-                config,
-                module_class=spec.module_class or config.module_class,
-                module_config=config.module_config if spec.module_config is None else spec.module_config,
-            )
-            self.policies[mid] = _Policy(mconfig, obs_space, act_space, seed)
-            set_torch_threads(self.policies[mid].module, config.num_torch_threads)
+        self._pending: dict[str, Any] = {}  # module id -> weights (or their ObjectRef) not loaded yet
+        self._loaded: dict[str, Any] = {}  # module id -> the weights (or ObjectRef) it loaded last
+        self.num_weight_loads: dict[str, int] = {}
+        """Per module, how many weight updates this runner loaded (a module none of its agents maps to
+        never loads what the group sends: its ObjectRef is never fetched)."""
+        self._add_policies(self.module_ids)
         self._id_prefix = f"{uuid.uuid4().hex[:16]}-{worker_index}-"
         self._num_ids = 0
         self._num_resets = 0
@@ -186,56 +277,74 @@ class MultiAgentEnvRunner:
         return self.ma_config.module_ids
 
     @property
-    def modules(self) -> dict[str, Any]:
-        return {mid: p.module for mid, p in self.policies.items()}
+    def modules(self) -> MultiRLModule:
+        """The modules by id (the weights sent last loaded), those that do not learn marked so."""
+        for mid in list(self._pending):
+            self._policy(mid)
+        return MultiRLModule(
+            {mid: p.module for mid, p in self.policies.items()}, policies_to_train=self.ma_config.trained_module_ids
+        )
 
     def _make_env(self, vector_index: int) -> Any:
         return make_multi_agent_sub_env(
             self.config, worker_index=self.worker_index, vector_index=vector_index, num_workers=self.num_workers
         )
 
-    def _module_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
-        """Each module's spaces: its spec's, else those of the agents the mapping gives it on a probe
-        episode, which must agree, else the one space every agent shares."""
-        env, cfg = self.envs[0], self.ma_config
-        probe = MultiAgentEpisode(agent_to_module_mapping_fn=cfg.map_agent)
-        mapped: dict[str, list[Hashable]] = {mid: [] for mid in cfg.module_ids}
-        for aid in self.possible_agents:
-            mapped[probe.module_for(aid)].append(aid)
-        out: dict[str, tuple[gym.Space, gym.Space]] = {}
-        for mid, agents in mapped.items():
-            spec = cfg.spec(mid)
-            spaces = []
-            for what, given, get in (
-                ("observation", spec.observation_space, env.get_observation_space),
-                ("action", spec.action_space, env.get_action_space),
-            ):
-                if given is not None:
-                    spaces.append(given)
-                    continue
-                candidates = {aid: get(aid) for aid in (agents or self.possible_agents)}
-                first = next(iter(candidates.values()))
-                differ = [aid for aid, s in candidates.items() if s != first]
-                if differ:
-                    raise ConfigError(
-                        f"module {mid!r} acts for agents {sorted(map(str, candidates))} whose {what} spaces differ "
-                        f"({first} for {next(iter(candidates))!r}, {candidates[differ[0]]} for {differ[0]!r}): "
-                        f"map them to different modules or give ModuleSpec({what}_space=...)"
-                    )
-                spaces.append(first)
-            out[mid] = (spaces[0], spaces[1])
-        return out
+    def _add_policies(self, module_ids: tuple[str, ...]) -> None:
+        """Builds the modules ``module_ids`` (with their pipelines), each seeded from the runner's seed
+        stream and its position among the config's modules."""
+        config = self.config
+        spaces = module_spaces(self.envs[0], self.ma_config, module_ids)
+        for mid in module_ids:
+            obs_space, act_space = spaces[mid]
+            position = self.module_ids.index(mid)
+            seq = self._seed_seq or np.random.SeedSequence()
+            seed = int(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, position)).generate_state(1)[0])
+            self.policies[mid] = _Policy(module_build_config(config, self.ma_config, mid), obs_space, act_space, seed)
+            set_torch_threads(self.policies[mid].module, config.num_torch_threads)
+
+    def _policy(self, module_id: str) -> _Policy:
+        """The module ``module_id``, with the newest weights sent to it loaded (fetched now if they
+        came as an ObjectRef)."""
+        pending = self._pending.pop(module_id, None)
+        if pending is not None:
+            self.policies[module_id].module.set_state(_resolve(pending))
+            self._loaded[module_id] = pending
+            self.num_weight_loads[module_id] = self.num_weight_loads.get(module_id, 0) + 1
+        return self.policies[module_id]
+
+    def set_multi_agent(self, ma_config: MultiAgentConfig) -> None:
+        """Takes a new module set and mapping between calls (``add_module`` / ``remove_module``):
+        new modules are built, removed ones dropped. Episodes keep the mapping they started with;
+        if one maps an agent to a removed module, every sub-env starts afresh at the next call (the
+        cut chunks hold no unshipped step, so nothing is lost)."""
+        removed = set(self.policies) - set(ma_config.module_ids)
+        self.ma_config = ma_config
+        for mid in removed:
+            del self.policies[mid]
+            self._pending.pop(mid, None)
+            self._loaded.pop(mid, None)
+        self._add_policies(tuple(mid for mid in ma_config.module_ids if mid not in self.policies))
+        for ep in self._episodes:
+            if ep is None:
+                continue
+            ep.agent_to_module_mapping_fn = ma_config.map_agent  # for agents that join from now on
+            if removed & set(ep.agent_to_module_mapping.values()):
+                self._needs_reset = True
 
     # ---------------------------------------------------------------- weights and state
     def get_weights(self) -> dict[str, dict[str, Any]]:
-        return {mid: p.module.get_state() for mid, p in self.policies.items()}
+        return self.modules.get_state()
 
-    def set_weights(self, weights: dict[str, dict[str, Any]], version: int | None = None) -> None:
+    def set_weights(self, weights: dict[str, Any], version: int | None = None) -> None:
+        """Takes ``{module_id: weights}`` for any of its modules; each module loads its weights when
+        one of its agents next acts (a weights ObjectRef is fetched then: a module none of this
+        runner's agents maps to never fetches its weights)."""
         unknown = set(weights) - set(self.policies)
         if unknown:
             raise ConfigError(f"weights for unknown modules {sorted(unknown)} (modules: {sorted(self.policies)})")
-        for mid, state in weights.items():
-            self.policies[mid].module.set_state(state)
+        # A module whose object is the one it loaded last (the group resends every module's ref) keeps its weights.
+        self._pending.update({mid: w for mid, w in weights.items() if not _same_ref(w, self._loaded.get(mid))})
         self.weights_version = self.weights_version + 1 if version is None else version
 
     def get_metrics(self) -> MultiAgentRunnerMetrics:
@@ -309,7 +418,7 @@ class MultiAgentEnvRunner:
         extras: list[dict[Hashable, dict[str, Any]]] = [{} for _ in episodes]
         for mid, pairs in groups.items():
             obs = tree.stack([self._last_obs[i][aid] for i, aid in pairs])
-            acts, env_acts, outs = self.policies[mid].act(obs, explore=explore, random_actions=random_actions)
+            acts, env_acts, outs = self._policy(mid).act(obs, explore=explore, random_actions=random_actions)
             act_rows, env_rows = tree.unstack(acts), tree.unstack(env_acts)
             out_rows = {key: tree.unstack(v) for key, v in outs.items()}
             for k, (i, aid) in enumerate(pairs):
@@ -503,7 +612,10 @@ class MultiAgentEnvRunner:
         }
 
     def set_state(self, state: dict[str, Any]) -> int:
-        """Loads any of ``get_state()``'s keys; returns the weights version now in use."""
+        """Loads any of ``get_state()``'s keys, and ``multi_agent`` (a new MultiAgentConfig: see
+        ``set_multi_agent``); returns the weights version now in use."""
+        if "multi_agent" in state:
+            self.set_multi_agent(state["multi_agent"])
         if "module" in state:
             self.set_weights(state["module"], version=self.weights_version)
         if "weights_version" in state:

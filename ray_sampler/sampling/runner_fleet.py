@@ -75,6 +75,7 @@ class RunnerFleet:
         self.last_request: tuple[SampleRequest, Any] | None = None  # (request, replay) of the last call
         self.weights_ref: ray.ObjectRef | None = None
         self.connector_ref: ray.ObjectRef | None = None  # the last merged connector state
+        self.modules_ref: ray.ObjectRef | None = None  # multi-agent: the last module set sent (add_module)
         self.probing: dict[int, BaseException] = {}
         """Runners found temporarily unavailable (``ActorUnavailableError``: their node may be gone,
         or a connection dropped): worker index -> that error. Their ``inflight`` ref is a ``ping``
@@ -166,7 +167,7 @@ class RunnerFleet:
     def resend_state(self, index: int) -> None:
         """Sends runner ``index`` the last broadcast weights and connector states again (a call of
         theirs may have been lost while it was unavailable; calls to one actor run in order)."""
-        for ref in (self.weights_ref, self.connector_ref):
+        for ref in (self.modules_ref, self.weights_ref, self.connector_ref):
             if ref is not None:
                 self.actors[index].set_state.remote(ref)
 

@@ -191,6 +191,6 @@ def test_multi_agent_cartpole_example_trains_two_policies(ray_address: str) -> N
     assert lines[0].startswith("iter 1: 1024 env steps, mean return ")
     assert re.fullmatch(
         r"summed return (3\d\d|[4-9]\d\d)\.\d after \d+ env steps \(\d+ agent steps\) in [\d.]+ s \(reached: True\); "
-        r"last episodes per module: p0 [\d.]+, p1 [\d.]+",
+        r"per module over the last 100 episodes: p0 [\d.]+, p1 [\d.]+",
         lines[-1],
     ), lines[-3:]

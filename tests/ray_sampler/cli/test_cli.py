@@ -494,3 +494,59 @@ class TestResume:
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"ray-sampler train-dqn: error: --resume: '{run_dir}' is not a run of this command (")
         assert [p.name for p in runs_dir.iterdir()] == [run_dir.name]  # no new run directory was made
+
+
+class TestMultiAgent:
+    def test_a_multi_agent_run_reports_every_module_and_resumes(self, tmp_path: Path, ray_address: str) -> None:
+        args = ("--env", "ma-cartpole:2", "--policy-mapping", "per-agent", "--target-return", "none")
+        args += ("--num-env-runners", "1", "--rollout-fragment-length", "32", "--address", ray_address)
+        first = run_cli("train", *args, "--max-iterations", "2", "--checkpoint-every", "2", runs_dir=tmp_path)
+        assert first.returncode == 0, first.stderr[-2000:]
+        lines = first.stdout.splitlines()
+        assert lines[1] == "modules: 0, 1; summed return over every agent, and per module"
+        iters = [line for line in lines if line.startswith("iter ")]
+        assert len(iters) == 2 and all("summed return " in line and "; 0 " in line for line in iters)
+        (run_dir,) = tmp_path.iterdir()
+        rows = read_metrics(run_dir)
+        for column in ("return/module/0", "return/module/1", "return/agent/0", "return/agent/1", "loss/policy_loss/1"):
+            assert column in rows[0], column
+        # Each module acts for one agent: its window is that agent's; the two sum to the summed return.
+        last = rows[-1]
+        assert last["return/module/0"] == last["return/agent/0"]
+        assert last["return/module/0"] + last["return/module/1"] == pytest.approx(last["return_mean"])
+        resumed = run_cli("train", "--resume", str(run_dir), "--max-iterations", "3", "--address", ray_address,
+                          runs_dir=tmp_path / "unused")  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert "resumed from iteration 2 (256 env steps)" in resumed.stdout.splitlines()
+        assert [r["iteration"] for r in read_metrics(run_dir)] == [1, 2, 3]
+
+    @pytest.mark.parametrize(
+        ("cls", "args", "message"),
+        [
+            (TrainPPO, ["--policy-mapping", "per-agent"],
+             "--policy-mapping: only a multi-agent env takes it (--env 'CartPole-v1' is single-agent)"),
+            (TrainPPO, ["--env", "ma-cartpole:2", "--policy-mapping", "each"],
+             "--policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got 'each')"),
+            (TrainPPO, ["--env", "ma-cartpole:2", "--policy-mapping", "os:sep"],
+             "--policy-mapping 'os:sep': a MultiAgentConfig or a policy_mapping_fn is allowed (got str)"),
+            (TrainDQN, ["--env", "ma-cartpole:2"],
+             "--env 'ma-cartpole:2' is a multi-agent env: DQN takes single-agent envs for now; "
+             "ray-sampler train (PPO) and ray-sampler sample take it"),
+        ],
+    )  # fmt: skip
+    def test_bad_multi_agent_options_are_one_line(self, cls: Any, args: list[str], message: str) -> None:
+        with pytest.raises(ConfigError) as e:
+            command = command_from_args(cls, args, prog="ray-sampler")
+            cfg = command.to_config()
+            from ray_sampler.cli.train import check_module_builds
+
+            check_module_builds(command, cfg)
+        assert str(e.value) == message
+
+    def test_the_mapping_gives_the_modules(self) -> None:
+        cfg = command_from_args(TrainPPO, ["--env", "ma-cartpole:3"], prog="ray-sampler").to_config()
+        assert cfg.env_runner.multi_agent is not None and cfg.env_runner.multi_agent.module_ids == ("shared",)
+        cfg = command_from_args(
+            TrainPPO, ["--env", "ma-cartpole:3", "--policy-mapping", "per-agent"], prog="ray-sampler"
+        ).to_config()
+        assert cfg.env_runner.multi_agent is not None and cfg.env_runner.multi_agent.module_ids == ("0", "1", "2")

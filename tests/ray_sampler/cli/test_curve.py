@@ -41,3 +41,15 @@ def test_without_matplotlib_raises_config_error(tmp_path: Path, monkeypatch: pyt
     block_import(monkeypatch, "matplotlib")
     with pytest.raises(ConfigError, match=r"pip install 'ray-sampler\[plot\]'"):
         draw_curves({"run": _rows(2)}, tmp_path / "x.png", title="t")
+
+
+def test_a_multi_agent_run_gets_a_curve_per_module(tmp_path: Path) -> None:
+    rows = _rows(10)
+    with_modules = [{**r, "return/module/p0": r["return_mean"] / 3, "return/agent/0": 1.0} for r in rows]
+    plain = draw_curves({"run": rows}, tmp_path / "a.png", title="t").read_bytes()
+    one = draw_curves({"run": with_modules}, tmp_path / "b.png", title="t").read_bytes()
+    two = [{**r, "return/module/p1": r["return_mean"] / 2} for r in with_modules]
+    assert plain != one != draw_curves({"run": two}, tmp_path / "c.png", title="t").read_bytes()
+    # Agent columns draw nothing of their own.
+    only_agents = [{**r, "return/agent/0": 1.0} for r in rows]
+    assert draw_curves({"run": only_agents}, tmp_path / "d.png", title="t").read_bytes() == plain

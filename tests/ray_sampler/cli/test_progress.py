@@ -92,6 +92,14 @@ class TestPlainMode:
             "iter 3/50: 6144 env steps, 41.2k steps/s, 57 episodes, mean return 31.5 (last 57), best 30.2, 1.2 s"
         )
 
+    def test_a_multi_agent_line_gives_the_summed_return_and_each_modules(self) -> None:
+        by = {"module/p0": 20.25, "module/p1": math.nan, "agent/0": 20.25, "agent/1": math.nan}
+        line = iteration_line(make_record(returns_by=by, best_return_mean=30.25), total_iterations=50)
+        assert line == (
+            "iter 3/50: 6144 env steps, 41.2k steps/s, 57 episodes, summed return 31.5 (last 57); p0 20.2, p1 -, "
+            "best 30.2, 1.2 s"
+        )
+
     def test_no_window_before_the_first_episode(self) -> None:
         record = make_record(iteration=1, episodes=0, window=0, return_mean=math.nan, return_min=math.nan)
         assert "0 episodes, mean return -, best -," in iteration_line(record)

@@ -178,6 +178,21 @@ class TestMetricsCsv:
         assert rows[0]["best_return_mean"] != rows[0]["best_return_mean"]  # NaN comes back as NaN
         assert [type(rows[1][k]) for k in ("iteration", "env_steps", "return_mean")] == [int, int, float]
 
+    def test_a_multi_agent_record_adds_a_column_per_module_and_agent(self, tmp_path: Path) -> None:
+        returns_by = {"module/p0": 12.5, "module/p1": float("nan"), "agent/0": 12.5, "agent/1": float("nan")}
+        with _create(tmp_path) as run:
+            run.append(make_record(iteration=1, returns_by=returns_by, losses={"policy_loss": 0.5}))
+        header = (run.path / "metrics.csv").read_text().splitlines()[0].split(",")
+        assert header[-5:] == [
+            "return/module/p0",
+            "return/module/p1",
+            "return/agent/0",
+            "return/agent/1",
+            "loss/policy_loss",
+        ]
+        (row,) = read_metrics(run.path)
+        assert row["return/module/p0"] == 12.5 and math.isnan(row["return/module/p1"])
+
     def test_rows_are_on_disk_before_close(self, tmp_path: Path) -> None:
         run = _create(tmp_path)
         run.append(make_record(iteration=1))
@@ -223,7 +238,8 @@ class TestMetricsCsv:
 
 
 def _flat(record: IterationRecord) -> dict[str, Any]:
-    row = {k: v for k, v in record.items() if k != "losses"}
+    row = {k: v for k, v in record.items() if k not in ("losses", "returns_by")}
+    row.update({f"return/{k}": v for k, v in record.returns_by.items()})
     row.update({f"loss/{k}": v for k, v in record.losses.items()})
     return row
 

@@ -12,7 +12,7 @@ import ray
 
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
 from ray_sampler.data.multi_agent_episode import SKIP_ENV_TS, MultiAgentEpisode
-from ray_sampler.errors import EnvCreatorError, MultiAgentEnvError
+from ray_sampler.errors import ConfigError, EnvCreatorError, MultiAgentEnvError
 from ray_sampler.modules import RandomModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
@@ -158,3 +158,64 @@ def test_single_agent_runner_refuses_a_multi_agent_env() -> None:
         EnvCreatorError, match=r"returned a multi-agent env \(RandomScheduleEnv\): sample it with MultiAgentEnvRunner"
     ):
         EnvRunner(EnvRunnerConfig(env=RandomScheduleEnv))
+
+
+def runner_attr(group: EnvRunnerGroup, index: int, name: str) -> Any:
+    return ray.get(group.actor(index).__ray_call__.remote(lambda r: getattr(r, name)))
+
+
+def weights_of(group: EnvRunnerGroup, index: int) -> dict[str, dict[str, np.ndarray]]:
+    return ray.get(group.actor(index).__ray_call__.remote(lambda r: r.get_weights()))
+
+
+class TestModulesPerRunner:
+    def mlp_group(self) -> EnvRunnerGroup:
+        spare = MultiAgentConfig(policies=("low", "high", "spare"), policy_mapping_fn=MAPPING.policy_mapping_fn)
+        config = EnvRunnerConfig(
+            env=RandomScheduleEnv, env_config={"num_agents": 4, "max_steps": 20}, seed=5,
+            num_envs_per_env_runner=2, rollout_fragment_length=6, multi_agent=spare,
+        )  # fmt: skip
+        return EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5))
+
+    def test_a_runner_fetches_only_the_modules_its_agents_use(self) -> None:
+        with self.mlp_group() as group:
+            sent = {mid: {k: v + 1.0 for k, v in w.items()} for mid, w in weights_of(group, 1).items()}
+            group.sync_weights(sent)
+            group.sample()
+            for i in group.worker_indices:
+                assert runner_attr(group, i, "num_weight_loads") == {"low": 1, "high": 1}  # never "spare"
+            group.sync_weights({"high": sent["high"]})  # one module changed: only it goes out again
+            group.sample()
+            assert runner_attr(group, 1, "num_weight_loads") == {"low": 1, "high": 2}
+            got = weights_of(group, 2)  # asking for the weights loads them all: what was sent, exactly
+            assert all(np.array_equal(got[mid][k], sent[mid][k]) for mid in sent for k in sent[mid])
+
+    def test_add_module_reaches_every_runner_and_replacements(self) -> None:
+        with self.mlp_group() as group:
+            copy = {k: v * 0.5 for k, v in weights_of(group, 1)["high"].items()}
+            group.add_module("high_v1", copy, policy_mapping_fn=lambda aid, ep, **kw: "high_v1" if aid == "a3" else (
+                "low" if aid in ("a0", "a1") else "high"))  # fmt: skip
+            assert group.config.multi_agent.module_ids == ("low", "high", "spare", "high_v1")
+            assert group.config.multi_agent.policies_to_train == ("low", "high", "spare")  # a frozen copy
+            ray.kill(group.actor(2))  # its replacement must start with the new module and mapping
+            modules_of_a3: set[str] = set()
+            for _ in range(6):  # episodes of 20 steps: those started after add_module map a3 to the copy
+                for ep in group.sample():
+                    if "a3" in ep.agent_episodes:
+                        modules_of_a3.add(ep.module_for("a3"))
+            assert "high_v1" in modules_of_a3
+            assert group.metrics.num_env_runner_restarts == 1
+            for i in group.worker_indices:
+                got = weights_of(group, i)["high_v1"]
+                assert all(np.array_equal(got[k], copy[k]) for k in copy)
+            group.remove_module("spare")
+            assert all(set(weights_of(group, i)) == {"low", "high", "high_v1"} for i in group.worker_indices)
+
+    def test_module_changes_are_checked(self) -> None:
+        with self.mlp_group() as group:
+            with pytest.raises(ConfigError, match=r"weights for unknown modules \['nope'\]"):
+                group.sync_weights({"nope": {}})
+            with pytest.raises(ConfigError, match="add_module: module id 'low' is taken"):
+                group.add_module("low", {})
+            with pytest.raises(ConfigError, match="remove_module: no module 'nope'"):
+                group.remove_module("nope")
