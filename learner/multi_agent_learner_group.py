@@ -81,6 +81,12 @@ class MultiAgentLearnerGroup:
             return
         self.groups[module_id] = LearnerGroup(lambda: copy.deepcopy(module), self.config, **self._options)
 
+    def add_frozen(self, module_id: str, weights: dict[str, Any]) -> None:
+        """Adds a module that does not learn, by its weights (self-play's copy of a trained module)."""
+        if module_id in self.groups or module_id in self.frozen:
+            raise ConfigError(f"add_frozen: module id {module_id!r} is taken (modules: {list(self.module_ids)})")
+        self.frozen[module_id] = dict(weights)
+
     def remove_module(self, module_id: str) -> None:
         """Removes module ``module_id`` (its learner actors stop)."""
         if module_id in self.frozen:

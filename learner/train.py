@@ -38,6 +38,7 @@ from ray_sampler.validate import check_enum, check_int, check_number, check_type
 __all__ = [
     "PPOTrainingConfig",
     "ReturnTracker",
+    "TrainingLoop",
     "check_stop_rule",
     "check_training_components",
     "check_training_resources",
@@ -356,6 +357,31 @@ def view_pieces(env_to_module_connectors: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(t for t in twins if t is not None)
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainingLoop:
+    """What ``train_ppo``'s ``on_train_result`` callback gets after each iteration (RLlib's
+    ``on_train_result``): the iteration's record, and the runners and learners, to change between
+    iterations (e.g. self-play: ``add_frozen_copy``)."""
+
+    iteration: int
+    record: IterationRecord
+    runners: EnvRunnerGroup
+    learners: Any
+
+    def add_frozen_copy(
+        self, module_id: str, *, copy_of: str, policy_mapping_fn: Callable[..., str] | None = None
+    ) -> None:
+        """Multi-agent: adds module ``module_id``, a frozen copy of module ``copy_of``'s weights now
+        (the same ModuleSpec), to the learners and every runner, with the new ``policy_mapping_fn``
+        if given. A run whose modules changed this way cannot be resumed from its checkpoints yet."""
+        ma = self.runners.config.multi_agent
+        if ma is None:
+            raise ConfigError("add_frozen_copy: this run trains a single-agent env (it has one module)")
+        weights = self.learners.get_weights((copy_of,))[copy_of]
+        self.learners.add_frozen(module_id, weights)
+        self.runners.add_module(module_id, weights, spec=ma.spec(copy_of), policy_mapping_fn=policy_mapping_fn)
+
+
 def train_ppo(
     cfg: PPOTrainingConfig,
     *,
@@ -363,6 +389,7 @@ def train_ppo(
     on_iteration: Callable[[IterationRecord], None] | None = None,
     checkpointer: Checkpointer | None = None,
     resume: TrainingState | None = None,
+    on_train_result: Callable[[TrainingLoop], None] | None = None,
 ) -> PPOTrainResult:
     """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
@@ -370,7 +397,8 @@ def train_ppo(
 
     With ``checkpointer``, a checkpoint is saved when it is due, and once more on Ctrl-C; with
     ``resume`` (a loaded checkpoint), the run carries on from it: learner state (weights, optimizer,
-    RNG), connector states, counters and the stop rule's window."""
+    RNG), connector states, counters and the stop rule's window. ``on_train_result`` is called after
+    each iteration's record, with a ``TrainingLoop``."""
     ma_runner = multi_agent_runner(cfg.env_runner)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
@@ -493,6 +521,8 @@ def train_ppo(
                     f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes"
                     f"{per_module}), policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
                 )
+            if on_train_result is not None:
+                on_train_result(TrainingLoop(it, record, runners, learners))
             if tracker.reached:
                 break
     except KeyboardInterrupt:

@@ -16,7 +16,9 @@ __all__ = ["RandomModule"]
 
 class RandomModule:
     """Uniformly random actions from the action space, batched; holds no weights. It reads only the
-    batch size, so it takes observations of any space as they come (no flattening)."""
+    batch size, so it takes observations of any space as they come (no flattening); where the
+    observations are dicts with an ``action_mask`` over Discrete actions (PettingZoo's board games),
+    it draws among the actions the mask allows."""
 
     needs_flat_observations = False
 
@@ -36,7 +38,13 @@ class RandomModule:
         return np.zeros((0, *(space.shape or ())), space.dtype)
 
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return {Columns.ACTIONS: self._actions(len(tree.first_leaf(batch[Columns.OBS])))}
+        obs = batch[Columns.OBS]
+        space = self.action_space
+        if isinstance(obs, dict) and "action_mask" in obs and isinstance(space, gym.spaces.Discrete):
+            mask = np.asarray(obs["action_mask"]).reshape(-1, int(space.n)) > 0
+            keys = self._rng.random(mask.shape) + (~mask) * 2.0  # the smallest key: a random allowed action
+            return {Columns.ACTIONS: keys.argmin(axis=1) + int(space.start)}
+        return {Columns.ACTIONS: self._actions(len(tree.first_leaf(obs)))}
 
     forward_exploration = forward_inference
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -194,3 +196,19 @@ def test_multi_agent_cartpole_example_trains_two_policies(ray_address: str) -> N
         r"per module over the last 100 episodes: p0 [\d.]+, p1 [\d.]+",
         lines[-1],
     ), lines[-3:]
+
+
+def test_tictactoe_self_play_example_grows_its_league_and_plays_the_random_player(ray_address: str) -> None:
+    args = ["--iterations", "3", "--snapshot-every", "1", "--games", "40"]
+    lines = run("tictactoe_self_play.py", *args, ray_address=ray_address)
+    assert "iteration 1: main_v1 joins the league ['random', 'main_v1']" in lines
+    assert "iteration 2: main_v2 joins the league ['random', 'main_v1', 'main_v2']" in lines
+    last_iter = [line for line in lines if line.startswith("iter 3:")]
+    assert last_iter and "main_v1 " in last_iter[0]  # the added copy acted (it has a return)
+    m = re.fullmatch(
+        r"trained 6144 env steps in \d+ s; against a random player over 40 games: won ([\d.]+)%, drew ([\d.]+)%, "
+        r"lost ([\d.]+)% \(won [\d.]+% moving first, [\d.]+% moving second\)",
+        lines[-1],
+    )
+    assert m is not None, lines[-3:]
+    assert sum(float(x) for x in m.groups()) == pytest.approx(100.0, abs=0.2)
