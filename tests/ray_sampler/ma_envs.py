@@ -129,6 +129,41 @@ class TurnTakingEnv(MultiAgentEnv):
         return obs, reward, {ALL: done}, {ALL: False}, {}
 
 
+class SignalEnv(MultiAgentEnv):
+    """A cooperative game neither agent can win alone: the speaker sees a random bit and acts (its
+    action is the message); then the listener, who sees only the message, acts; both get 1 if the
+    listener's action is the bit. Alone, the listener guesses: 0.5 each, 1.0 summed; together they
+    reach 2.0. ``env_config["mute"]``: the listener never sees the message (the control)."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.mute = bool((config or {}).get("mute", False))
+        self.possible_agents = ["speaker", "listener"]
+        box = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
+        self.observation_spaces = {a: box for a in self.possible_agents}
+        self.action_spaces = {a: gym.spaces.Discrete(2) for a in self.possible_agents}
+        self._rng = np.random.default_rng()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.bit = int(self._rng.integers(2))
+        self.t = 0
+        return {"speaker": np.array([self.bit, 0, 0], np.float32), "listener": np.zeros(3, np.float32)}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        if self.t == 0:
+            self.t = 1
+            message = np.zeros(3, np.float32)
+            if not self.mute:
+                message[1 + int(action_dict["speaker"])] = 1.0
+            obs = {"speaker": np.zeros(3, np.float32), "listener": message}
+            return obs, {"speaker": 0.0, "listener": 0.0}, {ALL: False}, {ALL: False}, {}
+        reward = float(int(action_dict["listener"]) == self.bit)
+        obs = {a: np.zeros(3, np.float32) for a in self.possible_agents}
+        return obs, {"speaker": reward, "listener": reward}, {ALL: True}, {ALL: False}, {}
+
+
 def assert_same_episode(got: Any, want: Any) -> None:
     """Two MultiAgentEpisodes hold the same data: ids, env steps, flags, maps, every agent's chunk
     (observations, actions, rewards, infos, flags, t_started) and the hanging data, exactly."""
