@@ -5,7 +5,9 @@
 Each seed runs in a fresh process: ``train_ppo`` with 2 env runners x 4 sub-envs x 128
 steps per iteration (1,024 env steps), the numpy PPO defaults, a policy per agent, stop at a mean
 summed return of 800 over the last 100 episodes or 300k env steps. ``loop s`` is the training
-loop's wall clock, ``whole s`` the process's from before ``ray.init``. Baseline in the same run:
+loop's wall clock, ``whole s`` the process's from before ``ray.init``; ``update %`` is the share of
+the loop in the learners' updates, ``pipeline %`` the share in the multi-agent learner pipeline
+(regrouping the chunks by module, then each module's connector pipeline: columns, GAE). Baseline in the same run:
 two CartPole-v1 stepped bare (gymnasium, random actions) for the same env steps; and RLlib 2.60's
 tuned example (``bench/rllib_multi_agent_ppo.py``, one seed, its own interpreter) when
 ``.venv-rllib`` or ``--rllib-python`` is there.
@@ -50,6 +52,7 @@ def one(seed: int) -> None:
     print(json.dumps({
         "seed": seed, "reached": result.reached, "return": result.mean_return, "env_steps": result.env_steps,
         "iterations": result.iterations, "loop_s": result.seconds, "whole_s": time.perf_counter() - t0,
+        "sample_s": result.sample_s, "update_s": result.update_s, "pipeline_s": result.learner_connector_s,
     }))  # fmt: skip
 
 
@@ -65,7 +68,7 @@ def main() -> None:
         return
     rows = []
     print(f"{'seed':>4} {'reached':>8} {'return':>7} {'env steps':>10} {'iters':>6} {'loop s':>7} {'whole s':>8} "
-          f"{'raw gym s':>10} {'whole/raw':>10}")  # fmt: skip
+          f"{'raw gym s':>10} {'whole/raw':>10} {'update %':>9} {'pipeline %':>11}")  # fmt: skip
     for seed in [int(s) for s in args.seeds.split(",")]:
         row = run_json([sys.executable, str(Path(__file__).resolve()), "--one", str(seed)])
         if row is None:
@@ -74,7 +77,9 @@ def main() -> None:
         row["raw_s"] = raw
         rows.append(row)
         print(f"{seed:>4} {row['reached']!s:>8} {row['return']:7.1f} {row['env_steps']:>10} {row['iterations']:>6} "
-              f"{row['loop_s']:7.1f} {row['whole_s']:8.1f} {raw:10.2f} {row['whole_s'] / raw:10.1f}")  # fmt: skip
+              f"{row['loop_s']:7.1f} {row['whole_s']:8.1f} {raw:10.2f} {row['whole_s'] / raw:10.1f} "
+              f"{100 * row['update_s'] / row['loop_s']:9.1f} "
+              f"{100 * row['pipeline_s'] / row['loop_s']:11.1f}")  # fmt: skip
     rllib = None
     if args.rllib_python:
         rllib = run_json([args.rllib_python, str(ROOT / "bench" / "rllib_multi_agent_ppo.py"), "--seed", "0"],

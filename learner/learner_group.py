@@ -204,8 +204,9 @@ class LearnerGroup:
         if prioritized:
             self._each("push_priorities", [(replay,)] * m)
         scalar = [k for k, v in terms_seen[0].items() if np.ndim(v) == 0]
+        averaged: dict[str, Any] = {k: float(np.mean([t[k] for t in terms_seen])) for k in scalar}
         return DQNUpdateMetrics(
-            **{k: float(np.mean([t[k] for t in terms_seen])) for k in scalar},
+            **averaged,
             grad_norm_mean=float(np.mean(norms)),
             num_gradient_steps=num_updates,
             batch_size=batch_size_B,

@@ -123,6 +123,8 @@ class DQNUpdateMetrics(_FieldMapping):
     """Transitions per step (over all learners)."""
     num_learners: int
     """Learner actors that took part (0: one local learner)."""
+    module_metrics: dict[str, DQNUpdateMetrics] = dataclasses.field(default_factory=dict, compare=False)
+    """Multi-agent: each trained module's own metrics of these steps; empty for a single-agent run."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ id, and ``add_module``/``remove_module`` between updates.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,9 +22,10 @@ import numpy as np
 from connectors.learner import AgentToModuleMapping
 from learner.learner import Learner
 from learner.learner_group import LearnerGroup
-from learner.metrics import PPOUpdateMetrics
+from learner.metrics import DQNUpdateMetrics, PPOUpdateMetrics
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules import MultiRLModule
+from replay.multi_agent_actor import ModuleReplay
 
 __all__ = ["MultiAgentLearnerGroup", "metrics_by_module"]
 
@@ -103,8 +105,11 @@ class MultiAgentLearnerGroup:
     def update_from_episodes(self, episodes: list[Any]) -> PPOUpdateMetrics:
         """One update of every trained module on its agents' chunks of ``episodes`` (MultiAgentEpisodes);
         the metrics: loss terms averaged over the modules weighted by their batch sizes, sizes and
-        steps summed, each module's own in ``module_metrics``. A module with no chunk is not updated."""
+        steps summed (``learner_connector_s``: the regrouping and every module's pipeline), each
+        module's own in ``module_metrics``. A module with no chunk is not updated."""
+        t0 = time.perf_counter()
         by_module = self.split(episodes)
+        split_s = time.perf_counter() - t0
         metrics = {mid: g.update_from_episodes(by_module[mid]) for mid, g in self.groups.items() if by_module.get(mid)}
         if not metrics:
             return PPOUpdateMetrics(grad_norm_mean=float("nan"), batch_size=0, num_gradient_steps=0)
@@ -118,7 +123,41 @@ class MultiAgentLearnerGroup:
             num_gradient_steps=sum(m.num_gradient_steps for m in metrics.values()),
             weights_version=max(versions) if versions else None,
             num_learners=sum(m.num_learners for m in metrics.values()),
-            learner_connector_s=float(sum(m.learner_connector_s for m in metrics.values())),
+            learner_connector_s=split_s + float(sum(m.learner_connector_s for m in metrics.values())),
+            module_metrics=metrics,
+        )
+
+    def update_from_replay(
+        self,
+        replay: Any,
+        num_updates: int,
+        batch_size_B: int,
+        *,
+        module_ids: tuple[str, ...] | None = None,
+        **kwargs: Any,
+    ) -> DQNUpdateMetrics:
+        """``num_updates`` DQN steps of each trained module of ``module_ids`` (None: all), each on
+        batches of its own agents' transitions pulled from a MultiAgentReplayActor (``ModuleReplay``);
+        the metrics: loss terms averaged over the modules, steps summed, each module's own in
+        ``module_metrics``."""
+        ids = self.trained_module_ids if module_ids is None else module_ids
+        metrics = {
+            mid: self.groups[mid].update_from_replay(ModuleReplay(replay, mid), num_updates, batch_size_B, **kwargs)
+            for mid in ids
+        }
+        if not metrics:
+            return DQNUpdateMetrics(
+                grad_norm_mean=float("nan"), num_gradient_steps=0, batch_size=batch_size_B, num_learners=0
+            )
+        terms: dict[str, Any] = {
+            k: float(np.mean([m[k] for m in metrics.values()]))
+            for k in ("loss", "q_mean", "td_abs_mean", "grad_norm_mean")
+        }
+        return DQNUpdateMetrics(
+            **terms,
+            num_gradient_steps=sum(m.num_gradient_steps for m in metrics.values()),
+            batch_size=batch_size_B,
+            num_learners=sum(m.num_learners for m in metrics.values()),
             module_metrics=metrics,
         )
 

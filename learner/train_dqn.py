@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,13 +29,16 @@ from learner.dqn import DQNConfig
 from learner.frameworks import Framework, dqn_learner_class, with_framework
 from learner.learner_group import LearnerGroup
 from learner.metrics import DQNTrainResult, IterationRecord
+from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from learner.replay_recovery import SupervisedReplay
 from learner.train import (
     ReturnTracker,
     check_stop_rule,
     check_training_components,
     check_training_resources,
+    multi_agent_runner,
     restore_training,
+    returns_by,
     target_for,
 )
 from ray_sampler.errors import ConfigError
@@ -43,6 +47,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.validate import (
     check_callable,
     check_enum,
@@ -53,8 +58,9 @@ from ray_sampler.validate import (
     replace_field,
 )
 from replay.actor import ReplayConfig
+from replay.multi_agent_actor import create_multi_agent_replay_actor
 
-__all__ = ["DQNTrainingConfig", "epsilon_at", "train_dqn"]
+__all__ = ["DQNTrainingConfig", "check_multi_agent_dqn", "epsilon_at", "train_dqn"]
 
 
 def _default_dqn_runner() -> EnvRunnerConfig:
@@ -175,6 +181,12 @@ def train_dqn(
     reports it makes due, and once more on Ctrl-C; with ``resume`` the run carries on from one: the
     learners' state (online and target networks, optimizer), the replay buffer, the counters and
     the stop rule's window (what runners had in flight at the save is in the replay, not counted)."""
+    ma_runner = multi_agent_runner(cfg.env_runner)
+    if ma_runner is not None:
+        return _train_multi_agent_dqn(
+            cfg, ma_runner, log=log, log_every_s=log_every_s, on_iteration=on_iteration, checkpointer=checkpointer,
+            resume=resume,
+        )  # fmt: skip
     if resume is not None and resume.replay_path is not None:  # the replay actor restores from its path
         working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
         shutil.copyfile(resume.replay_path, working)
@@ -263,17 +275,11 @@ def train_dqn(
                 last_log, reports = time.perf_counter(), reports + 1
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
-                if on_iteration is not None:
-                    losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
-                    counts = totals()
-                    restarts, lost = counts["num_env_runner_restarts"], counts["num_env_steps_lost"]
-                    on_iteration(tracker.record(reports, steps, losses=losses, restarts=restarts, lost=lost))
-                    continue
-                log(
-                    f"{steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes), "
-                    f"epsilon {epsilon:.2f}, {num_updates} updates, loss {loss:.3f}, "
-                    f"weights v{version}, {tracker.elapsed:.1f} s"
-                )
+                counts = totals()
+                _report(
+                    tracker, reports, steps, (counts["num_env_runner_restarts"], counts["num_env_steps_lost"]),
+                    on_iteration, log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version,
+                )  # fmt: skip
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
         replay_metrics = replay.call("get_metrics")
@@ -294,4 +300,131 @@ def train_dqn(
         replay_num_env_steps_received=replay_metrics.num_env_steps_received,
         num_replay_restarts=replay.metrics.num_replay_restarts,
         num_env_steps_lost=replay.metrics.num_env_steps_lost,
+    )
+
+
+def _report(
+    tracker: ReturnTracker,
+    reports: int,
+    steps: int,
+    failures: tuple[int, int],
+    on_iteration: Callable[[IterationRecord], None] | None,
+    log: Callable[[str], None],
+    *,
+    loss: float,
+    epsilon: float,
+    num_updates: int,
+    version: int,
+    summed: bool = False,
+) -> None:
+    """A DQN loop's report: a record to ``on_iteration`` (``failures``: runner restarts and env
+    steps lost, in all), or without one a line to ``log``."""
+    if on_iteration is not None:
+        losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
+        on_iteration(tracker.record(reports, steps, losses=losses, restarts=failures[0], lost=failures[1]))
+        return
+    log(
+        f"{steps} env steps, {'summed' if summed else 'mean'} return {tracker.mean:.1f} (last {tracker.count} "
+        f"episodes), epsilon {epsilon:.2f}, {num_updates} updates, loss {loss:.3f}, weights v{version}, "
+        f"{tracker.elapsed:.1f} s"
+    )
+
+
+def check_multi_agent_dqn(cfg: DQNTrainingConfig, *, checkpoints: bool) -> None:
+    """ConfigError (one line) for what a multi-agent DQN run does not support yet: prioritized
+    replay, and checkpoints or resume (``checkpoints``)."""
+    if checkpoints:
+        raise ConfigError("checkpoints and resume of multi-agent DQN runs are not supported yet: run it without them")
+    if cfg.replay.prioritized:
+        raise ConfigError(
+            "'replay.prioritized' is single-agent for now: a multi-agent DQN run samples each module "
+            "uniformly (--replay.no-prioritized, or replay=ReplayConfig(prioritized=False))"
+        )
+
+
+def _train_multi_agent_dqn(
+    cfg: DQNTrainingConfig,
+    runner_config: EnvRunnerConfig,
+    *,
+    log: Callable[[str], None],
+    log_every_s: float,
+    on_iteration: Callable[[IterationRecord], None] | None,
+    checkpointer: Checkpointer | None,
+    resume: TrainingState | None,
+) -> DQNTrainResult:
+    """Independent DQN per trained module: the runners add their chunks to a MultiAgentReplayActor,
+    and each trained module's learners pull batches of their own agents' n-step transitions
+    (``ModuleReplay``), once the module holds ``replay.min_size_to_sample`` agent steps. The same
+    schedule, budget, stop rule and reports as ``train_dqn``; the summed return of every agent, and
+    each module's and agent's, in the records. Not yet: prioritized replay, checkpoints and resume,
+    restoring a dead replay actor (the run raises, naming it)."""
+    import ray
+
+    check_multi_agent_dqn(cfg, checkpoints=checkpointer is not None or resume is not None)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
+    agents, spaces = probe_multi_agent(runner_config)
+    learners = MultiAgentLearnerGroup(
+        build_multi_rl_module(runner_config, spaces),
+        cfg.dqn,
+        learner_class=dqn_learner_class(cfg.framework),
+        num_learners=cfg.num_learners,
+        num_cpus_per_learner=cfg.num_cpus_per_learner,
+    )
+    tracker = ReturnTracker(target_for(cfg.target_return, None), cfg.stop_window)
+    tracker.expect([f"module/{mid}" for mid in spaces] + [f"agent/{aid}" for aid in agents])
+    trained = learners.trained_module_ids
+    replay: Any = None
+    runners: EnvRunnerGroup | None = None
+    steps, owed, num_updates, last_log, reports, loss = 0, 0.0, 0, float("-inf"), 0, math.nan
+
+    def weights(epsilon: float, module_ids: tuple[str, ...] | None) -> dict[str, Any]:
+        out = learners.get_weights(module_ids)
+        return {mid: {**w, "epsilon": np.float64(epsilon)} if mid in trained else w for mid, w in out.items()}
+
+    try:
+        replay = create_multi_agent_replay_actor(capacity_env_steps=cfg.replay.capacity_env_steps, seed=cfg.replay.seed)
+        runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
+        runners.sync_weights(weights(1.0, None))  # every module; the frozen ones keep their own epsilon
+        while steps < cfg.max_env_steps and not tracker.reached:
+            answers = runners.sample_to_replay(replay)
+            for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
+                log(line)
+            new_steps = sum(m.num_env_steps for m in answers)
+            steps += new_steps
+            by: dict[str, list[float]] = {}
+            for m in answers:
+                for key, values in returns_by(m).items():
+                    by.setdefault(key, []).extend(values)
+            tracker.add([r for m in answers for r in m.episode_returns], by=by)
+            if steps >= cfg.replay.min_size_to_sample:
+                owed += new_steps * cfg.updates_per_env_step
+                held = ray.get(replay.get_counts.remote())["num_module_steps"]
+                ready = tuple(mid for mid in trained if held.get(mid, 0) >= cfg.replay.min_size_to_sample)
+                if owed >= 1 and ready:
+                    update = learners.update_from_replay(
+                        replay, int(owed), cfg.batch_size, module_ids=ready, n_step=cfg.n_step
+                    )
+                    loss, num_updates, owed = update.loss, num_updates + int(owed), owed - int(owed)
+            epsilon = epsilon_at(cfg, steps)
+            version = runners.sync_weights(weights(epsilon, trained))
+            if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
+                last_log, reports = time.perf_counter(), reports + 1
+                group = runners.metrics
+                _report(
+                    tracker, reports, steps, (group.num_env_runner_restarts, group.num_env_steps_lost), on_iteration,
+                    log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version, summed=True,
+                )  # fmt: skip
+        steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
+        counts = ray.get(replay.get_counts.remote())
+    finally:
+        learners.stop()
+        if runners is not None:
+            runners.stop()
+        if replay is not None:
+            ray.kill(replay)
+    return DQNTrainResult(
+        **tracker.finish(steps, log),
+        num_updates=num_updates,
+        runner_env_steps_sent=steps_sent,
+        replay_num_env_steps_received=int(counts["num_env_steps_received"]),
     )

@@ -20,7 +20,7 @@ from replay.metrics import AddAck
 from replay.multi_agent_buffer import MultiAgentEpisodeReplayBuffer
 from replay.multi_agent_persistence import restore_multi_agent_buffer, save_multi_agent_buffer
 
-__all__ = ["MultiAgentReplayActor", "create_multi_agent_replay_actor"]
+__all__ = ["ModuleReplay", "MultiAgentReplayActor", "create_multi_agent_replay_actor"]
 
 
 class MultiAgentReplayActor:
@@ -61,6 +61,14 @@ class MultiAgentReplayActor:
         with self._lock:
             return self.buffer.sample(batch_size_B, **kwargs)
 
+    def sample_batches(
+        self, batch_size_B: int, num_batches: int, *, module_id: str, timeout_s: float | None = None, **kwargs: Any
+    ) -> Any:
+        """``MultiAgentEpisodeReplayBuffer.sample_batches`` (``timeout_s`` is taken for the single-agent
+        actor's signature: with no rate limiter, a sample never waits)."""
+        with self._lock:
+            return self.buffer.sample_batches(batch_size_B, num_batches, module_id=module_id, **kwargs)
+
     def get_counts(self) -> dict[str, Any]:
         """Env steps and agent steps stored (per module too), episodes, evictions, steps received."""
         with self._lock:
@@ -91,3 +99,30 @@ def create_multi_agent_replay_actor(**kwargs: Any) -> Any:
     import ray
 
     return ray.remote(MultiAgentReplayActor).options(num_cpus=0).remote(**kwargs)
+
+
+class ModuleReplay:
+    """One module's view of a MultiAgentReplayActor (a Ray handle or a local object): what a DQN
+    learner pulls its batches from (``sample_batches`` with ``module_id`` filled in)."""
+
+    def __init__(self, replay: Any, module_id: str) -> None:
+        self.replay, self.module_id = replay, module_id
+
+    @property
+    def sample_batches(self) -> Any:
+        return _WithModule(self.replay.sample_batches, self.module_id)
+
+
+class _WithModule:
+    """A replay method with ``module_id`` bound: called in place, or (an actor's method) ``.remote``."""
+
+    def __init__(self, method: Any, module_id: str) -> None:
+        self.method, self.module_id = method, module_id
+        if callable(getattr(method, "remote", None)):  # ray_sampler.handles.call then submits it
+            self.remote = self._remote
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method(*args, module_id=self.module_id, **kwargs)
+
+    def _remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method.remote(*args, module_id=self.module_id, **kwargs)

@@ -284,6 +284,23 @@ class MultiAgentEpisodeReplayBuffer:
             }  # fmt: skip
         return self._sample_synchronized(batch_size_B, n, gamma, set(mids), include_infos, include_extra_model_outputs)
 
+    def sample_batches(
+        self,
+        batch_size_B: int,
+        num_batches: int,
+        *,
+        module_id: str,
+        n_step: int | tuple[int, int] = 1,
+        gamma: float = 0.99,
+    ) -> Any:
+        """``num_batches`` batches of ``batch_size_B`` n-step transitions of module ``module_id``'s
+        agents (independent mode: each agent on its own steps), as the single-agent buffer's
+        ``sample_batches`` gives them: what a DQN learner of that module pulls."""
+        if module_id not in self.modules or not self.modules[module_id].get_num_timesteps():
+            raise ReplayError(f"sample_batches: module {module_id!r} has no data (stored: {sorted(self.modules)})")
+        self.num_env_steps_sampled += batch_size_B * num_batches
+        return self.modules[module_id].sample_batches(batch_size_B, num_batches, n_step=n_step, gamma=gamma)
+
     def _sample_synchronized(
         self, batch_size_B: int, n: Any, gamma: float, mids: set[str], include_infos: bool, include_emo: bool
     ) -> dict[str, dict[str, Any]]:

@@ -31,7 +31,7 @@ from learner.train import (
     train_ppo,
     training_demands,
 )
-from learner.train_dqn import DQNTrainingConfig, train_dqn
+from learner.train_dqn import DQNTrainingConfig, check_multi_agent_dqn, train_dqn
 from ray_sampler.cli.options import (
     UsageError,
     changed_options,
@@ -140,17 +140,7 @@ class TrainPPO(RunOptions):
         cfg = self.training
         ppo = cfg.ppo if self.seed is None else dataclasses.replace(cfg.ppo, seed=self.seed)
         runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
-        agents = check_env_builds(self.env, runner.env_config, multi_agent_ok=True)
-        if agents is not None:
-            try:
-                runner = dataclasses.replace(
-                    runner, multi_agent=policy_mapping(self.policy_mapping or "shared", agents)
-                )
-            except ConfigError as e:
-                raise UsageError(str(e)) from None
-        elif self.policy_mapping is not None:
-            raise UsageError(f"--policy-mapping: only a multi-agent env takes it (--env {self.env!r} is single-agent)")
-        return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, ppo=ppo)
+        return dataclasses.replace(cfg, env_runner=_with_multi_agent(self, runner), env_runner_group=group, ppo=ppo)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -168,13 +158,14 @@ class TrainDQN(RunOptions):
     command_name = "train-dqn"
 
     def to_config(self) -> DQNTrainingConfig:
-        """The training config with the run options (env, seed, hidden sizes) applied."""
-        if self.policy_mapping is not None:
-            raise UsageError("--policy-mapping: DQN trains single-agent envs for now")
+        """The training config with the run options (env, seed, hidden sizes, and for a multi-agent
+        env the policy mapping) applied."""
         cfg = self.training
         replay = cfg.replay if self.seed is None else dataclasses.replace(cfg.replay, seed=self.seed)
         runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
-        return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, replay=replay)
+        return dataclasses.replace(
+            cfg, env_runner=_with_multi_agent(self, runner), env_runner_group=group, replay=replay
+        )
 
 
 def _with_runner_options(options: RunOptions, runner: Any) -> Any:
@@ -186,6 +177,22 @@ def _with_runner_options(options: RunOptions, runner: Any) -> Any:
     seed = {} if options.seed is None else {"seed": options.seed}
     env_config = {**runner.env_config, **options.env_config_dict()}
     return dataclasses.replace(runner, env=options.env, env_config=env_config, module_config=module_config, **seed)
+
+
+def _with_multi_agent(options: RunOptions, runner: Any) -> Any:
+    """``runner`` with the policy mapping of ``--policy-mapping`` for a multi-agent env; UsageError for
+    ``--policy-mapping`` on a single-agent env, or a mapping that is not one."""
+    agents = check_env_builds(options.env, runner.env_config, multi_agent_ok=True)
+    if agents is None:
+        if options.policy_mapping is not None:
+            raise UsageError(
+                f"--policy-mapping: only a multi-agent env takes it (--env {options.env!r} is single-agent)"
+            )
+        return runner
+    try:
+        return dataclasses.replace(runner, multi_agent=policy_mapping(options.policy_mapping or "shared", agents))
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
 
 
 def _with_group_options(options: RunOptions, group: EnvRunnerGroupConfig) -> EnvRunnerGroupConfig:
@@ -304,8 +311,10 @@ def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQ
 def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
     """UsageError before Ray starts if the algorithm's module cannot be built for the env's spaces
     (DQN on continuous actions, say)."""
-    check_env_builds(command.env, cfg.env_runner.env_config, multi_agent_ok=isinstance(command, TrainPPO))
+    check_env_builds(command.env, cfg.env_runner.env_config, multi_agent_ok=True)
     try:
+        if cfg.env_runner.multi_agent is not None and isinstance(cfg, DQNTrainingConfig):
+            check_multi_agent_dqn(cfg, checkpoints=bool(command.checkpoint_every) or command.resume is not None)
         if cfg.env_runner.multi_agent is not None:
             build_multi_rl_module(cfg.env_runner)
         else:

@@ -156,10 +156,7 @@ def check_env_builds(env: str, env_config: dict[str, Any], *, multi_agent_ok: bo
         probe_env(env, env_config)
     except MultiAgentEnvGiven:
         if not multi_agent_ok:
-            raise UsageError(
-                f"--env {env!r} is a multi-agent env: DQN takes single-agent envs for now; "
-                "ray-sampler train (PPO) and ray-sampler sample take it"
-            ) from None
+            raise UsageError(f"--env {env!r} is a multi-agent env: this command takes single-agent envs") from None
         config = EnvRunnerConfig(env=resolve_creator(env), env_config=dict(env_config))
         try:
             probe = make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0)

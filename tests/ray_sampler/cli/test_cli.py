@@ -529,9 +529,12 @@ class TestMultiAgent:
              "--policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got 'each')"),
             (TrainPPO, ["--env", "ma-cartpole:2", "--policy-mapping", "os:sep"],
              "--policy-mapping 'os:sep': a MultiAgentConfig or a policy_mapping_fn is allowed (got str)"),
+            (TrainDQN, ["--policy-mapping", "shared"],
+             "--policy-mapping: only a multi-agent env takes it (--env 'CartPole-v1' is single-agent)"),
             (TrainDQN, ["--env", "ma-cartpole:2"],
-             "--env 'ma-cartpole:2' is a multi-agent env: DQN takes single-agent envs for now; "
-             "ray-sampler train (PPO) and ray-sampler sample take it"),
+             "--env 'ma-cartpole:2' cannot be trained with DQN: 'replay.prioritized' is single-agent for now: a "
+             "multi-agent DQN run samples each module uniformly (--replay.no-prioritized, or "
+             "replay=ReplayConfig(prioritized=False))"),
         ],
     )  # fmt: skip
     def test_bad_multi_agent_options_are_one_line(self, cls: Any, args: list[str], message: str) -> None:

@@ -185,13 +185,10 @@ def test_a_multi_agent_env_samples_from_the_command_line_and_training_refuses_it
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     # 2 runners x 2 sub-envs x 25 steps; 2 agents act at every step; each episode is 25 steps long.
     assert done.stdout.splitlines()[1].startswith("iter 1: 100 env steps (200 agent steps), 4 episodes done, ")
-    # DQN refuses it in one line, before Ray starts (the command's UsageError: exit 2); PPO takes it.
+    # Where a multi-agent env is not allowed, it is refused in one line before Ray starts; training takes it.
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(UsageError) as refused:
         check_env_builds("spread:Spread", {})
-    assert str(refused.value) == (
-        "--env 'spread:Spread' is a multi-agent env: DQN takes single-agent envs for now; "
-        "ray-sampler train (PPO) and ray-sampler sample take it"
-    )
+    assert str(refused.value) == "--env 'spread:Spread' is a multi-agent env: this command takes single-agent envs"
     assert check_env_builds("spread:Spread", {"n": 3}, multi_agent_ok=True) == ["agent_0", "agent_1", "agent_2"]
