@@ -7,8 +7,10 @@ iteration, 80 episodes of 25 cycles), one module for the 3 agents, the numpy PPO
 epochs, minibatches of 256. Every episode ends at the 25-cycle limit: a truncation, which the
 learner bootstraps. Prints the mean summed return of the last 100 episodes every 5 iterations and
 at the end, per agent (the sum / 3, the figure RLlib's study reports: random play -26.5, RLlib
-2.60 about -20.5 after 88k-104k env steps in 507-543 s). Baseline in the same run: the same env
-steps of simple_spread stepped bare with random actions.
+2.60 about -20.5 after 88k-104k env steps in 507-543 s), then the per-agent curve every 5
+iterations. Baseline in the same run: the same env steps of simple_spread stepped bare with random
+actions. The last stdout line is one JSON object, with the curve ``[env steps, per-agent return,
+loop s]`` of every iteration (RLlib's side: bench/rllib_spread_ppo.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -24,6 +27,7 @@ from bench_common import ROOT
 
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+ITER_LINE = re.compile(r"iter \d+: (?P<steps>\d+) env steps, mean return (?P<ret>\S+) .*, (?P<s>[\d.]+) s$")
 
 
 def spread(config: dict[str, Any]) -> Any:
@@ -72,7 +76,11 @@ def main() -> None:
         max_iterations=max(args.env_steps // 2000, 1),
     )  # fmt: skip
 
+    curve: list[list[float]] = []  # [env steps, per-agent return, loop s] of every iteration
+
     def log(line: str) -> None:
+        if m := ITER_LINE.match(line):
+            curve.append([int(m["steps"]), round(float(m["ret"]) / 3, 3), float(m["s"])])
         if not line.startswith("iter ") or int(line.split(":")[0].split()[1]) % 5 == 0:
             print(line, flush=True)
 
@@ -81,13 +89,14 @@ def main() -> None:
     ray.shutdown()
     raw = bare_s(result.env_steps)
     per_agent = result.mean_return / 3
+    print("per agent by env steps: " + ", ".join(f"{int(n)} {r:.2f}" for n, r, _ in curve[4::5]), flush=True)
     print(
         f"after {result.env_steps} env steps: mean summed return {result.mean_return:.1f} "
         f"({per_agent:.1f} per agent), loop {result.seconds:.1f} s, whole {whole:.1f} s; "
         f"bare simple_spread for those steps {raw:.1f} s (whole / bare {whole / raw:.1f})"
     )
     print(json.dumps({"seed": args.seed, "lr": args.lr, "env_steps": result.env_steps, "per_agent": per_agent,
-                      "loop_s": result.seconds, "whole_s": whole, "bare_s": raw}))  # fmt: skip
+                      "loop_s": result.seconds, "whole_s": whole, "bare_s": raw, "curve": curve}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from connectors.pipeline import ConnectorPipelineV2
 from learner.metrics import PPOUpdateMetrics
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
+from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
@@ -232,7 +233,7 @@ class Learner:
         if self._batch is None:
             raise ConfigError("compute_gradients: call set_batch first")
         rows = self._plan[minibatch_index]
-        minibatch = {k: self._batch[k][rows] for k in _TRAIN_KEYS}
+        minibatch = {k: tree.map_structure(lambda v: v[rows], self._batch[k]) for k in _TRAIN_KEYS}
         if not len(rows):
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
         terms, grads = ppo_loss_and_grads(

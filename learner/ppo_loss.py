@@ -74,8 +74,15 @@ def ppo_loss_and_grads(
     vf_clip_param: float | None = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Loss terms and gradients for ``batch`` (obs, actions, action_logp, advantages, value_targets);
-    a Gaussian policy where ``params`` has ``pi.log_std``, else a categorical one."""
-    obs = np.asarray(batch[Columns.OBS], np.float64).reshape(len(batch[Columns.OBS]), -1)
+    a Gaussian policy where ``params`` has ``pi.log_std``, else a categorical one. Observations that
+    are ``{"own", "global"}`` dicts (CentralizedCriticMLPModule) feed the policy ``own`` and the
+    value head ``global``."""
+    raw = batch[Columns.OBS]
+    if isinstance(raw, dict):  # a centralized critic's {"own", "global"}: the policy on own, the value on global
+        obs = np.asarray(raw["own"], np.float64).reshape(len(raw["own"]), -1)
+        vf_in = np.asarray(raw["global"], np.float64).reshape(len(raw["global"]), -1)
+    else:
+        obs = vf_in = np.asarray(raw, np.float64).reshape(len(raw), -1)
     advantages = np.asarray(batch[Columns.ADVANTAGES], np.float64)
     targets = np.asarray(batch[Columns.VALUE_TARGETS], np.float64)
     logp_old = np.asarray(batch[Columns.ACTION_LOGP], np.float64)
@@ -91,7 +98,7 @@ def ppo_loss_and_grads(
     clipped = np.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
     surrogate = np.minimum(ratio * advantages, clipped * advantages)
 
-    values, vf_cache = forward(p64, "vf", obs)
+    values, vf_cache = forward(p64, "vf", vf_in)
     vf_err = values[:, 0] - targets
     vf_sq = vf_err**2
     vf_active = np.ones(n, bool) if vf_clip_param is None else vf_sq < vf_clip_param

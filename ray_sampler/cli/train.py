@@ -110,6 +110,11 @@ class RunOptions(EnvOptions):
     """Multi-agent envs: which module acts for each agent: shared (one module for every agent, the
     default), per-agent (a module per agent, named by its id), or module:Name (a MultiAgentConfig, or
     a policy_mapping_fn(agent_id, episode, **kwargs) whose modules are the ids it gives the agents)."""
+    centralized_critic: bool = False
+    """Multi-agent envs: MAPPO's centralized critic (the value function reads the global state, the
+    policy the agent's own observation; numpy modules)."""
+    global_state: str = "concat"
+    """With --centralized-critic: concat (every agent's latest observation) or state (the env's state())."""
 
     def __post_init__(self) -> None:
         check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
@@ -184,15 +189,20 @@ def _with_multi_agent(options: RunOptions, runner: Any) -> Any:
     ``--policy-mapping`` on a single-agent env, or a mapping that is not one."""
     agents = check_env_builds(options.env, runner.env_config, multi_agent_ok=True)
     if agents is None:
-        if options.policy_mapping is not None:
-            raise UsageError(
-                f"--policy-mapping: only a multi-agent env takes it (--env {options.env!r} is single-agent)"
-            )
+        given = "--policy-mapping" if options.policy_mapping is not None else None
+        given = given or ("--centralized-critic" if options.centralized_critic else None)
+        if given is not None:
+            raise UsageError(f"{given}: only a multi-agent env takes it (--env {options.env!r} is single-agent)")
         return runner
     try:
-        return dataclasses.replace(runner, multi_agent=policy_mapping(options.policy_mapping or "shared", agents))
+        mapping = policy_mapping(options.policy_mapping or "shared", agents)
+        mapping = dataclasses.replace(
+            mapping, centralized_critic=options.centralized_critic or mapping.centralized_critic,
+            global_state=options.global_state if options.centralized_critic else mapping.global_state,
+        )  # fmt: skip
+        return dataclasses.replace(runner, multi_agent=mapping)
     except ConfigError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(f"--global-state: {e}" if "global_state" in str(e) else str(e)) from None
 
 
 def _with_group_options(options: RunOptions, group: EnvRunnerGroupConfig) -> EnvRunnerGroupConfig:

@@ -19,7 +19,7 @@ import gymnasium as gym
 
 from ray_sampler.data.multi_agent_episode import DEFAULT_MODULE_ID
 from ray_sampler.errors import ConfigError
-from ray_sampler.validate import check_callable, check_dict, check_optional, replace_field
+from ray_sampler.validate import check_bool, check_callable, check_choice, check_dict, check_optional, replace_field
 
 __all__ = ["DEFAULT_MODULE_ID", "POLICY_MAPPINGS", "ModuleSpec", "MultiAgentConfig", "policy_mapping"]
 
@@ -61,6 +61,13 @@ class MultiAgentConfig:
     policies_to_train: tuple[str, ...] | None = None
     """The modules that learn; the others act with the weights they are given and never change.
     None: every module."""
+    centralized_critic: bool = False
+    """MAPPO's centralized critic: every observation becomes ``{"own", "global"}``
+    (GlobalObservationEnv) and the built-in module a CentralizedCriticMLPModule, whose value head
+    reads the global state while the policy reads the agent's own observation."""
+    global_state: str = "concat"
+    """With ``centralized_critic``: ``"concat"`` (every agent's latest observation, concatenated) or
+    ``"state"`` (the env's own ``state()``)."""
 
     def __post_init__(self) -> None:
         policies = self.policies
@@ -75,6 +82,8 @@ class MultiAgentConfig:
                 raise ConfigError(f"'policies[{mid!r}]' must be a ModuleSpec or None (got {spec!r})")
         replace_field(self, "policies", {mid: spec or ModuleSpec() for mid, spec in policies.items()})
         check_optional(check_callable, "policy_mapping_fn", self.policy_mapping_fn)
+        check_bool("centralized_critic", self.centralized_critic)
+        check_choice("global_state", self.global_state, ("concat", "state"))
         if self.policies_to_train is not None:
             if isinstance(self.policies_to_train, str) or not all(isinstance(m, str) for m in self.policies_to_train):
                 raise ConfigError(f"'policies_to_train' must be a tuple of module ids (got {self.policies_to_train!r})")

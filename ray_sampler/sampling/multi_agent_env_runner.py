@@ -52,8 +52,10 @@ from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, multi_agen
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.errors import ConfigError, EnvCreatorError, EnvError, MultiAgentEnvError, first_line
 from ray_sampler.modules import MLPModule, MultiRLModule, RandomModule
+from ray_sampler.modules.centralized_critic import CentralizedCriticMLPModule
 from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
+from ray_sampler.sampling.global_observation import GlobalObservationEnv
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output, is_multi_agent_env
@@ -110,6 +112,9 @@ def make_multi_agent_sub_env(config: EnvRunnerConfig, *, worker_index: int, vect
             f"{type(env).__module__}.{type(env).__qualname__} for worker_index={worker_index}, "
             f"vector_index={vector_index})"
         )
+    ma = config.multi_agent
+    if ma is not None and ma.centralized_critic:
+        env = GlobalObservationEnv(env, ma.global_state)
     return env
 
 
@@ -121,11 +126,23 @@ def module_build_config(config: EnvRunnerConfig, ma_config: MultiAgentConfig, mo
     module_config = dict(config.module_config if spec.module_config is None else spec.module_config)
     module_class = spec.module_class or config.module_class
     position = ma_config.module_ids.index(module_id)
+    if ma_config.centralized_critic:
+        module_class = _critic_class(module_class)
     if spec.module_config is None and isinstance(module_config.get("seed"), int):
         module_config["seed"] += position  # the runner config's seed (a built-in MLP's, numpy or torch)
     elif module_class in (None, MLPModule) and config.seed is not None:
         module_config.setdefault("seed", config.seed + position)
     return dataclasses.replace(config, module_class=module_class, module_config=module_config)
+
+
+def _critic_class(module_class: type | None) -> type | None:
+    """The module class of a centralized-critic run: the built-in MLP becomes its centralized-critic
+    form; a user's class is kept (it must read ``{"own", "global"}`` itself)."""
+    if module_class in (None, MLPModule):
+        return CentralizedCriticMLPModule
+    if module_class.__name__ == "TorchMLPModule":
+        raise ConfigError("'centralized_critic' has a numpy module for now: train it with framework 'numpy'")
+    return module_class
 
 
 def module_spaces(
