@@ -212,3 +212,12 @@ def test_tictactoe_self_play_example_grows_its_league_and_plays_the_random_playe
     )
     assert m is not None, lines[-3:]
     assert sum(float(x) for x in m.groups()) == pytest.approx(100.0, abs=0.2)
+
+
+def test_pettingzoo_simple_spread_example_trains_one_shared_policy_with_a_centralized_critic(ray_address: str) -> None:
+    lines = run("pettingzoo_simple_spread.py", "--env-steps", "4000", "--centralized-critic", ray_address=ray_address)
+    assert re.fullmatch(
+        r"per agent -\d+\.\d\d over the last 100 episodes after 4000 env steps in \d+ s \(random play: about -26\.5\)",
+        lines[-1],
+    ), lines[-3:]
+    assert lines[-2].startswith("budget used (no target): mean return -")
