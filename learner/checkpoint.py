@@ -8,7 +8,9 @@ A checkpoint is a directory ``ckpt-<iteration>`` under the run's ``checkpoints/`
   algorithm, env and observation space it belongs to), with each array replaced by a reference
   into ``state.npz``, the SHA-256 of every other file of the checkpoint, and a SHA-256 of its own
   content (``sha256``, over the canonical JSON of everything else in it);
-- ``replay.parquet`` (DQN): the replay buffer, in the replay's own checked Parquet format.
+- ``replay.parquet`` (DQN): the replay buffer, in the replay's own checked Parquet format; a
+  multi-agent DQN run's is a folder ``replay/`` (a Parquet file per module and a digested JSON
+  record), every file of which ``state.json`` hashes.
 
 Nothing is pickled: loading a checkpoint can never run code. A checkpoint is written into a
 temporary directory, each file fsynced, then renamed into place, so a crash leaves either the
@@ -48,13 +50,26 @@ import numpy as np
 from ray_sampler.errors import ConfigError
 from ray_sampler.validate import check_int
 
-__all__ = ["FORMAT", "CheckpointError", "Checkpointer", "TrainingState", "latest_checkpoint", "load_checkpoint"]
+__all__ = [
+    "FORMAT",
+    "REPLAY_FILE",
+    "REPLAY_FOLDER",
+    "CheckpointError",
+    "Checkpointer",
+    "TrainingState",
+    "latest_checkpoint",
+    "load_checkpoint",
+]
 
 FORMAT = "ray-sampler-checkpoint/2"
 """The ``format`` of ``state.json``; another one is refused (/1 had no digest of its own)."""
 _ARRAY = "__ndarray__"
 _FLOAT = "__float__"  # NaN and inf, which JSON does not have
 _PREFIX = "ckpt-"
+REPLAY_FILE = "replay.parquet"
+"""A single-agent DQN checkpoint's replay buffer."""
+REPLAY_FOLDER = "replay"
+"""A multi-agent DQN checkpoint's replay buffer (a folder: replay.multi_agent_persistence)."""
 
 
 class CheckpointError(ConfigError):
@@ -92,7 +107,7 @@ class TrainingState:
     returns_by: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     """Multi-agent: the windows of returns per module and per agent (``IterationRecord.returns_by``)."""
     replay_path: Path | None = None
-    """The replay buffer's Parquet file (DQN), when loaded."""
+    """The replay buffer's Parquet file (DQN), or folder (multi-agent DQN), when loaded."""
 
 
 def _encode(value: Any, arrays: dict[str, np.ndarray], path: str) -> Any:
@@ -220,9 +235,12 @@ class Checkpointer:
         """Whether iteration ``iteration`` ends with a checkpoint."""
         return self.every > 0 and iteration % self.every == 0
 
-    def save(self, state: TrainingState, *, save_replay: Callable[[str], Any] | None = None) -> Path:
-        """Writes ``state`` (and, with ``save_replay(path)``, the replay buffer) as a new checkpoint;
-        returns its directory."""
+    def save(
+        self, state: TrainingState, *, save_replay: Callable[[str], Any] | None = None, replay_name: str = REPLAY_FILE
+    ) -> Path:
+        """Writes ``state`` (and, with ``save_replay(path)``, the replay buffer at ``replay_name``: a
+        file, or a folder such as a multi-agent replay's, every file of which is hashed) as a new
+        checkpoint; returns its directory."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for stale in self.directory.glob(f".{_PREFIX}*.tmp-*"):  # an interrupted save's leftovers
             shutil.rmtree(stale, ignore_errors=True)
@@ -238,10 +256,13 @@ class Checkpointer:
             _write(tmp / "state.npz", buffer.getvalue())
             if save_replay is not None:
                 # Absolute: the replay actor writes it, and an actor's working directory is not ours.
-                save_replay(str((tmp / "replay.parquet").resolve()))
-                with (tmp / "replay.parquet").open("rb") as f:
-                    os.fsync(f.fileno())
-            meta["files"] = {p.name: _sha256(p) for p in sorted(tmp.iterdir())}
+                replay = tmp / replay_name
+                save_replay(str(replay.resolve()))
+                for file in [replay] if replay.is_file() else sorted(replay.rglob("*")):
+                    if file.is_file():
+                        with file.open("rb") as f:
+                            os.fsync(f.fileno())
+            meta["files"] = {p.relative_to(tmp).as_posix(): _sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
             meta["sha256"] = _content_digest(meta)
             _write(tmp / "state.json", json.dumps(meta, indent=1, sort_keys=True).encode())
             _fsync_dir(tmp)
@@ -303,4 +324,5 @@ def load_checkpoint(path: Path, *, algo: str, env: str, observation_space: str) 
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint {path} is corrupt: state.json: {type(e).__name__}: {e}") from None
     _check_fields(path, values)
-    return TrainingState(**values, replay_path=path / "replay.parquet" if "replay.parquet" in files else None)
+    replay = next((name.split("/")[0] for name in files if name.split("/")[0] in (REPLAY_FILE, REPLAY_FOLDER)), None)
+    return TrainingState(**values, replay_path=None if replay is None else path / replay)

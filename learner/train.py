@@ -292,7 +292,10 @@ class ReturnTracker:
 
 
 def restore_training(
-    resume: TrainingState, learners: LearnerGroup, runners: EnvRunnerGroup | None, tracker: ReturnTracker
+    resume: TrainingState,
+    learners: LearnerGroup | MultiAgentLearnerGroup,
+    runners: EnvRunnerGroup | None,
+    tracker: ReturnTracker,
 ) -> None:
     """Puts a loop's components in a checkpoint's state: every learner (weights, optimizer, RNG),
     the runners' connector states (when saved, and ``runners`` given) and the stop rule's window.

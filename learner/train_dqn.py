@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from learner.checkpoint import Checkpointer, TrainingState
+from learner.checkpoint import REPLAY_FOLDER, Checkpointer, TrainingState
 from learner.dqn import DQNConfig
 from learner.frameworks import Framework, dqn_learner_class, with_framework
 from learner.learner_group import LearnerGroup
@@ -330,11 +330,8 @@ def _report(
     )
 
 
-def check_multi_agent_dqn(cfg: DQNTrainingConfig, *, checkpoints: bool) -> None:
-    """ConfigError (one line) for what a multi-agent DQN run does not support yet: prioritized
-    replay, and checkpoints or resume (``checkpoints``)."""
-    if checkpoints:
-        raise ConfigError("checkpoints and resume of multi-agent DQN runs are not supported yet: run it without them")
+def check_multi_agent_dqn(cfg: DQNTrainingConfig) -> None:
+    """ConfigError (one line) for what a multi-agent DQN run does not support yet: prioritized replay."""
     if cfg.replay.prioritized:
         raise ConfigError(
             "'replay.prioritized' is single-agent for now: a multi-agent DQN run samples each module "
@@ -356,11 +353,11 @@ def _train_multi_agent_dqn(
     and each trained module's learners pull batches of their own agents' n-step transitions
     (``ModuleReplay``), once the module holds ``replay.min_size_to_sample`` agent steps. The same
     schedule, budget, stop rule and reports as ``train_dqn``; the summed return of every agent, and
-    each module's and agent's, in the records. Not yet: prioritized replay, checkpoints and resume,
-    restoring a dead replay actor (the run raises, naming it)."""
+    each module's and agent's, in the records; checkpoints hold the learners and the replay (a
+    folder). Not yet: prioritized replay, restoring a dead replay actor (the run raises, naming it)."""
     import ray
 
-    check_multi_agent_dqn(cfg, checkpoints=checkpointer is not None or resume is not None)
+    check_multi_agent_dqn(cfg)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     agents, spaces = probe_multi_agent(runner_config)
     learners = MultiAgentLearnerGroup(
@@ -376,13 +373,47 @@ def _train_multi_agent_dqn(
     replay: Any = None
     runners: EnvRunnerGroup | None = None
     steps, owed, num_updates, last_log, reports, loss = 0, 0.0, 0, float("-inf"), 0, math.nan
+    done = {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # before a resume
+    observation_space = repr({mid: sp[0] for mid, sp in spaces.items()})
+    replay_path = None
+    if resume is not None:
+        restore_training(resume, learners, None, tracker)
+        reports, steps = resume.iteration, resume.env_steps
+        num_updates, owed = int(resume.counters.get("num_updates", 0)), float(resume.counters.get("owed", 0.0))
+        done.update({k: int(resume.counters.get(k, 0)) for k in done})
+        if resume.replay_path is not None:  # the replay actor restores from a working copy of the saved folder
+            replay_path = resume.replay_path.parent.parent / f"replay-resumed-{uuid.uuid4().hex[:8]}"
+            shutil.copytree(resume.replay_path, replay_path)
+
+    def failures() -> tuple[int, int]:
+        assert runners is not None
+        group = runners.metrics
+        return (
+            done["num_env_runner_restarts"] + group.num_env_runner_restarts,
+            done["num_env_steps_lost"] + group.num_env_steps_lost,
+        )
+
+    def save() -> None:
+        assert checkpointer is not None and replay is not None
+        restarts, lost = failures()
+        state = TrainingState(
+            algo="dqn", env=env_name(runner_config.env), observation_space=observation_space, iteration=reports,
+            env_steps=steps, learner=learners.get_states()[0],
+            counters={"num_env_runner_restarts": restarts, "num_env_steps_lost": lost, "num_updates": num_updates,
+                      "owed": owed},
+            **tracker.checkpoint_fields(),
+        )  # fmt: skip
+        checkpointer.save(state, save_replay=lambda path: ray.get(replay.save.remote(path)), replay_name=REPLAY_FOLDER)
 
     def weights(epsilon: float, module_ids: tuple[str, ...] | None) -> dict[str, Any]:
         out = learners.get_weights(module_ids)
         return {mid: {**w, "epsilon": np.float64(epsilon)} if mid in trained else w for mid, w in out.items()}
 
     try:
-        replay = create_multi_agent_replay_actor(capacity_env_steps=cfg.replay.capacity_env_steps, seed=cfg.replay.seed)
+        replay = create_multi_agent_replay_actor(
+            capacity_env_steps=cfg.replay.capacity_env_steps, seed=cfg.replay.seed,
+            checkpoint_path=None if replay_path is None else str(replay_path),
+        )  # fmt: skip
         runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
         runners.sync_weights(weights(1.0, None))  # every module; the frozen ones keep their own epsilon
         while steps < cfg.max_env_steps and not tracker.reached:
@@ -409,19 +440,26 @@ def _train_multi_agent_dqn(
             version = runners.sync_weights(weights(epsilon, trained))
             if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
                 last_log, reports = time.perf_counter(), reports + 1
-                group = runners.metrics
+                if checkpointer is not None and checkpointer.due(reports):
+                    save()
                 _report(
-                    tracker, reports, steps, (group.num_env_runner_restarts, group.num_env_steps_lost), on_iteration,
-                    log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version, summed=True,
+                    tracker, reports, steps, failures(), on_iteration, log, loss=loss, epsilon=epsilon,
+                    num_updates=num_updates, version=version, summed=True,
                 )  # fmt: skip
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
         counts = ray.get(replay.get_counts.remote())
+    except KeyboardInterrupt:
+        if checkpointer is not None and replay is not None and runners is not None and reports > 0:
+            save()
+        raise
     finally:
         learners.stop()
         if runners is not None:
             runners.stop()
         if replay is not None:
             ray.kill(replay)
+        if replay_path is not None:  # the working copy the replay actor restored from
+            shutil.rmtree(replay_path, ignore_errors=True)
     return DQNTrainResult(
         **tracker.finish(steps, log),
         num_updates=num_updates,

@@ -324,7 +324,7 @@ def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | D
     check_env_builds(command.env, cfg.env_runner.env_config, multi_agent_ok=True)
     try:
         if cfg.env_runner.multi_agent is not None and isinstance(cfg, DQNTrainingConfig):
-            check_multi_agent_dqn(cfg, checkpoints=bool(command.checkpoint_every) or command.resume is not None)
+            check_multi_agent_dqn(cfg)
         if cfg.env_runner.multi_agent is not None:
             build_multi_rl_module(cfg.env_runner)
         else:

@@ -10,16 +10,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from learner.checkpoint import Checkpointer
+from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.metrics import IterationRecord
+from learner.train import run_observation_space
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_creator import env_name
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
 from replay.actor import ReplayConfig
 from replay.multi_agent_actor import ModuleReplay, MultiAgentReplayActor
+from replay.multi_agent_persistence import restore_multi_agent_buffer
 
 PER_AGENT = MultiAgentConfig(policies=("p0", "p1"), policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
 
@@ -60,9 +63,28 @@ def test_a_module_view_samples_only_its_agents() -> None:
         ModuleReplay(replay, "p7").sample_batches(8, 1)
 
 
-def test_what_it_refuses(tmp_path: Path) -> None:
+def test_prioritized_replay_is_refused() -> None:
     prioritized = dataclasses.replace(config().replay, prioritized=True)
     with pytest.raises(ConfigError, match=r"'replay\.prioritized' is single-agent for now"):
         train_dqn(config(replay=prioritized))
-    with pytest.raises(ConfigError, match="checkpoints and resume of multi-agent DQN runs are not supported yet"):
-        train_dqn(config(), checkpointer=Checkpointer(tmp_path, every=1))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_checkpoint_holds_the_learners_and_the_replay_and_resumes(tmp_path: Path) -> None:
+    cfg = config(target_return=None, max_env_steps=3072)
+    train_dqn(cfg, log_every_s=0.0, checkpointer=Checkpointer(tmp_path, every=4, keep=1), on_iteration=lambda r: None)
+    found = latest_checkpoint(tmp_path)
+    assert found is not None and (found / "replay" / "multi_agent.json").is_file()
+    space = run_observation_space(cfg.env_runner)
+    state = load_checkpoint(found, algo="dqn", env=env_name(cfg.env_runner.env), observation_space=space)
+    assert state.replay_path == found / "replay" and sorted(state.learner["modules"]) == ["p0", "p1"]
+    assert state.counters["num_updates"] > 0
+    # The saved replay holds every step counted at the save (and what runners had in flight then).
+    assert restore_multi_agent_buffer(state.replay_path).get_num_timesteps() >= state.env_steps > 0
+    more: list[IterationRecord] = []
+    resumed = config(target_return=None, max_env_steps=state.env_steps + 512)
+    result = train_dqn(resumed, log_every_s=0.0, resume=state, on_iteration=more.append)
+    assert more[0].iteration == state.iteration + 1 and more[0].env_steps > state.env_steps
+    # The restored replay actor received exactly the steps sampled after the resume.
+    assert result.replay_num_env_steps_received == result.runner_env_steps_sent - state.env_steps > 0
+    assert [p.name for p in tmp_path.iterdir()] == [found.name]  # its working copy is gone
