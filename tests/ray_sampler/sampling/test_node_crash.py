@@ -3,7 +3,8 @@
 are not replaced on that node meanwhile. Each lost runner counts one restart and its steps once;
 when the survivors have no room for the replacements, each call says so and goes on without them
 instead of waiting out its deadline. The scenarios (``node_loss_scenario.py``, with
-``--default-health-checks``) run in a process of their own on one 3-node cluster."""
+``--default-health-checks``) run at the same time, each in a process and on a 3-node cluster of its
+own: most of each one's time is spent waiting for the health checks to declare its node dead."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from typing import Any
 import pytest
 
 from tests.ray_sampler.sampling.node_loss_scenario import SAMPLE_TIMEOUT_S
-from tests.ray_sampler.sampling.test_node_loss import run_scenarios
+from tests.ray_sampler.sampling.test_node_loss import run_at_once
 
 STEPS_PER_REQUEST = 2 * 10  # num_envs_per_env_runner x rollout_fragment_length of the scenarios
 
 
 @pytest.fixture(scope="module")
 def crashes() -> dict[str, Any]:
-    return run_scenarios("abrupt", "abrupt-no-room", "--default-health-checks")
+    return run_at_once(["abrupt", "--default-health-checks"], ["abrupt-no-room", "--default-health-checks"])
 
 
 def _died_lines(found: dict[str, Any]) -> list[str]:

@@ -7,11 +7,15 @@ group, a new worker node in place of the one the last scenario removed, and ever
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +26,33 @@ from tests.ray_sampler.sampling.node_loss_scenario import NUM_CALLS_AFTER_LOSS, 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-def run_scenarios(*names: str) -> dict[str, Any]:
+def run_at_once(*runs: Sequence[str]) -> dict[str, Any]:
+    """node_loss_scenario.py once per run (its scenarios, then flags), each in a process and on a
+    cluster of its own, all started at once: scenario -> its findings, every run's together."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.ray_sampler.sampling.node_loss_scenario", *names],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with contextlib.ExitStack() as stack:
+        started = []
+        for names in runs:
+            out, err = (stack.enter_context(tempfile.TemporaryFile("w+")) for _ in range(2))  # no pipe to fill
+            command = [sys.executable, "-m", "tests.ray_sampler.sampling.node_loss_scenario", *names]
+            process = stack.enter_context(subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=err))
+            stack.callback(process.kill)  # a no-op once it exited; else (a run failed, or ran out of time) it stops
+            started.append((process, out, err))
+        found: dict[str, Any] = {}
+        deadline = time.monotonic() + 300
+        for process, out, err in started:
+            returncode = process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            out.seek(0)
+            err.seek(0)
+            assert returncode == 0, err.read()[-3000:]
+            found.update(json.loads(out.read().strip().splitlines()[-1]))
+        return found
 
 
 @pytest.fixture(scope="module")
 def scenarios() -> dict[str, Any]:
     """Every scenario, one after the other on one 3-node cluster (a fresh group and worker node each)."""
-    return run_scenarios("graceful", "abrupt", "no-restart")
+    return run_at_once(["graceful", "abrupt", "no-restart"])
 
 
 @pytest.mark.parametrize("removal", ["graceful", "abrupt"])
