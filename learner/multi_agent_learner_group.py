@@ -189,9 +189,12 @@ class MultiAgentLearnerGroup:
         self.frozen = frozen
 
     def set_connector_states(self, states: dict[str, Any]) -> None:
-        """Per-module connector states are not kept yet (the multi-agent runners refuse the pieces)."""
-        if states:
-            raise ConfigError("multi-agent learners take no connector states yet")
+        """Loads each trained module's merged env-to-module connector states (``{module_id: states}``,
+        as a multi-agent EnvRunnerGroup merges them: e.g. its MeanStdFilter's moments) into that
+        module's learners."""
+        for mid, group in self.groups.items():
+            if mid in states:
+                group.set_connector_states(states[mid])
 
     def stop(self) -> None:
         for group in self.groups.values():

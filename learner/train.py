@@ -407,8 +407,9 @@ def train_ppo(
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
     learners: Any
     if ma_runner is not None:  # one module per policy: a LearnerGroup per trained module
-        if filtered:
-            raise ConfigError("'ppo.observation_filter' is not supported for multi-agent envs yet: leave it None")
+        if filtered:  # a MeanStdFilter per module in every runner, merged module by module
+            pieces = (*ma_runner.env_to_module_connectors, MeanStdFilter())
+            ma_runner = dataclasses.replace(ma_runner, env_to_module_connectors=pieces)
         agents, spaces_by_module = probe_multi_agent(ma_runner)
         modules = build_multi_rl_module(ma_runner, spaces_by_module)
         observation_space = repr({mid: sp[0] for mid, sp in spaces_by_module.items()})

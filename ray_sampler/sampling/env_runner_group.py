@@ -37,6 +37,7 @@ The group never calls ``ray.init``; start Ray first.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 import uuid
@@ -332,9 +333,15 @@ class EnvRunnerGroup:
         # The user's pieces come first in every runner's pipeline (the defaults hold no state), so
         # their names, and so their states' keys, are the same as here. Runners stopped since the
         # last sync still count with what they saw.
-        merged = ConnectorPipelineV2(list(self.config.env_to_module_connectors)).merge_states(
-            [s["env_to_module"] for s in states] + self._stopped_connector_states
-        )
+        every = [s["env_to_module"] for s in states] + self._stopped_connector_states
+        pieces = list(self.config.env_to_module_connectors)
+        if self.config.multi_agent is not None:  # {module id: pipeline state}: merged module by module
+            merged: dict[str, Any] = {
+                mid: ConnectorPipelineV2(copy.deepcopy(pieces)).merge_states([s[mid] for s in every if mid in s])
+                for mid in self.config.multi_agent.module_ids
+            }
+        else:
+            merged = ConnectorPipelineV2(pieces).merge_states(every)
         self._stopped_connector_states = []
         return merged
 

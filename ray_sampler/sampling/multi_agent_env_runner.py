@@ -34,6 +34,7 @@ episodes come first, then the cut chunks. A sub-env that raises is rebuilt with 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import time
@@ -44,7 +45,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from connectors.env_to_module import default_env_to_module
+from connectors.common import MeanStdFilter
+from connectors.env_to_module import AddObservationsFromEpisodesToBatch, default_env_to_module
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
@@ -230,6 +232,9 @@ class _Policy:
         self.module = build_module(config, obs_space, act_space)
         self.random = RandomModule(obs_space, act_space, seed=seed)
         self.env_to_module = default_env_to_module(obs_space)
+        # The config's MeanStdFilter, a copy per module, right after the observations are batched.
+        for piece in reversed(config.env_to_module_connectors):
+            self.env_to_module.insert_after(AddObservationsFromEpisodesToBatch, copy.deepcopy(piece))
         self.module_to_env = default_module_to_env(act_space, seed=seed + 1, normalize_actions=config.normalize_actions)
         self.observation_space, self.action_space = obs_space, act_space
 
@@ -257,10 +262,12 @@ class MultiAgentEnvRunner:
                 "'max_episode_steps' and 'soft_horizon' are single-agent options: give a multi-agent env its "
                 "own time limit (truncateds['__all__'])"
             )
-        if config.env_to_module_connectors or config.module_to_env_connectors:
+        others = [p for p in config.env_to_module_connectors if not isinstance(p, MeanStdFilter)]
+        if others or config.module_to_env_connectors:
+            got = [type(p).__name__ for p in (*others, *config.module_to_env_connectors)]
             raise ConfigError(
-                "'env_to_module_connectors' and 'module_to_env_connectors' are not supported for multi-agent "
-                "envs yet: leave them empty"
+                "multi-agent runs take no connector pieces but MeanStdFilter in 'env_to_module_connectors' yet "
+                f"(got {got})"
             )
         self.config = config
         self.ma_config = config.multi_agent or MultiAgentConfig()
@@ -619,11 +626,12 @@ class MultiAgentEnvRunner:
         )
 
     def get_state(self) -> dict[str, Any]:
-        """Every module's weights (``{"module": {module_id: state}}``) and the weights version (the
-        connector states are empty: the multi-agent pipelines hold none yet)."""
+        """Every module's weights (``{"module": {module_id: state}}``), each module's env-to-module
+        connector states (``{"env_to_module": {module_id: state}}``: its MeanStdFilter's moments) and
+        the weights version."""
         return {
             "module": self.get_weights(),
-            "env_to_module": {},
+            "env_to_module": {mid: p.env_to_module.get_state() for mid, p in self.policies.items()},
             "module_to_env": {},
             "weights_version": self.weights_version,
         }
@@ -633,6 +641,9 @@ class MultiAgentEnvRunner:
         ``set_multi_agent``); returns the weights version now in use."""
         if "multi_agent" in state:
             self.set_multi_agent(state["multi_agent"])
+        for mid, pipeline_state in state.get("env_to_module", {}).items():
+            if mid in self.policies:
+                self.policies[mid].env_to_module.set_state(pipeline_state)
         if "module" in state:
             self.set_weights(state["module"], version=self.weights_version)
         if "weights_version" in state:

@@ -190,3 +190,26 @@ def test_a_centralized_critic_has_a_numpy_module_for_now() -> None:
     runner = EnvRunnerConfig(env=ENV, module_class=TorchMLPModule, multi_agent=ma)
     with pytest.raises(ConfigError, match="'centralized_critic' has a numpy module for now"):
         module_build_config(runner, ma, "default_policy")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_mean_std_filter_works_per_module_in_runners_and_learners(tmp_path: Path) -> None:
+    seen: list[tuple[float, float, float]] = []
+
+    def compare(loop: TrainingLoop) -> None:
+        merged = loop.runners.merged_connector_states
+        for mid in ("p0", "p1"):
+            learner = loop.learners.groups[mid].local.pipeline.get_state()["MeanStdFilter"]["global"]
+            runner = merged[mid]["MeanStdFilter"]["global"]
+            assert learner["count"] == runner["count"] > 0 and np.array_equal(learner["mean"], runner["mean"])
+            seen.append((loop.iteration, learner["count"], float(learner["mean"][0])))
+
+    cfg = config(ppo=PPOConfig(observation_filter="mean_std"), target_return=None, max_iterations=3)
+    train_ppo(cfg, log=lambda line: None, on_train_result=compare, checkpointer=Checkpointer(tmp_path, every=3))
+    assert [s[0] for s in seen] == [1, 1, 2, 2, 3, 3] and seen[-1][1] > seen[0][1]  # the moments grow
+    found = latest_checkpoint(tmp_path)
+    assert found is not None
+    saved = load_checkpoint(
+        found, algo="ppo", env=env_name(ENV), observation_space=run_observation_space(cfg.env_runner)
+    )
+    assert saved.connector_states is not None and set(saved.connector_states) == {"p0", "p1"}

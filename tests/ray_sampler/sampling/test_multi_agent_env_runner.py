@@ -270,3 +270,44 @@ class TestBadInput:
     def test_both_counts(self) -> None:
         with pytest.raises(ConfigError, match="'num_timesteps' or 'num_episodes', not both"):
             runner().sample(num_timesteps=5, num_episodes=1)
+
+    def test_connector_pieces_other_than_the_mean_std_filter(self) -> None:
+        from connectors.env_to_module import FrameStackingEnvToModule
+
+        with pytest.raises(ConfigError, match=r"take no connector pieces but MeanStdFilter .* \(got \['FrameStacking"):
+            runner(env_to_module_connectors=(FrameStackingEnvToModule(num_frames=2),))
+
+
+class TestMeanStdFilter:
+    def test_each_module_keeps_the_moments_of_its_own_agents(self) -> None:
+        """RandomScheduleEnv observes [env step, agent index]: the even agents' module sees indices 0
+        and 2, the odd agents' 1 and 3, so their filters learn different means."""
+        from connectors.common import MeanStdFilter
+
+        mapping = MultiAgentConfig(
+            policies=("even", "odd"), policy_mapping_fn=lambda aid, episode, **kw: ("even", "odd")[int(aid[1:]) % 2]
+        )
+        r = runner(
+            num_envs_per_env_runner=2, rollout_fragment_length=20, multi_agent=mapping,
+            env_to_module_connectors=(MeanStdFilter(),),
+        )  # fmt: skip
+        chunks = r.sample()
+        state = r.get_state()["env_to_module"]
+        moments = {mid: state[mid]["MeanStdFilter"]["local"] for mid in ("even", "odd")}
+        # Every observation a module's agents acted on was counted once, by that module alone: the
+        # actions in the chunks and those still waiting for their next observation.
+        acted: Counter[str] = Counter()
+        for ep in chunks:
+            for aid, sa in ep.agent_episodes.items():
+                acted[ep.module_for(aid)] += len(sa) + has_hanging_action(ep, aid)
+        assert {mid: moments[mid]["count"] for mid in moments} == {mid: acted[mid] for mid in moments}
+        assert 0 <= moments["even"]["mean"][1] <= 2 and 1 <= moments["odd"]["mean"][1] <= 3
+        assert moments["odd"]["mean"][1] - moments["even"]["mean"][1] == pytest.approx(1.0, abs=0.6)
+
+
+def has_hanging_action(ep: MultiAgentEpisode, agent_id: Any) -> bool:
+    try:
+        ep.get_hanging_action(agent_id)
+    except KeyError:
+        return False
+    return True

@@ -219,3 +219,24 @@ class TestModulesPerRunner:
                 group.add_module("low", {})
             with pytest.raises(ConfigError, match="remove_module: no module 'nope'"):
                 group.remove_module("nope")
+
+
+def test_mean_std_moments_merge_module_by_module_across_runners() -> None:
+    from connectors.common import MeanStdFilter
+
+    config = EnvRunnerConfig(
+        env=RandomScheduleEnv, env_config={"num_agents": 4, "max_steps": 20}, module_class=RandomModule,
+        num_envs_per_env_runner=2, rollout_fragment_length=6, multi_agent=MAPPING,
+        env_to_module_connectors=(MeanStdFilter(),),
+    )  # fmt: skip
+    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)) as group:
+        group.sample()
+        local = {i: ray.get(group.actor(i).get_state.remote())["env_to_module"] for i in group.worker_indices}
+        merged = group.sync_connector_states()
+        for mid in ("low", "high"):
+            counts = [local[i][mid]["MeanStdFilter"]["local"]["count"] for i in group.worker_indices]
+            assert merged[mid]["MeanStdFilter"]["global"]["count"] == sum(counts) > 0
+        # Every runner now normalizes with the merged moments, module by module.
+        after = ray.get(group.actor(1).get_state.remote())["env_to_module"]
+        assert after["high"]["MeanStdFilter"]["global"]["count"] == merged["high"]["MeanStdFilter"]["global"]["count"]
+        assert after["low"]["MeanStdFilter"]["local"]["count"] == 0
