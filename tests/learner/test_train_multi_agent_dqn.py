@@ -71,8 +71,8 @@ def test_prioritized_replay_is_refused() -> None:
 
 @pytest.mark.usefixtures("ray_session")
 def test_a_checkpoint_holds_the_learners_and_the_replay_and_resumes(tmp_path: Path) -> None:
-    cfg = config(target_return=None, max_env_steps=3072)
-    train_dqn(cfg, log_every_s=0.0, checkpointer=Checkpointer(tmp_path, every=4, keep=1), on_iteration=lambda r: None)
+    cfg = config(target_return=None, max_env_steps=1536)
+    train_dqn(cfg, log_every_s=0.0, checkpointer=Checkpointer(tmp_path, every=6, keep=1), on_iteration=lambda r: None)
     found = latest_checkpoint(tmp_path)
     assert found is not None and (found / "replay" / "multi_agent.json").is_file()
     space = run_observation_space(cfg.env_runner)
@@ -82,7 +82,7 @@ def test_a_checkpoint_holds_the_learners_and_the_replay_and_resumes(tmp_path: Pa
     # The saved replay holds every step counted at the save (and what runners had in flight then).
     assert restore_multi_agent_buffer(state.replay_path).get_num_timesteps() >= state.env_steps > 0
     more: list[IterationRecord] = []
-    resumed = config(target_return=None, max_env_steps=state.env_steps + 512)
+    resumed = config(target_return=None, max_env_steps=state.env_steps + 256)
     result = train_dqn(resumed, log_every_s=0.0, resume=state, on_iteration=more.append)
     assert more[0].iteration == state.iteration + 1 and more[0].env_steps > state.env_steps
     # The restored replay actor received exactly the steps sampled after the resume.
