@@ -384,6 +384,15 @@ class TrainingLoop:
         self.learners.add_frozen(module_id, weights)
         self.runners.add_module(module_id, weights, spec=ma.spec(copy_of), policy_mapping_fn=policy_mapping_fn)
 
+    def remove_module(self, module_id: str, *, policy_mapping_fn: Callable[..., str] | None = None) -> None:
+        """Multi-agent: removes module ``module_id`` from the learners and every runner, with the new
+        ``policy_mapping_fn`` if given (episodes running with an agent on it start afresh; nothing
+        shipped is lost). The same caveat on resuming as ``add_frozen_copy``."""
+        if self.runners.config.multi_agent is None:
+            raise ConfigError("remove_module: this run trains a single-agent env (it has one module)")
+        self.runners.remove_module(module_id, policy_mapping_fn=policy_mapping_fn)
+        self.learners.remove_module(module_id)
+
 
 def train_ppo(
     cfg: PPOTrainingConfig,

@@ -213,3 +213,24 @@ def test_the_mean_std_filter_works_per_module_in_runners_and_learners(tmp_path: 
         found, algo="ppo", env=env_name(ENV), observation_space=run_observation_space(cfg.env_runner)
     )
     assert saved.connector_states is not None and set(saved.connector_states) == {"p0", "p1"}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_modules_added_and_removed_between_iterations() -> None:
+    """Iteration 1 adds a frozen copy of p0 and maps agent 1 to it; iteration 2 removes p1."""
+    seen: dict[int, Any] = {}
+
+    def change(loop: TrainingLoop) -> None:
+        if loop.iteration == 1:
+            loop.add_frozen_copy(
+                "p0_v1", copy_of="p0", policy_mapping_fn=lambda aid, episode, **kw: ("p0", "p0_v1")[aid]
+            )
+        if loop.iteration == 2:
+            loop.remove_module("p1")
+        ma = loop.runners.config.multi_agent
+        seen[loop.iteration] = (ma.module_ids, ma.trained_module_ids, loop.learners.module_ids, loop.record.returns_by)
+
+    train_ppo(config(max_iterations=4, target_return=None), log=lambda line: None, on_train_result=change)
+    assert seen[1][:3] == (("p0", "p1", "p0_v1"), ("p0", "p1"), ("p0", "p1", "p0_v1"))
+    assert seen[2][:3] == (("p0", "p0_v1"), ("p0",), ("p0", "p0_v1"))
+    assert np.isfinite(seen[4][3]["module/p0_v1"])  # agent 1's episodes on the copy ended: it acted
