@@ -277,10 +277,11 @@ class ReturnTracker:
     def finish(self, env_steps: int, log: Callable[[str], None]) -> TrainResult:
         """Logs the verdict; what was reached."""
         tail = f"{self.mean:.1f} (last {self.count} episodes) after {env_steps} env steps in {self.elapsed:.1f} s"
+        word = "summed" if self.returns_by else "mean"  # a multi-agent run: the sum over every agent
         if self.target_return is None:
-            log(f"budget used (no target): mean return {tail}")
+            log(f"budget used (no target): {word} return {tail}")
         else:
-            log(f"{'reached' if self.reached else 'did not reach'} mean return {self.target_return:g}: {tail}")
+            log(f"{'reached' if self.reached else 'did not reach'} {word} return {self.target_return:g}: {tail}")
         return TrainResult(
             reached=self.reached,
             target_return=self.target_return,

@@ -330,13 +330,16 @@ def _report(
     )
 
 
-def check_multi_agent_dqn(cfg: DQNTrainingConfig) -> None:
-    """ConfigError (one line) for what a multi-agent DQN run does not support yet: prioritized replay."""
+def check_multi_agent_dqn(cfg: DQNTrainingConfig, multi_agent: Any) -> None:
+    """ConfigError (one line) for what a multi-agent DQN run (``multi_agent``: its MultiAgentConfig)
+    does not support: prioritized replay (yet), and a centralized critic (PPO's: DQN has no value head)."""
     if cfg.replay.prioritized:
         raise ConfigError(
             "'replay.prioritized' is single-agent for now: a multi-agent DQN run samples each module "
             "uniformly (--replay.no-prioritized, or replay=ReplayConfig(prioritized=False))"
         )
+    if getattr(multi_agent, "centralized_critic", False):
+        raise ConfigError("'centralized_critic' is PPO's (a value head on the global state): DQN has none")
 
 
 def _train_multi_agent_dqn(
@@ -357,7 +360,7 @@ def _train_multi_agent_dqn(
     folder). Not yet: prioritized replay, restoring a dead replay actor (the run raises, naming it)."""
     import ray
 
-    check_multi_agent_dqn(cfg)
+    check_multi_agent_dqn(cfg, runner_config.multi_agent)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     agents, spaces = probe_multi_agent(runner_config)
     learners = MultiAgentLearnerGroup(

@@ -77,6 +77,8 @@ class RunSummary:
     """The run directory (None: the run kept none)."""
     notes: tuple[str, ...] = ()
     """Lines printed last (e.g. where the learning curve is)."""
+    summed: bool = False
+    """A multi-agent run: the return is the sum over every agent."""
 
     @classmethod
     def of(
@@ -111,6 +113,7 @@ class RunSummary:
             num_env_steps_lost=last.num_env_steps_lost if last is not None else 0,
             run_dir=run_dir,
             notes=notes,
+            summed=bool(last.returns_by) if last is not None else False,
         )
 
     def headline(self) -> str:
@@ -120,7 +123,8 @@ class RunSummary:
         ...            env_steps=1, episodes=1, elapsed_s=1.0).headline()
         'Target reached: mean return 487.2 over the last 100 episodes (target 475)'
         """
-        mean = f"mean return {_num(self.return_mean)} over the last {self.window} episodes" if self.window else ""
+        word = "summed" if self.summed else "mean"
+        mean = f"{word} return {_num(self.return_mean)} over the last {self.window} episodes" if self.window else ""
         target = f"target {self.target_return:g}" if self.target_return is not None else ""
         text = self.outcome.value.capitalize() + (f": {mean}" if mean else ": no episode finished")
         return text + (f" ({target})" if target else "")

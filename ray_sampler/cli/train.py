@@ -13,7 +13,7 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import gymnasium as gym
 import tyro
@@ -31,7 +31,7 @@ from learner.train import (
     train_ppo,
     training_demands,
 )
-from learner.train_dqn import DQNTrainingConfig, check_multi_agent_dqn, train_dqn
+from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.cli.options import (
     UsageError,
     changed_options,
@@ -42,7 +42,7 @@ from ray_sampler.cli.options import (
 )
 from ray_sampler.cli.progress import RunSummary, TrainingProgress
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
-from ray_sampler.cli.run_dir import RunDirectory
+from ray_sampler.cli.run_dir import RunDirectory, load_config
 from ray_sampler.cli.user_env import (
     DEFAULT_ENV,
     EnvOptions,
@@ -58,7 +58,7 @@ from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig, policy_mapping
-from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module
+from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 
 __all__ = [
     "RunOptions",
@@ -113,7 +113,7 @@ class RunOptions(EnvOptions):
     centralized_critic: bool = False
     """Multi-agent envs: MAPPO's centralized critic (the value function reads the global state, the
     policy the agent's own observation; numpy modules)."""
-    global_state: str = "concat"
+    global_state: Literal["concat", "state"] = "concat"
     """With --centralized-critic: concat (every agent's latest observation) or state (the env's state())."""
 
     def __post_init__(self) -> None:
@@ -187,6 +187,8 @@ def _with_runner_options(options: RunOptions, runner: Any) -> Any:
 def _with_multi_agent(options: RunOptions, runner: Any) -> Any:
     """``runner`` with the policy mapping of ``--policy-mapping`` for a multi-agent env; UsageError for
     ``--policy-mapping`` on a single-agent env, or a mapping that is not one."""
+    if options.global_state != "concat" and not options.centralized_critic:
+        raise UsageError(f"--global-state {options.global_state}: only with --centralized-critic")
     agents = check_env_builds(options.env, runner.env_config, multi_agent_ok=True)
     if agents is None:
         given = "--policy-mapping" if options.policy_mapping is not None else None
@@ -322,15 +324,51 @@ def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | D
     """UsageError before Ray starts if the algorithm's module cannot be built for the env's spaces
     (DQN on continuous actions, say)."""
     check_env_builds(command.env, cfg.env_runner.env_config, multi_agent_ok=True)
+    multi_agent = cfg.env_runner.multi_agent
+    if multi_agent is not None:
+        _check_multi_agent_flags(command, cfg, multi_agent)
     try:
-        if cfg.env_runner.multi_agent is not None and isinstance(cfg, DQNTrainingConfig):
-            check_multi_agent_dqn(cfg)
-        if cfg.env_runner.multi_agent is not None:
+        if multi_agent is not None:
             build_multi_rl_module(cfg.env_runner)
         else:
             build_module(cfg.env_runner, *env_spaces(command.env, cfg.env_runner.env_config))
     except (ConfigError, SpaceError) as e:
         raise UsageError(f"--env {command.env!r} cannot be trained with {command.algo.upper()}: {e}") from None
+
+
+def _check_same_modules(command: TrainPPO | TrainDQN) -> None:
+    """UsageError if a resumed run is given another policy mapping or critic than its config.toml's
+    (its checkpoint's modules would not fit)."""
+    saved = load_config(command.resume) if command.resume is not None else {}
+    for flag, key, now in (
+        ("--policy-mapping", "policy_mapping", command.policy_mapping),
+        ("--centralized-critic", "centralized_critic", command.centralized_critic),
+        ("--global-state", "global_state", command.global_state),
+    ):
+        before = saved.get(key, False if key == "centralized_critic" else "concat" if key == "global_state" else None)
+        if before != now:
+            raise UsageError(
+                f"{flag}: a resumed run keeps its modules: its config.toml has {before!r}, this command {now!r}"
+            )
+
+
+def _check_multi_agent_flags(command: TrainPPO | TrainDQN, cfg: Any, multi_agent: MultiAgentConfig) -> None:
+    """UsageError naming the flag for what a multi-agent run of this command does not take."""
+    if isinstance(cfg, DQNTrainingConfig):
+        if multi_agent.centralized_critic:
+            raise UsageError("--centralized-critic: PPO's only (a value head on the global state; DQN has none)")
+        if cfg.replay.prioritized:
+            raise UsageError(
+                "--replay.prioritized (the default): a multi-agent DQN run samples each module uniformly for now: "
+                "pass --replay.no-prioritized"
+            )
+    if multi_agent.centralized_critic and cfg.framework != "numpy":
+        raise UsageError("--centralized-critic: its module is numpy for now: leave --framework numpy")
+    if multi_agent.centralized_critic and multi_agent.global_state == "state":
+        try:
+            probe_multi_agent(cfg.env_runner)
+        except ConfigError as e:
+            raise UsageError(f"--global-state state: {e}") from None
 
 
 def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
@@ -364,6 +402,7 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
             raise UsageError(
                 f"--resume: {str(command.resume)!r} has no checkpoint (save some with --checkpoint-every N)"
             )
+        _check_same_modules(command)
         resume = load_checkpoint(
             found, algo=command.algo, env=command.env, observation_space=run_observation_space(cfg.env_runner)
         )

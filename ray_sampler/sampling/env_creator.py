@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import importlib.util
 import json
 from collections.abc import Callable
 from typing import Any
@@ -181,18 +182,33 @@ def _multi_agent_copies(env: str) -> Callable[..., Any]:
     return make_multi_agent(gym_id, int(count))
 
 
+_PETTINGZOO_PLACES = ("", "pettingzoo.", "pettingzoo.classic.", "pettingzoo.butterfly.", "pettingzoo.sisl.",
+                      "pettingzoo.atari.", "mpe2.")  # fmt: skip
+"""Where ``pettingzoo:<name>`` is looked for: the name as given, then PettingZoo's families and mpe2."""
+
+
 def pettingzoo_module(name: str) -> Any:
-    """The PettingZoo env module ``name`` (or ``pettingzoo.<name>``); EnvCreatorError naming both and
-    the install line if neither imports."""
-    errors = []
-    for candidate in (name, f"pettingzoo.{name}"):
+    """The PettingZoo env module ``name``, looked for as given, then under ``pettingzoo.``, its
+    families (``classic``, ``butterfly``, ``sisl``, ``atari``) and ``mpe2``; EnvCreatorError naming
+    where it looked (with the install line where PettingZoo itself is missing)."""
+    tried = []
+    for place in _PETTINGZOO_PLACES:
+        candidate = place + name
         try:
             return importlib.import_module(candidate)
         except ImportError as e:
-            errors.append(f"{candidate}: {first_line(e)}")
+            missing = getattr(e, "name", None) or ""
+            if missing and not candidate.startswith(missing):  # the module exists; something it needs does not
+                raise EnvCreatorError(
+                    f"'env' 'pettingzoo:{name}': {candidate} needs {missing!r}, which is not installed: {first_line(e)}"
+                ) from None
+            tried.append(candidate)
+    if importlib.util.find_spec("pettingzoo") is None:
+        raise EnvCreatorError(f"'env' 'pettingzoo:{name}' needs PettingZoo: pip install 'ray-sampler[pettingzoo]'")
     raise EnvCreatorError(
-        f"'env' 'pettingzoo:{name}': the module does not import ({'; '.join(errors)}); pip install "
-        "'ray-sampler[pettingzoo]' (and the env's own package, e.g. mpe2)"
+        f"'env' 'pettingzoo:{name}': no such module (looked for {', '.join(tried)}); e.g. "
+        "'pettingzoo:classic.tictactoe_v3', or 'pettingzoo:mpe2.simple_spread_v3' with the env's own package "
+        "installed (pip install mpe2)"
     )
 
 

@@ -220,4 +220,4 @@ def test_pettingzoo_simple_spread_example_trains_one_shared_policy_with_a_centra
         r"per agent -\d+\.\d\d over the last 100 episodes after 4000 env steps in \d+ s \(random play: about -26\.5\)",
         lines[-1],
     ), lines[-3:]
-    assert lines[-2].startswith("budget used (no target): mean return -")
+    assert lines[-2].startswith("budget used (no target): summed return -")

@@ -519,6 +519,11 @@ class TestMultiAgent:
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         assert "resumed from iteration 2 (256 env steps)" in resumed.stdout.splitlines()
         assert [r["iteration"] for r in read_metrics(run_dir)] == [1, 2, 3]
+        other = run_cli("train", "--resume", str(run_dir), "--policy-mapping", "shared", runs_dir=tmp_path / "unused")
+        assert other.returncode == 2 and other.stderr.strip().splitlines() == [
+            "ray-sampler train: error: --policy-mapping: a resumed run keeps its modules: its config.toml has "
+            "'per-agent', this command 'shared'"
+        ]
 
     @pytest.mark.parametrize(
         ("cls", "args", "message"),
@@ -532,9 +537,17 @@ class TestMultiAgent:
             (TrainDQN, ["--policy-mapping", "shared"],
              "--policy-mapping: only a multi-agent env takes it (--env 'CartPole-v1' is single-agent)"),
             (TrainDQN, ["--env", "ma-cartpole:2"],
-             "--env 'ma-cartpole:2' cannot be trained with DQN: 'replay.prioritized' is single-agent for now: a "
-             "multi-agent DQN run samples each module uniformly (--replay.no-prioritized, or "
-             "replay=ReplayConfig(prioritized=False))"),
+             "--replay.prioritized (the default): a multi-agent DQN run samples each module uniformly for now: "
+             "pass --replay.no-prioritized"),
+            (TrainDQN, ["--env", "ma-cartpole:2", "--replay.no-prioritized", "--centralized-critic"],
+             "--centralized-critic: PPO's only (a value head on the global state; DQN has none)"),
+            (TrainPPO, ["--env", "ma-cartpole:2", "--centralized-critic", "--framework", "torch"],
+             "--centralized-critic: its module is numpy for now: leave --framework numpy"),
+            (TrainPPO, ["--env", "ma-cartpole:2", "--centralized-critic", "--global-state", "state"],
+             "--global-state state: 'global_state' 'state' needs an env with state() and state_space "
+             "(MultiAgentCartPole_v1 has neither): use 'concat'"),
+            (TrainPPO, ["--env", "ma-cartpole:2", "--global-state", "state"],
+             "--global-state state: only with --centralized-critic"),
         ],
     )  # fmt: skip
     def test_bad_multi_agent_options_are_one_line(self, cls: Any, args: list[str], message: str) -> None:

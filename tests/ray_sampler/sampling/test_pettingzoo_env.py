@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from mpe2 import simple_spread_v3
 from pettingzoo.classic import rps_v2, tictactoe_v3
 
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
+from ray_sampler.errors import EnvCreatorError
+from ray_sampler.sampling.env_creator import resolve_creator
 from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output
 from ray_sampler.sampling.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv, wrap_pettingzoo
 
@@ -86,3 +89,37 @@ def test_other_envs_pass_through() -> None:
 
     env = TurnTakingEnv()
     assert wrap_pettingzoo(env) is env
+
+
+class TestNames:
+    """The env names of multi-agent envs: ``ma-<gymnasium id>:<N>`` and ``pettingzoo:<module>``."""
+
+    def test_ma_copies_of_a_gymnasium_env(self) -> None:
+        env = resolve_creator("ma-cartpole:3")({})
+        assert env.possible_agents == [0, 1, 2] and env.get_observation_space(2).shape == (4,)
+        assert resolve_creator("ma-Acrobot-v1:2")({}).get_action_space(1).n == 3
+
+    @pytest.mark.parametrize(
+        ("name", "message"),
+        [
+            ("ma-cartpol:2", "'env' 'ma-cartpol:2': 'cartpol' is not a gymnasium id; did you mean 'cartpole'?"),
+            ("ma-cartpole:x", "the multi-agent form is 'ma-<gymnasium id>:<number of agents>', e.g. 'ma-cartpole:2'"),
+            ("ma-cartpole:0", "the multi-agent form is 'ma-<gymnasium id>:<number of agents>'"),
+            ("pettingzoo:nope_v1",
+             "'env' 'pettingzoo:nope_v1': no such module (looked for nope_v1, pettingzoo.nope_v1, pettingzoo.classic"),
+        ],
+    )  # fmt: skip
+    def test_bad_names_are_one_line(self, name: str, message: str) -> None:
+        with pytest.raises(EnvCreatorError) as e:
+            resolve_creator(name)
+        assert message in str(e.value) and "\n" not in str(e.value)
+
+    @pytest.mark.parametrize(
+        "name", ["classic.tictactoe_v3", "tictactoe_v3", "mpe2.simple_spread_v3", "simple_spread_v3"]
+    )
+    def test_pettingzoo_modules_by_path_or_short_name(self, name: str) -> None:
+        from ray_sampler.sampling.env_creator import resolve_creator
+
+        env = wrap_pettingzoo(resolve_creator(f"pettingzoo:{name}")({"worker_index": 0, "vector_index": 0}))
+        assert len(env.possible_agents) in (2, 3)
+        env.close()
