@@ -199,14 +199,13 @@ def test_multi_agent_cartpole_example_trains_two_policies(ray_address: str) -> N
 
 
 def test_tictactoe_self_play_example_grows_its_league_and_plays_the_random_player(ray_address: str) -> None:
-    args = ["--iterations", "3", "--snapshot-every", "1", "--games", "40"]
+    args = ["--iterations", "2", "--snapshot-every", "1", "--games", "40"]
     lines = run("tictactoe_self_play.py", *args, ray_address=ray_address)
     assert "iteration 1: main_v1 joins the league ['random', 'main_v1']" in lines
-    assert "iteration 2: main_v2 joins the league ['random', 'main_v1', 'main_v2']" in lines
-    last_iter = [line for line in lines if line.startswith("iter 3:")]
+    last_iter = [line for line in lines if line.startswith("iter 2:")]
     assert last_iter and "main_v1 " in last_iter[0]  # the added copy acted (it has a return)
     m = re.fullmatch(
-        r"trained 6144 env steps in \d+ s; against a random player over 40 games: won ([\d.]+)%, drew ([\d.]+)%, "
+        r"trained 4096 env steps in \d+ s; against a random player over 40 games: won ([\d.]+)%, drew ([\d.]+)%, "
         r"lost ([\d.]+)% \(won [\d.]+% moving first, [\d.]+% moving second\)",
         lines[-1],
     )
