@@ -24,7 +24,10 @@ def pytest_report_header() -> str:
 def ray_session() -> Iterator[None]:
     """Starts Ray once per test session (4 logical CPUs: runner actors ask for 0.5 each). Always a
     new local instance (``address="local"``): never a cluster some other process left running."""
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False,
+        _system_config={"enable_metrics_collection": False},  # no test reads Ray's own metrics: less CPU
+    )  # fmt: skip
     yield
     ray.shutdown()
 

@@ -189,10 +189,11 @@ def test_multi_agent_sample_example_samples_pettingzoo_games_and_joins_the_chunk
 
 
 def test_multi_agent_cartpole_example_trains_two_policies(ray_address: str) -> None:
-    lines = run("multi_agent_cartpole.py", "--target", "300", "--max-iterations", "40", ray_address=ray_address)
+    lines = run("multi_agent_cartpole.py", "--target", "150", "--max-iterations", "40", ray_address=ray_address)
     assert lines[0].startswith("iter 1: 1024 env steps, mean return ")
     assert re.fullmatch(
-        r"summed return (3\d\d|[4-9]\d\d)\.\d after \d+ env steps \(\d+ agent steps\) in [\d.]+ s \(reached: True\); "
+        r"summed return (1[5-9]\d|[2-9]\d\d)\.\d after \d+ env steps \(\d+ agent steps\) in [\d.]+ s "
+        r"\(reached: True\); "
         r"per module over the last 100 episodes: p0 [\d.]+, p1 [\d.]+",
         lines[-1],
     ), lines[-3:]

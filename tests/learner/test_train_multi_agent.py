@@ -116,7 +116,7 @@ def test_two_agents_learn_a_game_neither_wins_alone() -> None:
             ),
             env_runner_group=EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5),
             ppo=PPOConfig(seed=0, lr=3e-3, num_epochs=4, minibatch_size=64),
-            target_return=1.9, max_iterations=40 if not mute else 20,
+            target_return=1.9, max_iterations=40 if not mute else 10,
         )  # fmt: skip
         return train_ppo(cfg, log=lambda line: None)
 
