@@ -95,8 +95,15 @@ def main() -> None:
         f"({per_agent:.1f} per agent), loop {result.seconds:.1f} s, whole {whole:.1f} s; "
         f"bare simple_spread for those steps {raw:.1f} s (whole / bare {whole / raw:.1f})"
     )
+    # Where the loop's time goes: sampling (the runners, in parallel) and updating (one learner,
+    # the runners idle meanwhile), and the rest of the process (imports, Ray, actors, the stop).
+    print(
+        f"loop: sampling {result.sample_s:.1f} s, updating {result.update_s:.1f} s (learner pipeline "
+        f"{result.learner_connector_s:.1f} s); outside the loop {whole - result.seconds:.1f} s"
+    )
     print(json.dumps({"seed": args.seed, "lr": args.lr, "env_steps": result.env_steps, "per_agent": per_agent,
-                      "loop_s": result.seconds, "whole_s": whole, "bare_s": raw, "curve": curve}))  # fmt: skip
+                      "loop_s": result.seconds, "whole_s": whole, "bare_s": raw, "sample_s": result.sample_s,
+                      "update_s": result.update_s, "curve": curve}))  # fmt: skip
 
 
 if __name__ == "__main__":

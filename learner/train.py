@@ -432,6 +432,7 @@ def train_ppo(
             learner_class=ppo_learner_class(cfg.framework),
             num_learners=cfg.num_learners,
             num_cpus_per_learner=cfg.num_cpus_per_learner,
+            learner_kwargs={"view_pieces": view_pieces(ma_runner.env_to_module_connectors)},
         )
     else:
         return_keys = []

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from connectors.connector_v2 import piece_name
 from learner.checkpoint import REPLAY_FOLDER, Checkpointer, TrainingState
 from learner.dqn import DQNConfig
 from learner.frameworks import Framework, dqn_learner_class, with_framework
@@ -43,6 +44,7 @@ from learner.train import (
 )
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
+from ray_sampler.modules.rl_module import is_stateful
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
@@ -332,7 +334,14 @@ def _report(
 
 def check_multi_agent_dqn(cfg: DQNTrainingConfig, multi_agent: Any) -> None:
     """ConfigError (one line) for what a multi-agent DQN run (``multi_agent``: its MultiAgentConfig)
-    does not support: prioritized replay (yet), and a centralized critic (PPO's: DQN has no value head)."""
+    does not support: prioritized replay and history pieces (yet), and a centralized critic (PPO's:
+    DQN has no value head)."""
+    history = [piece_name(p) for p in cfg.env_runner.env_to_module_connectors if getattr(p, "lookback_steps", 0)]
+    if history:
+        raise ConfigError(
+            f"'env_to_module_connectors' {history}: a multi-agent DQN run's replay samples single steps for "
+            "now (frame stacks and previous actions are multi-agent PPO's)"
+        )
     if cfg.replay.prioritized:
         raise ConfigError(
             "'replay.prioritized' is single-agent for now: a multi-agent DQN run samples each module "
@@ -361,10 +370,14 @@ def _train_multi_agent_dqn(
     import ray
 
     check_multi_agent_dqn(cfg, runner_config.multi_agent)
-    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     agents, spaces = probe_multi_agent(runner_config)
+    modules = build_multi_rl_module(runner_config, spaces)
+    stateful = [mid for mid, module in modules.items() if is_stateful(module)]
+    if stateful:
+        raise ConfigError(f"modules {stateful} are recurrent: a multi-agent DQN run trains stateless modules for now")
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     learners = MultiAgentLearnerGroup(
-        build_multi_rl_module(runner_config, spaces),
+        modules,
         cfg.dqn,
         learner_class=dqn_learner_class(cfg.framework),
         num_learners=cfg.num_learners,

@@ -362,8 +362,6 @@ def _check_multi_agent_flags(command: TrainPPO | TrainDQN, cfg: Any, multi_agent
                 "--replay.prioritized (the default): a multi-agent DQN run samples each module uniformly for now: "
                 "pass --replay.no-prioritized"
             )
-    if multi_agent.centralized_critic and cfg.framework != "numpy":
-        raise UsageError("--centralized-critic: its module is numpy for now: leave --framework numpy")
     if multi_agent.centralized_critic and multi_agent.global_state == "state":
         try:
             probe_multi_agent(cfg.env_runner)

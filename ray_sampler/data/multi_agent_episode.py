@@ -488,10 +488,14 @@ class MultiAgentEpisode(MultiAgentGetters):
                 )
 
     # ---------------------------------------------------------------- chunks
-    def cut(self, len_lookback_buffer: int = 0) -> MultiAgentEpisode:
+    def cut(self, len_lookback_buffer: int = 0, *, agent_lookback: int = 0) -> MultiAgentEpisode:
         """The continuation chunk (see the module docstring): length 0, same ``id_``, up to
-        ``len_lookback_buffer`` env steps of lookback, the running agents and their hanging data."""
+        ``len_lookback_buffer`` env steps of lookback, the running agents and their hanging data.
+        Each running agent's chunk keeps at least ``agent_lookback`` of its own steps as lookback (as
+        many as it has), however many env steps ago they were: what a frame stack or a recurrent
+        state of the agent needs, in turn-based play too."""
         h = check_int("len_lookback_buffer", len_lookback_buffer, minimum=0, error=EpisodeError)
+        own = check_int("agent_lookback", agent_lookback, minimum=0, error=EpisodeError)
         if self.is_done:
             raise EpisodeError(f"cut: episode {self.id_!r} is done; only ongoing episodes continue")
         h = min(h, self._map_lookback + len(self))
@@ -506,7 +510,7 @@ class MultiAgentEpisode(MultiAgentGetters):
                 continue
             window = self._maps[aid][-(h + 1) :]
             seen = sum(1 for j in window if j != SKIP_ENV_TS)
-            cont.agent_episodes[aid] = sa.cut(len_lookback_buffer=max(seen - 1, 0))
+            cont.agent_episodes[aid] = sa.cut(len_lookback_buffer=max(seen - 1, own))
             cont._maps[aid] = list(window)
         cont._hanging_actions_end = dict(self._hanging_actions_end)
         cont._hanging_extra_model_outputs_end = copy.deepcopy(self._hanging_extra_model_outputs_end)

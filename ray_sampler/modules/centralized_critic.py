@@ -25,7 +25,7 @@ from ray_sampler.errors import SpaceError
 from ray_sampler.modules.mlp import init_layer
 from ray_sampler.modules.mlp_module import MLPModule
 
-__all__ = ["CentralizedCriticMLPModule", "split_observations"]
+__all__ = ["CentralizedCriticMLPModule", "critic_parts", "split_observations"]
 
 
 def split_observations(obs: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -34,18 +34,25 @@ def split_observations(obs: Any) -> tuple[np.ndarray, np.ndarray]:
     return own.reshape(len(own), -1), glob.reshape(len(glob), -1)
 
 
+def critic_parts(name: str, observation_space: gym.Space) -> dict[str, gym.Space]:
+    """The ``own`` and ``global`` Boxes of a centralized critic's observation space (SpaceError
+    naming the module class ``name`` otherwise)."""
+    parts = observation_space.spaces if isinstance(observation_space, gym.spaces.Dict) else {}
+    if set(parts) != {"own", "global"} or not all(isinstance(s, gym.spaces.Box) for s in parts.values()):
+        raise SpaceError(
+            f"{name} takes a Dict observation space of two Boxes, 'own' and 'global' "
+            f"(GlobalObservationEnv's; got {observation_space})"
+        )
+    return dict(parts)
+
+
 class CentralizedCriticMLPModule(MLPModule):
     """Policy on ``own``, value on ``global`` (see the module docstring)."""
 
     needs_flat_observations = False
 
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, seed: int | None = 0, **kwargs: Any):
-        parts = observation_space.spaces if isinstance(observation_space, gym.spaces.Dict) else {}
-        if set(parts) != {"own", "global"} or not all(isinstance(s, gym.spaces.Box) for s in parts.values()):
-            raise SpaceError(
-                "CentralizedCriticMLPModule takes a Dict observation space of two Boxes, 'own' and 'global' "
-                f"(GlobalObservationEnv's; got {observation_space})"
-            )
+        parts = critic_parts("CentralizedCriticMLPModule", observation_space)
         super().__init__(parts["own"], action_space, seed=seed, **kwargs)
         self.observation_space = observation_space
         rng = np.random.default_rng(None if seed is None else [seed, 1])  # the value head on the global state

@@ -30,7 +30,7 @@ class TorchActionMaskingModule(TorchMLPModule):
         super().__init__(observation_space["observation"], action_space, **kwargs)
         self.observation_space = observation_space
 
-    def _flat_obs(self, batch: dict[str, Any]) -> torch.Tensor:
+    def _policy_input(self, batch: dict[str, Any]) -> torch.Tensor:
         obs: torch.Tensor = batch[Columns.OBS]["observation"]
         return obs.reshape(len(obs), -1).to(torch.float32)
 

@@ -84,28 +84,35 @@ class TorchMLPModule(TorchRLModule):
     ) -> None:
         super().__init__(observation_space, action_space)
         self.hidden_sizes = check_hidden_sizes(hidden_sizes)
-        n_in = gym.spaces.flatdim(observation_space)
+        pi_in, vf_in = self._input_sizes(observation_space)
         n_dist = dist_input_size(action_space)
         self.is_gaussian = isinstance(action_space, gym.spaces.Box)
         with seeded(seed):
-            self.pi = mlp_layers((n_in, *self.hidden_sizes, n_dist // 2 if self.is_gaussian else n_dist), 0.01)
-            self.vf = mlp_layers((n_in, *self.hidden_sizes, 1), 1.0)
+            self.pi = mlp_layers((pi_in, *self.hidden_sizes, n_dist // 2 if self.is_gaussian else n_dist), 0.01)
+            self.vf = mlp_layers((vf_in, *self.hidden_sizes, 1), 1.0)
         if self.is_gaussian:  # registered on the pi head: its name is pi.log_std, as MLPModule's
             self.pi.log_std = torch.nn.Parameter(torch.full((n_dist // 2,), float(initial_log_std)))
 
-    def _flat_obs(self, batch: dict[str, Any]) -> torch.Tensor:
+    def _input_sizes(self, observation_space: gym.Space) -> tuple[int, int]:
+        """The inputs of the policy and value heads: both read the flat observation here."""
+        n_in = gym.spaces.flatdim(observation_space)
+        return n_in, n_in
+
+    def _policy_input(self, batch: dict[str, Any]) -> torch.Tensor:
         obs: torch.Tensor = batch[Columns.OBS]
         return obs.reshape(len(obs), -1)
 
+    def _value_input(self, batch: dict[str, Any]) -> torch.Tensor:
+        return self._policy_input(batch)
+
     def _forward(self, batch: dict[str, Any]) -> dict[str, Any]:
-        obs = self._flat_obs(batch)
-        out = run_mlp(self.pi, obs, "tanh")
+        out = run_mlp(self.pi, self._policy_input(batch), "tanh")
         if self.is_gaussian:
             out = torch.cat([out, self.pi.get_parameter("log_std").expand_as(out)], dim=-1)
-        return {Columns.ACTION_DIST_INPUTS: out, Columns.VF_PREDS: run_mlp(self.vf, obs, "tanh")[:, 0]}
+        return {Columns.ACTION_DIST_INPUTS: out, Columns.VF_PREDS: self._compute_values(batch)}
 
     def _compute_values(self, batch: dict[str, Any]) -> torch.Tensor:
-        return run_mlp(self.vf, self._flat_obs(batch), "tanh")[:, 0]
+        return run_mlp(self.vf, self._value_input(batch), "tanh")[:, 0]
 
 
 class TorchQModule(TorchRLModule):

@@ -45,8 +45,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from connectors.common import MeanStdFilter
-from connectors.env_to_module import AddObservationsFromEpisodesToBatch, default_env_to_module
+from connectors.connector_v2 import piece_name
+from connectors.env_to_module import default_env_to_module, env_to_module_observation_space
 from connectors.module_to_env import default_module_to_env
 from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
@@ -55,6 +55,7 @@ from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.errors import ConfigError, EnvCreatorError, EnvError, MultiAgentEnvError, first_line
 from ray_sampler.modules import MLPModule, MultiRLModule, RandomModule
 from ray_sampler.modules.centralized_critic import CentralizedCriticMLPModule
+from ray_sampler.modules.rl_module import initial_state, is_stateful
 from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
 from ray_sampler.sampling.global_observation import GlobalObservationEnv
@@ -62,9 +63,10 @@ from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output, is_multi_agent_env
 from ray_sampler.sampling.pettingzoo_env import wrap_pettingzoo
+from ray_sampler.sampling.recorder import checked_state_out
 from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
-from ray_sampler.sampling.runner_build import build_module, set_torch_threads
+from ray_sampler.sampling.runner_build import build_module, set_torch_threads, view_lookback_steps
 
 __all__ = [
     "MultiAgentEnvRunner",
@@ -129,6 +131,12 @@ def module_build_config(config: EnvRunnerConfig, ma_config: MultiAgentConfig, mo
     module_class = spec.module_class or config.module_class
     position = ma_config.module_ids.index(module_id)
     if ma_config.centralized_critic:
+        history = [piece_name(p) for p in config.env_to_module_connectors if getattr(p, "lookback_steps", 0)]
+        if history:
+            raise ConfigError(
+                f"'centralized_critic' reads one step's {{own, global}} observation: it takes no history pieces "
+                f"yet (got {history} in 'env_to_module_connectors')"
+            )
         module_class = _critic_class(module_class)
     if spec.module_config is None and isinstance(module_config.get("seed"), int):
         module_config["seed"] += position  # the runner config's seed (a built-in MLP's, numpy or torch)
@@ -138,12 +146,14 @@ def module_build_config(config: EnvRunnerConfig, ma_config: MultiAgentConfig, mo
 
 
 def _critic_class(module_class: type | None) -> type | None:
-    """The module class of a centralized-critic run: the built-in MLP becomes its centralized-critic
-    form; a user's class is kept (it must read ``{"own", "global"}`` itself)."""
+    """The module class of a centralized-critic run: the built-in MLP (numpy or torch) becomes its
+    centralized-critic form; a user's class is kept (it must read ``{"own", "global"}`` itself)."""
     if module_class in (None, MLPModule):
         return CentralizedCriticMLPModule
-    if module_class.__name__ == "TorchMLPModule":
-        raise ConfigError("'centralized_critic' has a numpy module for now: train it with framework 'numpy'")
+    if module_class.__name__ == "TorchMLPModule":  # the torch built-in: its twin (imports torch only here)
+        from ray_sampler.modules.torch_centralized_critic import TorchCentralizedCriticModule
+
+        return TorchCentralizedCriticModule
     return module_class
 
 
@@ -200,8 +210,16 @@ def build_multi_rl_module(
     trains), on ``spaces`` (None: ``probe_multi_agent``'s)."""
     ma_config = config.multi_agent or MultiAgentConfig()
     spaces = probe_multi_agent(config)[1] if spaces is None else spaces
+    pieces = config.env_to_module_connectors  # the module sees what they make of the observations (e.g. a stack)
     return MultiRLModule(
-        {mid: build_module(module_build_config(config, ma_config, mid), *spaces[mid]) for mid in ma_config.module_ids},
+        {
+            mid: build_module(
+                module_build_config(config, ma_config, mid),
+                env_to_module_observation_space(spaces[mid][0], pieces),
+                spaces[mid][1],
+            )
+            for mid in ma_config.module_ids
+        },
         policies_to_train=ma_config.trained_module_ids,
     )
 
@@ -226,30 +244,42 @@ toward the call's target, so an env that always fails would otherwise keep the c
 
 
 class _Policy:
-    """One module with its pipelines and random twin."""
+    """One module with its pipelines, random twin and, for a stateful module, its initial state."""
 
     def __init__(self, config: EnvRunnerConfig, obs_space: gym.Space, act_space: gym.Space, seed: int) -> None:
-        self.module = build_module(config, obs_space, act_space)
+        pieces = tuple(copy.deepcopy(p) for p in config.env_to_module_connectors)  # a copy per module
+        self.module = build_module(config, env_to_module_observation_space(obs_space, pieces), act_space)
         self.random = RandomModule(obs_space, act_space, seed=seed)
-        self.env_to_module = default_env_to_module(obs_space)
-        # The config's MeanStdFilter, a copy per module, right after the observations are batched.
-        for piece in reversed(config.env_to_module_connectors):
-            self.env_to_module.insert_after(AddObservationsFromEpisodesToBatch, copy.deepcopy(piece))
+        self.env_to_module = default_env_to_module(obs_space, pieces)
         self.module_to_env = default_module_to_env(act_space, seed=seed + 1, normalize_actions=config.normalize_actions)
         self.observation_space, self.action_space = obs_space, act_space
+        self.initial_state: dict[str, np.ndarray] | None = (
+            initial_state(self.module) if is_stateful(self.module) else None
+        )
 
-    def act(self, obs: Any, *, explore: bool, random_actions: bool) -> tuple[Any, Any, dict[str, Any]]:
-        """(actions to record, actions for the envs, other outputs) for a batch of observations."""
+    def act(
+        self, obs: Any, episodes: list[Any], states: Any, *, explore: bool, random_actions: bool
+    ) -> tuple[Any, Any, dict[str, Any]]:
+        """(actions to record, actions for the envs, other outputs) for a batch of observations;
+        ``episodes``: the acting agents' own episodes (the history pieces read), ``states`` their
+        ``state_in`` (None for a stateless module)."""
         module = self.module
-        batch = self.env_to_module(rl_module=module, batch={}, episodes=[], explore=explore, shared_data={
-            "vector_obs": obs
-        })  # fmt: skip
+        # The current observations go in first: a piece that reads history (a frame stack, previous
+        # actions) reads the agents' episodes; the MeanStdFilter normalizes what is in the batch.
+        batch: dict[str, Any] = {Columns.OBS: obs} if states is None else {Columns.OBS: obs, Columns.STATE_IN: states}
+        batch = self.env_to_module(rl_module=module, batch=batch, episodes=episodes, explore=explore, shared_data={})
         out = module.forward_exploration(batch) if explore else module.forward_inference(batch)
         if random_actions:
-            out[Columns.ACTIONS] = self.random.forward_inference(batch)[Columns.ACTIONS]
+            out[Columns.ACTIONS] = self.random.forward_inference({Columns.OBS: obs})[Columns.ACTIONS]
         out = self.module_to_env(rl_module=module, batch=out, episodes=[], explore=explore, shared_data={})
         actions = out.pop(Columns.ACTIONS)
         return actions, out.pop(Columns.ACTIONS_FOR_ENV, actions), out
+
+    def state_outs(self, out: dict[str, Any]) -> list[dict[str, np.ndarray]]:
+        """A stateful module's ``state_out`` per row of a forward pass (ConfigError if it gave none)."""
+        assert self.initial_state is not None, "only for a stateful module"
+        rows: list[dict[str, np.ndarray]] = tree.unstack(checked_state_out(out, self.initial_state))
+        return rows
 
 
 class MultiAgentEnvRunner:
@@ -262,13 +292,9 @@ class MultiAgentEnvRunner:
                 "'max_episode_steps' and 'soft_horizon' are single-agent options: give a multi-agent env its "
                 "own time limit (truncateds['__all__'])"
             )
-        others = [p for p in config.env_to_module_connectors if not isinstance(p, MeanStdFilter)]
-        if others or config.module_to_env_connectors:
-            got = [type(p).__name__ for p in (*others, *config.module_to_env_connectors)]
-            raise ConfigError(
-                "multi-agent runs take no connector pieces but MeanStdFilter in 'env_to_module_connectors' yet "
-                f"(got {got})"
-            )
+        if config.module_to_env_connectors:
+            got = [piece_name(p) for p in config.module_to_env_connectors]
+            raise ConfigError(f"multi-agent runs take no 'module_to_env_connectors' pieces yet (got {got})")
         self.config = config
         self.ma_config = config.multi_agent or MultiAgentConfig()
         self.worker_index, self.num_workers = worker_index, num_workers
@@ -283,6 +309,10 @@ class MultiAgentEnvRunner:
         """Per module, how many weight updates this runner loaded (a module none of its agents maps to
         never loads what the group sends: its ObjectRef is never fetched)."""
         self._add_policies(self.module_ids)
+        self.agent_lookback = self._agent_lookback()
+        """Each running agent's own steps a continuation chunk keeps as lookback, at least (however many
+        env steps they span): what the history pieces read, and a stateful module's last ``state_out``."""
+        self._states: list[dict[Hashable, dict[str, np.ndarray]]] = [{} for _ in range(self.num_envs)]
         self._id_prefix = f"{uuid.uuid4().hex[:16]}-{worker_index}-"
         self._num_ids = 0
         self._num_resets = 0
@@ -327,6 +357,10 @@ class MultiAgentEnvRunner:
             self.policies[mid] = _Policy(module_build_config(config, self.ma_config, mid), obs_space, act_space, seed)
             set_torch_threads(self.policies[mid].module, config.num_torch_threads)
 
+    def _agent_lookback(self) -> int:
+        history = view_lookback_steps(self.config.env_to_module_connectors) or 0
+        return max(history, int(any(p.initial_state is not None for p in self.policies.values())))
+
     def _policy(self, module_id: str) -> _Policy:
         """The module ``module_id``, with the newest weights sent to it loaded (fetched now if they
         came as an ObjectRef)."""
@@ -349,6 +383,7 @@ class MultiAgentEnvRunner:
             self._pending.pop(mid, None)
             self._loaded.pop(mid, None)
         self._add_policies(tuple(mid for mid in ma_config.module_ids if mid not in self.policies))
+        self.agent_lookback = self._agent_lookback()
         for ep in self._episodes:
             if ep is None:
                 continue
@@ -421,7 +456,8 @@ class MultiAgentEnvRunner:
                 if len(ep) or ep.agent_steps():
                     out.append(ep)
                     self._add_chunk_returns(i, ep)
-                    self._episodes[i] = ep.cut(len_lookback_buffer=self.config.episode_lookback_horizon or 0)
+                    horizon = self.config.episode_lookback_horizon or 0
+                    self._episodes[i] = ep.cut(len_lookback_buffer=horizon, agent_lookback=self.agent_lookback)
         for ep in done:
             self._tally.finish(ep, self._finished_sums.pop(ep.id_))
         self._finish_metrics(out, time.perf_counter() - start)
@@ -441,8 +477,15 @@ class MultiAgentEnvRunner:
         env_actions: list[dict[Hashable, Any]] = [{} for _ in episodes]
         extras: list[dict[Hashable, dict[str, Any]]] = [{} for _ in episodes]
         for mid, pairs in groups.items():
+            policy = self._policy(mid)
             obs = tree.stack([self._last_obs[i][aid] for i, aid in pairs])
-            acts, env_acts, outs = self._policy(mid).act(obs, explore=explore, random_actions=random_actions)
+            agent_eps = [episodes[i].agent_episodes[aid] for i, aid in pairs]  # type: ignore[union-attr]
+            initial = policy.initial_state
+            states = None if initial is None else tree.stack([self._states[i].get(aid, initial) for i, aid in pairs])
+            acts, env_acts, outs = policy.act(obs, agent_eps, states, explore=explore, random_actions=random_actions)
+            if initial is not None:  # each agent's next state_in: the state_out it just gave
+                for (i, aid), state in zip(pairs, policy.state_outs(outs), strict=True):
+                    self._states[i][aid] = state
             act_rows, env_rows = tree.unstack(acts), tree.unstack(env_acts)
             out_rows = {key: tree.unstack(v) for key, v in outs.items()}
             for k, (i, aid) in enumerate(pairs):
@@ -545,6 +588,7 @@ class MultiAgentEnvRunner:
         )
         ep.add_env_reset(observations=obs, infos=infos)
         self._episodes[i] = ep
+        self._states[i] = {}  # every agent starts from its module's initial state
         self._done_returns[i] = {}
         self._last_obs[i] = dict(obs)
 

@@ -28,7 +28,7 @@ from ray_sampler.errors import ConfigError
 from ray_sampler.modules.rl_module import initial_state, is_stateful
 from ray_sampler.sampling.vector import VectorStep, VectorStepper
 
-__all__ = ["StepRecord", "StepRecorder"]
+__all__ = ["StepRecord", "StepRecorder", "checked_state_out"]
 
 
 @dataclasses.dataclass
@@ -40,6 +40,19 @@ class StepRecord:
     extras: dict[str, Any]
     valid: np.ndarray
     """Transitions that belong to this record (the step's own mask, less those held back for later)."""
+
+
+def checked_state_out(outputs: dict[str, Any], initial: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A stateful module's ``state_out`` in its forward ``outputs`` (copied), ConfigError unless it is
+    a dict with the keys of its initial state ``initial``."""
+    state_out = outputs.get(Columns.STATE_OUT)
+    if not isinstance(state_out, dict) or state_out.keys() != initial.keys():
+        got = sorted(state_out) if isinstance(state_out, dict) else repr(state_out)
+        raise ConfigError(
+            f"a stateful module must output {Columns.STATE_OUT!r}, a dict with the keys of its initial "
+            f"state {sorted(initial)} (got {got})"
+        )
+    return {k: np.array(v, copy=True) for k, v in state_out.items()}
 
 
 class StepRecorder:
@@ -94,14 +107,7 @@ class StepRecorder:
         """The next step's states: this step's ``state_out``, the initial state where a new episode began."""
         initial = self.initial_state
         assert initial is not None, "only called for a stateful module"
-        state_out = extras.get(Columns.STATE_OUT)
-        if not isinstance(state_out, dict) or state_out.keys() != initial.keys():
-            got = sorted(state_out) if isinstance(state_out, dict) else repr(state_out)
-            raise ConfigError(
-                f"a stateful module must output {Columns.STATE_OUT!r}, a dict with the keys of its initial "
-                f"state {sorted(initial)} (got {got})"
-            )
-        states = {k: np.array(v, copy=True) for k, v in state_out.items()}
+        states = checked_state_out(extras, initial)
         if restarted:
             rows = np.array(sorted(restarted))
             for k, v in states.items():

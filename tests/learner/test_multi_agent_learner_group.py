@@ -11,13 +11,17 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from connectors.env_to_module import FrameStackingEnvToModule, PrevActionsPrevRewardsEnvToModule
 from connectors.learner import AgentToModuleMapping
+from learner.frameworks import ppo_learner_class
 from learner.learner import Learner, PPOConfig
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup, metrics_by_module
+from learner.train import view_pieces
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules import MLPModule, MultiRLModule
+from ray_sampler.modules.rl_module import is_stateful
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
@@ -110,18 +114,46 @@ def test_a_time_limit_bootstraps_and_a_terminal_does_not(truncated: bool) -> Non
     np.testing.assert_allclose(rows[Columns.VALUE_TARGETS], per_agent * 2, rtol=TOL)
 
 
-def test_one_agent_equals_the_single_agent_path_batch_for_batch() -> None:
+def _frames() -> dict[str, Any]:
+    return {"env_to_module_connectors": (FrameStackingEnvToModule(num_frames=3),)}
+
+
+def _previous() -> dict[str, Any]:
+    return {"env_to_module_connectors": (PrevActionsPrevRewardsEnvToModule(n_prev_actions=2, n_prev_rewards=1),)}
+
+
+def _lstm() -> dict[str, Any]:
+    from ray_sampler.modules.torch_lstm import TorchLSTMModule
+
+    return {"module_class": TorchLSTMModule, "module_config": {"seed": 5, "lstm_cell_size": 8}}
+
+
+@pytest.mark.parametrize("extra", [dict, _frames, _previous, _lstm], ids=["plain", "frames", "previous", "lstm"])
+def test_one_agent_equals_the_single_agent_path_batch_for_batch(extra: Any) -> None:
     """CartPole through the single-agent runner, and as a one-agent multi-agent env through the
-    multi-agent runner and learner group: the same episodes, and the same train batch."""
-    common = {"num_envs_per_env_runner": 2, "rollout_fragment_length": 64, "seed": 3}
+    multi-agent runner and learner group: the same episodes, and the same train batch, with a frame
+    stack, previous actions and rewards, or a recurrent module (sequences and their state_in) too."""
+    common = {"num_envs_per_env_runner": 2, "rollout_fragment_length": 64, "seed": 3, **extra()}
     single = EnvRunner(EnvRunnerConfig(env="CartPole-v1", **common))
     multi = MultiAgentEnvRunner(EnvRunnerConfig(env=make_multi_agent("CartPole-v1", 1), **common))
     weights = single.module.get_state()
     multi.set_weights({"default_policy": weights})
+    modules = build_multi_rl_module(multi.config)
+    modules["default_policy"].set_state(weights)
+    stateful = is_stateful(single.module)
+    config = PPOConfig(standardize_advantages=False, max_seq_len=16)
+    views = view_pieces(common.get("env_to_module_connectors", ()))
+    group = MultiAgentLearnerGroup(
+        modules, config, learner_class=ppo_learner_class("torch" if stateful else "numpy"),
+        learner_kwargs={"view_pieces": views},
+    )  # fmt: skip
+    lone = group.groups["default_policy"].local
+    keys = [Columns.OBS, Columns.ACTIONS, Columns.ADVANTAGES, Columns.VALUE_TARGETS]
+    keys += [Columns.PREV_ACTIONS, Columns.PREV_REWARDS] if views and extra is _previous else []
     for _ in range(3):  # greedy actions: what the envs emit decides everything
         sa_chunks = single.sample(explore=False)
         ma_chunks = multi.sample(explore=False)
-        agent_chunks = AgentToModuleMapping()(rl_module=None, batch={}, episodes=ma_chunks)["default_policy"]
+        agent_chunks = group.split(ma_chunks)["default_policy"]
 
         def key(chunk: Any) -> tuple[int, bytes]:
             return len(chunk), np.asarray(chunk.get_observations(slice(0, None))).tobytes()
@@ -132,12 +164,19 @@ def test_one_agent_equals_the_single_agent_path_batch_for_batch() -> None:
             assert np.array_equal(a.get_actions(slice(0, None)), b.get_actions(slice(0, None)))
             assert np.array_equal(a.get_rewards(slice(0, None)), b.get_rewards(slice(0, None)))
             assert (a.is_terminated, a.is_truncated) == (b.is_terminated, b.is_truncated)
-        sa_batch = gae_rows(Learner(copy.deepcopy(single.module), NO_STD), sa_sorted)
-        ma_batch = gae_rows(Learner(copy.deepcopy(single.module), NO_STD), ma_sorted)
-        assert np.array_equal(sa_batch[Columns.OBS], ma_batch[Columns.OBS])
-        assert np.array_equal(sa_batch[Columns.ACTIONS], ma_batch[Columns.ACTIONS])
+            assert a.len_lookback_buffer == b.len_lookback_buffer
+        learner_class = ppo_learner_class("torch" if stateful else "numpy")
+        sa_batch = learner_class(copy.deepcopy(single.module), config, view_pieces=views).build_batch(sa_sorted)
+        ma_batch = lone.build_batch(ma_sorted)
+        for k in keys[:2] + keys[4:]:
+            assert np.array_equal(sa_batch[k], ma_batch[k]), k
         for k in (Columns.ADVANTAGES, Columns.VALUE_TARGETS):
             np.testing.assert_allclose(sa_batch[k], ma_batch[k], rtol=TOL, atol=TOL)
+        if stateful:  # each sequence starts from the state the runner used: the same on both paths
+            assert np.array_equal(sa_batch[Columns.SEQ_LENS], ma_batch[Columns.SEQ_LENS])
+            for k, v in sa_batch[Columns.STATE_IN].items():
+                np.testing.assert_allclose(v, ma_batch[Columns.STATE_IN][k], rtol=TOL, atol=TOL)
+    group.stop()
 
 
 def group_modules(*, policies_to_train: tuple[str, ...] | None = None) -> MultiRLModule:

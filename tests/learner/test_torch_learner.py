@@ -109,6 +109,32 @@ class TestPPOEqualsNumpy:
         for k, v in want.items():
             np.testing.assert_allclose(grads[k], v, atol=1e-5, err_msg=k)
 
+    def test_a_centralized_critics_loss_and_gradients_equal_the_numpy_modules(self) -> None:
+        """The policy reads ``own`` and the value head ``global`` (a different size) in both twins."""
+        from ray_sampler.modules.centralized_critic import CentralizedCriticMLPModule
+        from ray_sampler.modules.torch_centralized_critic import TorchCentralizedCriticModule
+
+        space = gym.spaces.Dict({"own": OBS_SPACE, "global": gym.spaces.Box(-1, 1, (7,))})
+        action_space = ACTION_SPACES[0]
+        params = CentralizedCriticMLPModule(space, action_space, hidden_sizes=(5, 4), seed=2).get_state()
+        _, batch = ppo_problem(action_space)
+        rng = np.random.default_rng(1)
+        batch[Columns.OBS] = {"own": batch[Columns.OBS], "global": rng.normal(size=(16, 7)).astype(np.float32)}
+        config = PPOConfig(vf_clip_param=1.0, entropy_coeff=0.01)
+        want_terms, want_grads = ppo_loss_and_grads(
+            params, batch, clip_param=config.clip_param, vf_coeff=config.vf_coeff,
+            entropy_coeff=config.entropy_coeff, vf_clip_param=config.vf_clip_param,
+        )  # fmt: skip
+        module = TorchCentralizedCriticModule(space, action_space, hidden_sizes=(5, 4), seed=0)
+        module.set_state(to_torch_names(params))
+        terms, grads = gradients_of(TorchPPOLearner(module, config), batch)
+        for k, v in want_terms.items():
+            assert terms[k] == pytest.approx(v, abs=1e-5), k
+        want = to_torch_names(want_grads)
+        assert grads.keys() == want.keys() and grads["vf.0.weight"].shape == (5, 7)
+        for k, v in want.items():
+            np.testing.assert_allclose(grads[k], v, atol=1e-5, err_msg=k)
+
     def test_a_few_updates_on_a_fixed_batch_lower_the_loss(self) -> None:
         params, batch = ppo_problem(ACTION_SPACES[1])
         learner = ppo_learner(ACTION_SPACES[1], params, PPOConfig(lr=1e-2, num_epochs=10, minibatch_size=8))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import ray
 
+from connectors.env_to_module import FrameStackingEnvToModule
 from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.learner import PPOConfig
 from learner.metrics import IterationRecord
@@ -22,7 +23,7 @@ from ray_sampler.sampling.env_creator import env_name
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module
-from tests.ray_sampler.ma_envs import SignalEnv
+from tests.ray_sampler.ma_envs import RecallEnv, SignalEnv
 
 PER_AGENT = MultiAgentConfig(policies=("p0", "p1"), policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
 ENV = make_multi_agent("CartPole-v1", 2)
@@ -126,6 +127,39 @@ def test_two_agents_learn_a_game_neither_wins_alone() -> None:
     assert not control.reached and control.mean_return < 1.3  # at best a guess: 1.0 expected
 
 
+def recall(max_iterations: int, **runner: Any) -> Any:
+    """PPO on RecallEnv (one module for both players) until a summed 1.9 (of 2.0) or the budget."""
+    framework = "torch" if "module_class" in runner else "numpy"
+    cfg = PPOTrainingConfig(
+        env_runner=EnvRunnerConfig(
+            env=RecallEnv, num_envs_per_env_runner=4, rollout_fragment_length=32, seed=0, **runner
+        ),
+        env_runner_group=EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5),
+        ppo=PPOConfig(seed=0, lr=3e-3, num_epochs=4, minibatch_size=64, max_seq_len=8), framework=framework,
+        target_return=1.9, max_iterations=max_iterations,
+    )  # fmt: skip
+    return train_ppo(cfg, log=lambda line: None)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_frame_stacks_per_agent_learn_a_memory_game_on_turns() -> None:
+    """RecallEnv: each player must recall its cue from two of its own moves back (5 env steps, as
+    the turns alternate, and across chunk boundaries): with a 3-frame stack per agent it does; with
+    no stack it can only guess (1.0 summed expected)."""
+    stacked = recall(40, env_to_module_connectors=(FrameStackingEnvToModule(num_frames=3),))
+    assert stacked.reached and stacked.mean_return >= 1.9  # 1,152 env steps at seed 0
+    control = recall(15)
+    assert not control.reached and control.mean_return < 1.3
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_recurrent_module_per_agent_learns_the_memory_game() -> None:
+    from ray_sampler.modules.torch_lstm import TorchLSTMModule
+
+    lstm = recall(40, module_class=TorchLSTMModule, module_config={"seed": 0, "lstm_cell_size": 16})
+    assert lstm.reached and lstm.mean_return >= 1.9  # 1,792 env steps at seed 0
+
+
 def by_name(agent_id: Any, episode: Any, **kwargs: Any) -> str:
     return str(agent_id)
 
@@ -177,13 +211,37 @@ def test_a_killed_runner_and_failing_sub_envs_are_counted() -> None:
     assert dropped and all(line.fullmatch(x) for x in dropped), dropped
 
 
-def test_a_centralized_critic_has_a_numpy_module_for_now() -> None:
+def test_a_centralized_critic_of_the_torch_mlp_is_its_torch_twin() -> None:
+    from ray_sampler.modules.torch_centralized_critic import TorchCentralizedCriticModule
     from ray_sampler.modules.torch_mlp import TorchMLPModule
     from ray_sampler.sampling.multi_agent_env_runner import module_build_config
 
     ma = MultiAgentConfig(centralized_critic=True)
     runner = EnvRunnerConfig(env=ENV, module_class=TorchMLPModule, multi_agent=ma)
-    with pytest.raises(ConfigError, match="'centralized_critic' has a numpy module for now"):
+    assert module_build_config(runner, ma, "default_policy").module_class is TorchCentralizedCriticModule
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_torch_centralized_critic_learns_the_signal_game() -> None:
+    ma = MultiAgentConfig(policies=("speaker", "listener"), policy_mapping_fn=by_name, centralized_critic=True)
+    cfg = PPOTrainingConfig(
+        env_runner=EnvRunnerConfig(
+            env=SignalEnv, num_envs_per_env_runner=4, rollout_fragment_length=32, seed=0, multi_agent=ma
+        ),
+        env_runner_group=EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5),
+        ppo=PPOConfig(seed=0, lr=3e-3, num_epochs=4, minibatch_size=64), framework="torch",
+        target_return=1.9, max_iterations=40,
+    )  # fmt: skip
+    result = train_ppo(cfg, log=lambda line: None)
+    assert result.reached and result.mean_return >= 1.9
+
+
+def test_a_centralized_critic_takes_no_history_pieces_yet() -> None:
+    from ray_sampler.sampling.multi_agent_env_runner import module_build_config
+
+    ma = MultiAgentConfig(centralized_critic=True)
+    runner = EnvRunnerConfig(env=ENV, multi_agent=ma, env_to_module_connectors=(FrameStackingEnvToModule(),))
+    with pytest.raises(ConfigError, match=r"takes no history pieces yet \(got \['FrameStackingEnvToModule'\]"):
         module_build_config(runner, ma, "default_policy")
 
 

@@ -69,6 +69,20 @@ def test_prioritized_replay_is_refused() -> None:
         train_dqn(config(replay=prioritized))
 
 
+def test_history_pieces_and_recurrent_modules_are_refused_in_one_line() -> None:
+    from connectors.env_to_module import FrameStackingEnvToModule
+    from ray_sampler.modules.torch_lstm import TorchLSTMModule
+
+    stacked = dataclasses.replace(
+        config().env_runner, env_to_module_connectors=(FrameStackingEnvToModule(),), episode_lookback_horizon=None
+    )
+    with pytest.raises(ConfigError, match=r"'env_to_module_connectors' \['FrameStackingEnvToModule'\]: a multi-agent"):
+        train_dqn(dataclasses.replace(config(), env_runner=stacked))
+    lstm = dataclasses.replace(config().env_runner, module_class=TorchLSTMModule, module_config={})
+    with pytest.raises(ConfigError, match=r"^modules \['p0', 'p1'\] are recurrent: a multi-agent DQN run trains"):
+        train_dqn(dataclasses.replace(config(), env_runner=lstm, framework="torch"))
+
+
 @pytest.mark.usefixtures("ray_session")
 def test_a_checkpoint_holds_the_learners_and_the_replay_and_resumes(tmp_path: Path) -> None:
     cfg = config(target_return=None, max_env_steps=1536)

@@ -10,7 +10,15 @@ import numpy as np
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.sampling.multi_agent_env import ALL, MultiAgentEnv
 
-__all__ = ["RandomScheduleEnv", "RecordingEnv", "TurnTakingEnv", "assert_same_episode", "canonical"]
+__all__ = [
+    "RandomScheduleEnv",
+    "RecallEnv",
+    "RecordingEnv",
+    "SignalEnv",
+    "TurnTakingEnv",
+    "assert_same_episode",
+    "canonical",
+]
 
 
 class RandomScheduleEnv(MultiAgentEnv):
@@ -129,24 +137,34 @@ class TurnTakingEnv(MultiAgentEnv):
         return obs, reward, {ALL: done}, {ALL: False}, {}
 
 
-class SignalEnv(MultiAgentEnv):
+class _BitGame(MultiAgentEnv):
+    """Two agents with Box(0, 1, (obs_size,)) observations and actions 0/1; a seeded random stream."""
+
+    def __init__(self, agents: list[str], *, obs_size: int) -> None:
+        super().__init__()
+        self.possible_agents = agents
+        box = gym.spaces.Box(0.0, 1.0, (obs_size,), np.float32)
+        self.observation_spaces = {a: box for a in agents}
+        self.action_spaces = {a: gym.spaces.Discrete(2) for a in agents}
+        self._rng = np.random.default_rng()
+
+    def _reseed(self, seed: int | None) -> None:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+
+
+class SignalEnv(_BitGame):
     """A cooperative game neither agent can win alone: the speaker sees a random bit and acts (its
     action is the message); then the listener, who sees only the message, acts; both get 1 if the
     listener's action is the bit. Alone, the listener guesses: 0.5 each, 1.0 summed; together they
     reach 2.0. ``env_config["mute"]``: the listener never sees the message (the control)."""
 
     def __init__(self, config: dict[str, Any] | None = None) -> None:
-        super().__init__()
+        super().__init__(["speaker", "listener"], obs_size=3)
         self.mute = bool((config or {}).get("mute", False))
-        self.possible_agents = ["speaker", "listener"]
-        box = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
-        self.observation_spaces = {a: box for a in self.possible_agents}
-        self.action_spaces = {a: gym.spaces.Discrete(2) for a in self.possible_agents}
-        self._rng = np.random.default_rng()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
+        self._reseed(seed)
         self.bit = int(self._rng.integers(2))
         self.t = 0
         return {"speaker": np.array([self.bit, 0, 0], np.float32), "listener": np.zeros(3, np.float32)}, {}
@@ -162,6 +180,35 @@ class SignalEnv(MultiAgentEnv):
         reward = float(int(action_dict["listener"]) == self.bit)
         obs = {a: np.zeros(3, np.float32) for a in self.possible_agents}
         return obs, {"speaker": reward, "listener": reward}, {ALL: True}, {ALL: False}, {}
+
+
+class RecallEnv(_BitGame):
+    """A memory game on turns: two players move in turn, 3 moves each (6 env steps). At its first move
+    a player sees its own random cue bit ``[cue, 1]``; after that only ``[0, 0]``; its third move earns
+    1 if the action is the cue. Without memory a player guesses (0.5 each, 1.0 summed); one that
+    remembers its last 3 observations (a frame stack: 5 env steps back, as turns alternate) reaches 2.0."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__(["p0", "p1"], obs_size=2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self._reseed(seed)
+        self.cues = {a: int(self._rng.integers(2)) for a in self.possible_agents}
+        self.t, self.moves = 0, dict.fromkeys(self.possible_agents, 0)
+        return {"p0": np.array([self.cues["p0"], 1], np.float32)}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        mover = self.possible_agents[self.t % 2]
+        self.moves[mover] += 1
+        reward = float(int(action_dict[mover]) == self.cues[mover]) if self.moves[mover] == 3 else 0.0
+        self.t += 1
+        done = self.t == 6
+        nxt = self.possible_agents[self.t % 2]
+        first = self.moves[nxt] == 0
+        obs = {a: np.zeros(2, np.float32) for a in self.possible_agents} if done else {
+            nxt: np.array([self.cues[nxt], 1], np.float32) if first else np.zeros(2, np.float32)
+        }  # fmt: skip
+        return obs, {mover: reward}, {ALL: done}, {ALL: False}, {}
 
 
 def assert_same_episode(got: Any, want: Any) -> None:

@@ -541,8 +541,6 @@ class TestMultiAgent:
              "pass --replay.no-prioritized"),
             (TrainDQN, ["--env", "ma-cartpole:2", "--replay.no-prioritized", "--centralized-critic"],
              "--centralized-critic: PPO's only (a value head on the global state; DQN has none)"),
-            (TrainPPO, ["--env", "ma-cartpole:2", "--centralized-critic", "--framework", "torch"],
-             "--centralized-critic: its module is numpy for now: leave --framework numpy"),
             (TrainPPO, ["--env", "ma-cartpole:2", "--centralized-critic", "--global-state", "state"],
              "--global-state state: 'global_state' 'state' needs an env with state() and state_space "
              "(MultiAgentCartPole_v1 has neither): use 'concat'"),

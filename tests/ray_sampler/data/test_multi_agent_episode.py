@@ -156,6 +156,23 @@ class TestChunks:
         assert cont.get_actions(-1, neg_index_as_lookback=True) == {"p1": 13}
         cont.validate()
 
+    def test_agent_lookback_keeps_each_agents_own_steps_beyond_the_env_lookback(self) -> None:
+        ep = turn_based()
+        cont = ep.cut(len_lookback_buffer=1, agent_lookback=2)
+        p0, p1 = cont.agent_episodes["p0"], cont.agent_episodes["p1"]
+        assert (p0.len_lookback_buffer, p1.len_lookback_buffer) == (2, 1)  # p1 has made only 1 step
+        assert p0.get_observations(slice(-3, None), neg_index_as_lookback=False) == [0, 2, 4]
+        assert p0.get_actions(slice(0, None)) == [] and cont.len_lookback_buffer == 1
+        assert cont.env_t_to_agent_t["p0"].tolist() == [SKIP_ENV_TS, 2]  # the env-step map keeps its 1 step
+        cont.validate()
+        cont.add_env_step({"p1": 5}, {"p0": 14}, {"p1": 1.0}, terminateds=GOING, truncateds=GOING)
+        cont.add_env_step({"p0": 6}, {"p1": 15}, {}, terminateds=GOING, truncateds=GOING)
+        ep.concat_episode(cont)
+        assert ep.agent_episodes["p0"].get_actions() == [10, 12, 14]
+        assert ep.agent_episodes["p0"].get_observations() == [0, 2, 4, 6]
+        with pytest.raises(EpisodeError, match="'agent_lookback' must be"):
+            turn_based().cut(agent_lookback=-1)
+
     def test_constructor_replays_lists_with_lookback(self) -> None:
         ep = turn_based()
         made = MultiAgentEpisode(

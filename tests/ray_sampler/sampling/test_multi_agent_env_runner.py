@@ -271,12 +271,6 @@ class TestBadInput:
         with pytest.raises(ConfigError, match="'num_timesteps' or 'num_episodes', not both"):
             runner().sample(num_timesteps=5, num_episodes=1)
 
-    def test_connector_pieces_other_than_the_mean_std_filter(self) -> None:
-        from connectors.env_to_module import FrameStackingEnvToModule
-
-        with pytest.raises(ConfigError, match=r"take no connector pieces but MeanStdFilter .* \(got \['FrameStacking"):
-            runner(env_to_module_connectors=(FrameStackingEnvToModule(num_frames=2),))
-
 
 class TestMeanStdFilter:
     def test_each_module_keeps_the_moments_of_its_own_agents(self) -> None:
