@@ -6,9 +6,9 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
   other, in an empty temporary directory (the blocks write files such as ``replay.parquet``) with
   the repository on ``PYTHONPATH`` and ``RAY_ADDRESS`` set to this test session's own Ray, so a
   block's own ``ray.init()`` attaches to it (a second or two) instead of starting one (about 10 s
-  on 2 cores), and never to a cluster another process left running. A block that hands an actor a
-  file (``checkpoint_path=``) gets ``RAY_ADDRESS=local``, a new local Ray of its own: the session's
-  actors would resolve its relative paths in the session's working directory. A block must exit 0
+  on 2 cores), and never to a cluster another process left running (a block that hands an actor a
+  file gives it an absolute path: actors resolve relative ones in their own working directory). A
+  block without ``ray.init`` gets ``RAY_ADDRESS=local``. A block must exit 0
   within ``PYTHON_TIMEOUT_S``. Nothing is skipped: a block that would be slow keeps a small budget
   in its own text.
 - ``bash``: each line is a command (``\\`` continues a line, ``#`` starts a comment, ``&&`` chains
@@ -280,7 +280,7 @@ def test_console_block(block: Block, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("block", _of("python"), ids=lambda block: block.id)
 def test_python_block(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    needs_own_ray = "checkpoint_path=" in block.text or "ray.init" not in block.text
+    needs_own_ray = "ray.init" not in block.text
     proc = subprocess.run(
         [sys.executable, "-c", block.text],
         cwd=tmp_path,

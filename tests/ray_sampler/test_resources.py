@@ -112,29 +112,22 @@ class TestOnTheCluster:
             reserve(Demand("n x c", 1, {"CPU": 1.0}), strategy="RANDOM", timeout_s=1)
 
 
-EARLIER_JOB = """
-import ray
-from ray_sampler.resources import Demand, check_demands, reserve
+@pytest.mark.usefixtures("ray_session")
+def test_a_reservation_of_an_earlier_ray_job_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held reservations are those of this process's current Ray job. A local cluster started after
+    ray.shutdown gives its first job the same job id as the last cluster's, on another node: a group
+    held under that node and this job id (an earlier cluster's) is dropped, one of this job is counted."""
+    from ray_sampler import resources
 
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-reserve(Demand("num_env_runners x num_cpus_per_env_runner", 2, {"CPU": 1.0}), strategy="PACK", timeout_s=30)
-ray.shutdown()  # its reservation went with that cluster
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-check_demands([Demand("num_learners x num_cpus_per_learner", 1, {"CPU": 1.0})])
-print("fits")
-"""
-
-
-def test_a_reservation_of_an_earlier_ray_job_is_not_counted(tmp_path: pytest.TempPathFactory) -> None:
-    """Held reservations are those of this process's current Ray job: after ray.shutdown and a new
-    ray.init, the first cluster's placement group is no longer held anywhere."""
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run(
-        [sys.executable, "-c", EARLIER_JOB], capture_output=True, text=True, timeout=180, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "fits"
+    held, this_job = resources._held, resources._job_id()  # noqa: SLF001  (the process's reservations)
+    everything = Demand("num_env_runners x num_cpus_per_env_runner", 1, {"CPU": float(ray.cluster_resources()["CPU"])})
+    learner = Demand("num_learners x num_cpus_per_learner", 1, {"CPU": 1.0})
+    job_id = ray.get_runtime_context().get_job_id()
+    earlier = f"{'ab' * 28}/{job_id}"  # the same job id on another node
+    assert earlier.split("/")[0] != ray.get_runtime_context().get_node_id()
+    monkeypatch.setitem(held, "earlier-cluster", (earlier, everything))
+    check_demands([learner])  # it would not fit beside the earlier cluster's group
+    assert "earlier-cluster" not in held
+    monkeypatch.setitem(held, "this-job", (this_job, everything))
+    with pytest.raises(InsufficientResourcesError, match=r"\(held by this process\)"):
+        check_demands([learner])

@@ -150,10 +150,12 @@ def test_a_module_found_on_pythonpath_is_shipped_as_a_py_module(
     assert done.stdout.splitlines()[-1].startswith("total: 1024 env steps in ")
 
 
-def test_a_job_submitted_with_the_modules_directory_trains_it(cluster: RayStartCluster, module_dir: Path) -> None:
+def test_a_job_submitted_with_the_modules_directory_trains_it(
+    cluster: RayStartCluster, module_dir: Path, tmp_path: Path
+) -> None:
     submit = [RAY, "job", "submit", "--address", cluster.dashboard_url, "--working-dir", str(module_dir), "--"]
     entrypoint = [sys.executable, "-m", "ray_sampler", "train", "--env", "lightside:LightSide-v0", *SMALL_TRAIN]
-    done = cluster.run([*submit, *entrypoint, "--runs-dir", "/tmp"], timeout_s=240)
+    done = cluster.run([*submit, *entrypoint, "--runs-dir", str(tmp_path)], timeout_s=240)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "budget used (no target)" in done.stdout
     assert "shipped" not in done.stdout  # the job's own working dir reaches the workers already
