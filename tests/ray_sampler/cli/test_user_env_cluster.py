@@ -44,7 +44,7 @@ class LightSide(gym.Env):
     def step(self, action):
         self.pos = max(0, self.pos + (1 if int(action) == 1 else -1))
         done = self.pos >= self.size
-        return np.array([self.pos / self.size], np.float32), float(done), done, False, {}
+        return np.array([self.pos / self.size], np.float32), float(done), done, False, {"module_file": __file__}
 
 
 def make(config):
@@ -167,7 +167,7 @@ EVERY_FORM = textwrap.dedent(
     import ray
     import lightside  # the driver imports the module (PYTHONPATH); it registers LightSide-v0 here only
     from learner import PPOTrainingConfig, train_ppo
-    from ray_sampler import EnvRunnerConfig, EnvRunnerGroup, EnvRunnerGroupConfig, register_env
+    from ray_sampler import EnvRunnerConfig, EnvRunnerGroupConfig, register_env
 
     register_env("light-side", lightside.make)
     ray.init(address=sys.argv[1], runtime_env={"working_dir": sys.argv[2]}, log_to_driver=False)
@@ -179,10 +179,12 @@ EVERY_FORM = textwrap.dedent(
         runner = EnvRunnerConfig(env=env, num_envs_per_env_runner=2, rollout_fragment_length=8)
         one = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)  # a worker of the cluster
         cfg = PPOTrainingConfig(env_runner=runner, env_runner_group=one, max_iterations=2, target_return=None)
-        result = train_ppo(cfg, log=print)
-        with EnvRunnerGroup(runner, one) as group:
-            files = {ep.get_infos(0)["module_file"] for ep in group.sample() if ep.t_started == 0}
-        report[form] = {"env_steps": result.env_steps, "files": sorted(files)}
+        files = set()
+        def sample_once_more(loop):  # the training's runners sample on (steps the result does not count)
+            if loop.iteration == 2:
+                files.update(ep.get_infos(0)["module_file"] for ep in loop.runners.sample())
+        result = train_ppo(cfg, log=print, on_train_result=sample_once_more)
+        report[form] = {"env_steps": result.env_steps, "return": result.mean_return, "files": sorted(files)}
     print(json.dumps(report))
     """
 )
@@ -206,6 +208,9 @@ def test_every_form_trains_and_samples_with_the_module_only_in_the_shipped_worki
     ]  # fmt: skip
     for form, seen in report.items():
         assert seen["env_steps"] == 32, form  # 2 iterations x 1 runner x 2 sub-envs x 8 steps
+        # A LightSide episode returns 1 when it reaches the light, 0 when the id's time limit (20 steps)
+        # cuts it first: the mean over finished episodes is in (0, 1].
+        assert 0.0 < seen["return"] <= 1.0, form
         assert seen["files"] and all("/runtime_resources/working_dir_files/" in f for f in seen["files"]), form
 
 

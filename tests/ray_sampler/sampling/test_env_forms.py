@@ -1,7 +1,8 @@
 """Every way of handing over an env samples and trains the same way: an env class, a creator, a
 ``register_env`` name, a gymnasium id the user's module registered, ``module:Name`` (a class, a
-creator or an id) and a vector-env creator; locally, in remote runners, in PPO and in DQN. The
-learners' spaces come from the runners' own resolution (``probe_env``)."""
+creator or an id) and a vector-env creator; locally, in remote runners and in DQN (every form's
+PPO run with remote runners is tests/ray_sampler/cli/test_user_env_cluster.py's). The learners'
+spaces come from the runners' own resolution (``probe_env``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from learner import DQNTrainingConfig, PPOTrainingConfig, train_dqn, train_ppo
+from learner import DQNTrainingConfig, train_dqn
 from ray_sampler.errors import EnvCreatorError
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_creator import (
@@ -63,14 +64,8 @@ def test_every_form_samples_the_users_env(form: str) -> None:
     assert runner.is_native_vector_env is (form == "vector_creator")
 
 
-@pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize("form", FORMS, ids=list(FORMS))
-def test_every_form_trains_ppo_with_remote_runners(form: str) -> None:
-    ppo = PPOTrainingConfig(env_runner=_runner_config(FORMS[form]), max_iterations=2, target_return=None)
-    result = train_ppo(ppo, log=lambda line: None)
-    # 2 iterations x 2 runners x 2 sub-envs x 8 steps. A LightSide episode returns 1 when it reaches the
-    # light, 0 when the id's time limit (20 steps) cuts it first: the mean over finished episodes is in (0, 1].
-    assert (result.iterations, result.env_steps) == (2, 64) and 0.0 < result.mean_return <= 1.0
+# Every form trains PPO with remote runners in tests/ray_sampler/cli/test_user_env_cluster.py, where
+# the runners see the module only through the shipped working directory.
 
 
 # DQN resolves the env as PPO does (probe_env, then the group's preflight): one form of each kind.
