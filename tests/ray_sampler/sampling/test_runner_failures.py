@@ -184,19 +184,7 @@ def test_replacement_takes_the_current_weights_and_connector_states_before_sampl
             np.testing.assert_array_equal(state["module"][k], v)
 
 
-def test_sync_weights_replaces_a_dead_runner_instead_of_raising() -> None:
-    with group_of(2) as group:
-        group.sample()
-        kill_and_wait(group.actor(1))
-        version = group.sync_weights(MLPModule(StampEnv().observation_space, StampEnv().action_space).get_state())
-        group.sample()
-        assert group.metrics.weights_versions == {1: version, 2: version}
-        (line,) = group.metrics.runner_failures
-        assert line.startswith("runner 1 died (")
-        assert group.metrics.num_env_runner_restarts == 1 and group.metrics.num_env_steps_lost == 0
-
-
-def test_restart_is_logged_in_one_line() -> None:
+def test_a_restart_is_logged_in_one_line_and_sync_weights_replaces_a_dead_runner_instead_of_raising() -> None:
     with group_of(2) as group:
         group.sample()
         kill_and_wait(group.actor(2))
@@ -205,6 +193,14 @@ def test_restart_is_logged_in_one_line() -> None:
         assert line.startswith("runner 2 died (ActorDiedError: ") and line.endswith("; restarted (restart 1 of 1000)")
         group.sample()
         assert group.metrics.runner_failures == []
+        lost = group.metrics.num_env_steps_lost
+        kill_and_wait(group.actor(1))  # found dead by the weights' broadcast, not by a sample
+        version = group.sync_weights(MLPModule(StampEnv().observation_space, StampEnv().action_space).get_state())
+        group.sample()
+        assert group.metrics.weights_versions == {1: version, 2: version}
+        (line,) = group.metrics.runner_failures
+        assert line.startswith("runner 1 died (") and line.endswith("; restarted (restart 2 of 1000)")
+        assert group.metrics.num_env_runner_restarts == 2 and group.metrics.num_env_steps_lost == lost  # none in flight
 
 
 def test_restarts_disabled_fail_fast_naming_the_runner_and_cause() -> None:
