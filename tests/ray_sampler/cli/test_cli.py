@@ -324,12 +324,15 @@ def run_cli(*args: str, runs_dir: Path, timeout_s: float = 240) -> subprocess.Co
 
 
 @pytest.fixture(scope="module")
-def budget_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """One short run without a target and without checkpoints (``-v``), and its runs directory:
-    TestExitCodes checks what it printed, TestResume resumes its run directory (which has no checkpoint)."""
+def budget_run(
+    tmp_path_factory: pytest.TempPathFactory, ray_address: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One short run without a target and without checkpoints (``-v``), attached to the session's Ray,
+    and its runs directory: TestExitCodes checks what it printed, TestResume resumes its run directory
+    (which has no checkpoint)."""
     runs_dir = tmp_path_factory.mktemp("budget-run")
     args = ("train", "--max-iterations", "1", "--target-return", "none", "--num-env-runners", "1", "-v")
-    return run_cli(*args, runs_dir=runs_dir), runs_dir
+    return run_cli(*args, "--address", ray_address, runs_dir=runs_dir), runs_dir
 
 
 def _no_ray(*args: Any, **kwargs: Any) -> Any:
@@ -344,7 +347,7 @@ class TestExitCodes:
     ) -> None:
         out, _ = budget_run
         assert out.returncode == 0, out.stderr[-2000:]
-        assert "Started a local Ray instance" in out.stderr  # -v: Ray's own lines show
+        assert "Connecting to existing Ray cluster at address" in out.stderr  # -v: Ray's own lines show
         lines = out.stdout.splitlines()
         assert lines[1].startswith("no target return: the run uses its budget; ")
         assert any(line.startswith("Budget used: mean return ") for line in lines)

@@ -21,7 +21,7 @@ from ray_sampler.cli.user_env import (
     parse_env_config,
     use_working_directory,
 )
-from tests.ray_sampler.cli.test_user_env_cluster import LIGHTSIDE
+from tests.ray_sampler.cli.test_cli_cluster import LIGHTSIDE
 
 USER_ENVS = "tests.ray_sampler.sampling.user_envs"
 

@@ -1,7 +1,7 @@
 """Every way of handing over an env samples and trains the same way: an env class, a creator, a
 ``register_env`` name, a gymnasium id the user's module registered, ``module:Name`` (a class, a
 creator or an id) and a vector-env creator; locally, in remote runners and in DQN (every form's
-PPO run with remote runners is tests/ray_sampler/cli/test_user_env_cluster.py's). The learners'
+PPO run with remote runners is tests/ray_sampler/cli/test_cli_cluster.py's). The learners'
 spaces come from the runners' own resolution (``probe_env``)."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_every_form_samples_the_users_env(form: str) -> None:
     assert runner.is_native_vector_env is (form == "vector_creator")
 
 
-# Every form trains PPO with remote runners in tests/ray_sampler/cli/test_user_env_cluster.py, where
+# Every form trains PPO with remote runners in tests/ray_sampler/cli/test_cli_cluster.py, where
 # the runners see the module only through the shipped working directory.
 
 
