@@ -23,9 +23,17 @@ _BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: each socket stays bound until all are drawn (ports drawn one at a
+    time can repeat, and Ray refuses a head whose components share a port)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 class RayStartCluster:
@@ -46,7 +54,7 @@ class RayStartCluster:
             RAY_USAGE_STATS_ENABLED="0",
             PATH=f"{_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         )
-        self.port, self.dashboard_port = free_port(), free_port()
+        self.port, self.dashboard_port, *self._other_ports = free_ports(7)
         self.address = f"127.0.0.1:{self.port}"
         self.dashboard_url = f"http://127.0.0.1:{self.dashboard_port}"
         self._process: subprocess.Popen[bytes] | None = None
@@ -55,12 +63,15 @@ class RayStartCluster:
         ports = {
             "--port": self.port,
             "--dashboard-port": self.dashboard_port,
-            "--ray-client-server-port": free_port(),
-            "--dashboard-agent-listen-port": free_port(),
-            "--dashboard-agent-grpc-port": free_port(),
-            "--metrics-export-port": free_port(),
-            "--runtime-env-agent-port": free_port(),
-        }
+            **dict(
+                zip(
+                    ["--ray-client-server-port", "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                     "--metrics-export-port", "--runtime-env-agent-port"],
+                    self._other_ports,
+                    strict=True,
+                )
+            ),
+        }  # fmt: skip
         command = [str(_BIN / "ray"), "start", "--head", "--block", f"--num-cpus={self.num_cpus}"]
         command += [f"{flag}={port}" for flag, port in ports.items()]
         command += [

@@ -28,7 +28,7 @@ import pytest
 
 from ray_sampler.cli import check_address
 from ray_sampler.errors import ConfigError
-from tests.ray_start import RayStartCluster, free_port, stop_processes_of
+from tests.ray_start import RayStartCluster, free_port, free_ports, stop_processes_of
 from tests.test_readme import BLOCKS, logical_lines, shell_commands, starts_a_head
 
 CLI = [sys.executable, "-m", "ray_sampler"]
@@ -190,7 +190,7 @@ def test_the_readmes_local_head_commands_train_on_the_head_they_start(tmp_path: 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
     env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    port = str(free_port())
+    port, *head_ports = map(str, free_ports(7))
     ran: list[str] = []
     try:
         for line in logical_lines(block.text):
@@ -206,7 +206,8 @@ def test_the_readmes_local_head_commands_train_on_the_head_they_start(tmp_path: 
                 if command[:3] == ["ray", "start", "--head"]:
                     others = ["--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port"]
                     others += ["--dashboard-agent-grpc-port", "--metrics-export-port", "--runtime-env-agent-port"]
-                    command += [f"{flag}={free_port()}" for flag in others] + [f"--temp-dir={temp_dir / 'ray'}"]
+                    command += [f"{flag}={p}" for flag, p in zip(others, head_ports, strict=True)]
+                    command += [f"--temp-dir={temp_dir / 'ray'}"]
                 if command[0] == "ray-sampler":
                     command += ["--max-iterations", "2", "--target-return", "none", "--runs-dir", str(tmp_path)]
                 done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, check=False)
