@@ -79,13 +79,15 @@ class GeneralAdvantageEstimation(LearnerPiece):
         return batch
 
 
-def gae(deltas: np.ndarray, col: ColumnarEpisodes, decay: float) -> np.ndarray:
-    """Reverse discounted sums of ``deltas`` within each chunk: A_t = d_t + decay * A_{t+1}."""
+def gae(deltas: np.ndarray, col: ColumnarEpisodes, decay: float | np.ndarray) -> np.ndarray:
+    """Reverse discounted sums of ``deltas`` within each chunk: A_t = d_t + decay_t * A_{t+1}
+    (``decay``: one number, or one per step, as V-trace's ``gamma * c_t``); A is 0 past a chunk's end."""
     mat, mask = _padded(deltas, col)
+    decays = _padded(np.broadcast_to(np.asarray(decay, np.float64), deltas.shape), col)[0]
     acc = np.zeros(col.num_episodes)
     out = np.zeros_like(mat)
     for t in range(mat.shape[1] - 1, -1, -1):  # over time, vectorized over chunks
-        acc = np.where(mask[:, t], mat[:, t] + decay * acc, 0.0)
+        acc = np.where(mask[:, t], mat[:, t] + decays[:, t] * acc, 0.0)
         out[:, t] = acc
     chunk, k = step_index(col)
     return out[chunk, k]
