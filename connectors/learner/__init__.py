@@ -17,6 +17,8 @@
   GAE's value inputs.
 - ``PrevActionsPrevRewards`` and ``FrameStacking``: the seed's trajectory views (``shift=-1``,
   ``shift=[-2,-1]``, ``"-50:-1"``) as pieces.
+- ``VTraceAdvantages``: V-trace's value targets and policy-gradient advantages (IMPALA), in GAE's
+  place for data sampled by an older policy (``vtrace`` is the computation).
 
 What they share (the columnar view, ``batch[module_id]``, lookback history) is in ``learner_piece``.
 """
@@ -41,6 +43,7 @@ from connectors.learner.sequences import (
     sequence_plan,
     sequence_values,
 )
+from connectors.learner.vtrace import VTraceAdvantages, vtrace
 
 __all__ = [
     "DEFAULT_MODULE_ID",
@@ -58,6 +61,7 @@ __all__ = [
     "ObservationMap",
     "PrevActionsPrevRewards",
     "SequencePlan",
+    "VTraceAdvantages",
     "add_time_dim",
     "columnar_of",
     "gae",
@@ -67,4 +71,5 @@ __all__ = [
     "sequence_plan",
     "sequence_values",
     "step_index",
+    "vtrace",
 ]

@@ -13,7 +13,7 @@ from ray_sampler.data.columns import Columns
 from ray_sampler.modules.rl_module import is_stateful
 from ray_sampler.validate import check_int, check_probability
 
-__all__ = ["GeneralAdvantageEstimation", "gae"]
+__all__ = ["GeneralAdvantageEstimation", "gae", "step_values"]
 
 
 class GeneralAdvantageEstimation(LearnerPiece):
@@ -56,18 +56,7 @@ class GeneralAdvantageEstimation(LearnerPiece):
         **kwargs: Any,
     ) -> dict[str, Any]:
         col = columnar_of(episodes, shared_data)
-        chunk, k = step_index(col)
-        # Values of every stored observation (the bootstrap ones included); an observation transform
-        # an earlier piece registered (e.g. MeanStdFilter) applies here too.
-        transform = (shared_data or {}).get("value_obs_transform", lambda obs: obs)
-        if is_stateful(rl_module):
-            values_all = np.asarray(sequence_values(rl_module, col, self.max_seq_len, transform), np.float64)
-        else:
-            values_all = np.asarray(rl_module.compute_values(transform(col.data.observations)), np.float64)
-        obs_row = col.obs_offsets[chunk] + k
-        values = values_all[obs_row]
-        terminal = (k == col.lens[chunk] - 1) & col.terminated[chunk]
-        next_values = np.where(terminal, 0.0, values_all[obs_row + 1])
+        values, next_values = step_values(rl_module, col, shared_data, self.max_seq_len)
         deltas = col.data.rewards + self.gamma * next_values - values
         advantages = gae(deltas, col, self.gamma * self.lambda_)
         out = self.module_batch(batch)
@@ -77,6 +66,24 @@ class GeneralAdvantageEstimation(LearnerPiece):
             advantages = (advantages - advantages.mean()) / max(advantages.std(), 1e-8)
         out[Columns.ADVANTAGES] = advantages
         return batch
+
+
+def step_values(
+    rl_module: Any, col: ColumnarEpisodes, shared_data: dict[str, Any] | None, max_seq_len: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(V(x_t), V(x_{t+1})) for every step of ``col``'s chunks, V(x_{t+1}) 0 after a terminal and the
+    bootstrap value after a cut or truncated chunk's last step (see ``GeneralAdvantageEstimation``)."""
+    chunk, k = step_index(col)
+    # Values of every stored observation (the bootstrap ones included); an observation transform
+    # an earlier piece registered (e.g. MeanStdFilter) applies here too.
+    transform = (shared_data or {}).get("value_obs_transform", lambda obs: obs)
+    if is_stateful(rl_module):
+        values_all = np.asarray(sequence_values(rl_module, col, max_seq_len, transform), np.float64)
+    else:
+        values_all = np.asarray(rl_module.compute_values(transform(col.data.observations)), np.float64)
+    obs_row = col.obs_offsets[chunk] + k
+    terminal = (k == col.lens[chunk] - 1) & col.terminated[chunk]
+    return values_all[obs_row], np.where(terminal, 0.0, values_all[obs_row + 1])
 
 
 def gae(deltas: np.ndarray, col: ColumnarEpisodes, decay: float | np.ndarray) -> np.ndarray:

@@ -17,6 +17,9 @@ discounted bootstrap: the n-step return. ``rho_bar`` bounds what the targets con
 of a policy between mu and pi), ``c_bar`` how far back a correction travels; the paper requires
 ``rho_bar >= c_bar``.
 
+``VTraceAdvantages`` is the learner piece: GAE's place in a pipeline, with the behaviour policy's
+log-probabilities the runners stored (``action_logp``) and the learner's module as the target.
+
 >>> from ray_sampler.data.episode import SingleAgentEpisode
 >>> from ray_sampler.data.columnar import episodes_to_columnar
 >>> ep = SingleAgentEpisode(observations=[0, 1, 2], actions=[0, 0], rewards=[1.0, 1.0], terminated=True)
@@ -28,14 +31,81 @@ of a policy between mu and pi), ``c_bar`` how far back a correction travels; the
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from connectors.learner.general_advantage_estimation import gae
-from connectors.learner.learner_piece import step_index
+from connectors.learner.general_advantage_estimation import gae, step_values
+from connectors.learner.learner_piece import DEFAULT_MODULE_ID, LearnerPiece, columnar_of, step_index
 from ray_sampler.data.columnar import ColumnarEpisodes
-from ray_sampler.validate import check_number, check_probability
+from ray_sampler.data.columns import Columns
+from ray_sampler.errors import ConfigError
+from ray_sampler.modules.distributions import dist_class_for
+from ray_sampler.modules.rl_module import is_stateful
+from ray_sampler.validate import check_bool, check_number, check_probability
 
-__all__ = ["vtrace"]
+__all__ = ["LOG_RHOS", "VTraceAdvantages", "vtrace"]
+
+LOG_RHOS = "log_rhos"
+"""The batch column ``VTraceAdvantages`` adds: log pi(a|x) - log mu(a|x) of every step, unclipped."""
+
+
+class VTraceAdvantages(LearnerPiece):
+    """``advantages`` (V-trace's policy-gradient advantages), ``value_targets`` (``v_s``), ``vf_preds``
+    and ``log_rhos`` for every step, after the columns (``obs``, ``actions``, ``action_logp``) are in
+    the batch: the target log-probabilities come from ``rl_module.forward_inference`` on the batch's
+    observations (as the loss sees them), the values as GAE's do (``step_values``: bootstrapped at a
+    cut or a time limit). ``standardize_advantages`` as GAE's, off by default (IMPALA and APPO use
+    the advantages as they come). Stateless modules only, for now."""
+
+    def __init__(
+        self,
+        *,
+        gamma: float = 0.99,
+        rho_bar: float = 1.0,
+        c_bar: float = 1.0,
+        standardize_advantages: bool = False,
+        module_id: str = DEFAULT_MODULE_ID,
+    ) -> None:
+        super().__init__(module_id=module_id)
+        self.gamma = check_probability("gamma", gamma)
+        self.rho_bar = check_number("rho_bar", rho_bar, minimum=0.0, exclusive_minimum=True)
+        self.c_bar = check_number("c_bar", c_bar, minimum=0.0, exclusive_minimum=True)
+        self.standardize = check_bool("standardize_advantages", standardize_advantages)
+
+    def __call__(
+        self,
+        *,
+        rl_module: Any,
+        batch: dict[str, Any],
+        episodes: list[Any],
+        explore: bool | None = None,
+        shared_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        if is_stateful(rl_module):
+            raise ConfigError(f"V-trace takes stateless modules for now (got the stateful {type(rl_module).__name__})")
+        col = columnar_of(episodes, shared_data)
+        out = self.module_batch(batch)
+        missing = [k for k in (Columns.OBS, Columns.ACTIONS, Columns.ACTION_LOGP) if k not in out]
+        if missing:
+            raise ConfigError(
+                f"VTraceAdvantages needs {missing} in the batch: run AddColumnsFromEpisodesToTrainBatch first"
+            )
+        values, next_values = step_values(rl_module, col, shared_data, max_seq_len=1)
+        dist_inputs = rl_module.forward_inference({Columns.OBS: out[Columns.OBS]})[Columns.ACTION_DIST_INPUTS]
+        dist = dist_class_for(rl_module.action_space)(np.asarray(dist_inputs, np.float64))
+        target = dist.logp(out[Columns.ACTIONS])
+        log_rhos = target - np.asarray(out[Columns.ACTION_LOGP], np.float64)
+        vs, advantages = vtrace(
+            rewards=col.data.rewards, values=values, next_values=next_values, log_rhos=log_rhos, col=col,
+            gamma=self.gamma, rho_bar=self.rho_bar, c_bar=self.c_bar,
+        )  # fmt: skip
+        out[Columns.VF_PREDS], out[Columns.VALUE_TARGETS], out[LOG_RHOS] = values, vs, log_rhos
+        if self.standardize and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / max(advantages.std(), 1e-8)
+        out[Columns.ADVANTAGES] = advantages
+        return batch
 
 
 def vtrace(

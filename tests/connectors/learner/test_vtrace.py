@@ -1,17 +1,27 @@
 """V-trace against a reference written from the IMPALA paper's equations (the explicit sums, not the
 recursion the implementation uses), on random chunks that terminate, are truncated or are cut; the
 on-policy case equals the n-step return; a truncation bootstraps and a terminal does not; the
-clipping constants do what the paper says."""
+clipping constants do what the paper says. The learner piece on a runner's chunks: on-policy it
+gives GAE's lambda-1 targets, off-policy what ``vtrace`` gives on the target module's numbers."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
 
-from connectors.learner.vtrace import vtrace
+from connectors.learner import AddColumnsFromEpisodesToTrainBatch, GeneralAdvantageEstimation
+from connectors.learner.learner_piece import DEFAULT_MODULE_ID
+from connectors.learner.vtrace import LOG_RHOS, VTraceAdvantages, vtrace
+from connectors.pipeline import ConnectorPipelineV2
 from ray_sampler.data.columnar import ColumnarEpisodes, episodes_to_columnar
+from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.mlp_module import MLPModule
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.env_runner import EnvRunner
 
 TOL = 1e-12  # float64 sums and products in another order than the reference's
 
@@ -145,3 +155,77 @@ def test_bad_constants_name_the_field(field: str, value: float) -> None:
     kwargs = {"gamma": 0.9, field: value}
     with pytest.raises(ConfigError, match=rf"^'{field}' must be "):
         vtrace(**data, col=col, **kwargs)
+
+
+# -- the learner piece -------------------------------------------------------------------------------
+
+
+def cartpole_chunks() -> tuple[Any, list[SingleAgentEpisode]]:
+    """A runner's module and truncate-mode chunks (cut, terminated, continuing) it sampled."""
+    runner = EnvRunner(
+        EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=3, rollout_fragment_length=40, seed=2)
+    )
+    return runner.module, runner.sample() + runner.sample()
+
+
+def piece_batch(module: Any, chunks: list[SingleAgentEpisode], **kwargs: Any) -> dict[str, np.ndarray]:
+    pipeline = ConnectorPipelineV2([AddColumnsFromEpisodesToTrainBatch(), VTraceAdvantages(**kwargs)])
+    return pipeline(rl_module=module, batch={}, episodes=chunks, shared_data={})[DEFAULT_MODULE_ID]
+
+
+def test_the_piece_on_policy_gives_gaes_lambda_1_targets() -> None:
+    """The sampling module as the target: every ratio 1 (to float32 rounding), so v_s is the n-step
+    return, GAE's value target with lambda 1, bootstrapped alike at cuts and time limits."""
+    module, chunks = cartpole_chunks()
+    out = piece_batch(module, chunks, gamma=0.97)
+    np.testing.assert_allclose(out[LOG_RHOS], 0.0, atol=1e-5)
+    gae_pipeline = ConnectorPipelineV2(
+        [AddColumnsFromEpisodesToTrainBatch(), GeneralAdvantageEstimation(gamma=0.97, lambda_=1.0)]
+    )
+    want = gae_pipeline(rl_module=module, batch={}, episodes=chunks, shared_data={})[DEFAULT_MODULE_ID]
+    np.testing.assert_allclose(out[Columns.VALUE_TARGETS], want[Columns.VALUE_TARGETS], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out[Columns.VF_PREDS], want[Columns.VF_PREDS], rtol=1e-12, atol=1e-12)
+
+
+def test_the_piece_off_policy_equals_vtrace_on_the_targets_log_probabilities() -> None:
+    """Another module as the target: its log-probabilities of the stored actions against the stored
+    ones, its values, the chunks' rewards and bootstraps, through ``vtrace`` directly."""
+    behaviour, chunks = cartpole_chunks()
+    target = MLPModule(behaviour.observation_space, behaviour.action_space, seed=9)
+    state = target.get_state()  # a policy far from uniform (a new MLP's is near it)
+    state["pi.2.w"] = np.random.default_rng(0).normal(0, 1, state["pi.2.w"].shape).astype(np.float32)
+    target.set_state(state)
+    out = piece_batch(target, chunks, gamma=0.97, rho_bar=1.2, c_bar=0.8)
+    col = episodes_to_columnar(chunks)
+    values, next_values = [], []
+    for ep in chunks:  # per chunk: V of each observation; 0 after a terminal
+        v = target.compute_values(np.asarray(ep.get_observations(slice(0, None))))
+        values += list(v[:-1])
+        next_values += [*v[1:-1], 0.0 if ep.is_terminated else v[-1]]
+    obs = np.concatenate([np.asarray(ep.get_observations(slice(0, len(ep)))) for ep in chunks])
+    actions = np.concatenate([np.asarray(ep.get_actions(slice(0, None))) for ep in chunks])
+    stored = np.concatenate(
+        [np.asarray(ep.get_extra_model_outputs(Columns.ACTION_LOGP, slice(0, None))) for ep in chunks]
+    )
+    logits = target.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS].astype(np.float64)
+    logp = logits[np.arange(len(actions)), actions] - np.log(np.exp(logits).sum(axis=1))
+    assert np.abs(logp - stored).max() > 0.01  # the target is another policy
+    vs, adv = vtrace(rewards=col.data.rewards, values=np.array(values), next_values=np.array(next_values),
+                     log_rhos=logp - stored, col=col, gamma=0.97, rho_bar=1.2, c_bar=0.8)  # fmt: skip
+    # The module's float32 outputs went through BLAS on other batch shapes here: 1e-6.
+    np.testing.assert_allclose(out[LOG_RHOS], logp - stored, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out[Columns.VALUE_TARGETS], vs, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out[Columns.ADVANTAGES], adv, rtol=1e-6, atol=1e-6)
+
+
+def test_the_piece_refuses_a_stateful_module_and_a_batch_without_columns() -> None:
+    from tests.ray_sampler.sampling.counter_module import CounterModule
+
+    module, chunks = cartpole_chunks()
+    with pytest.raises(
+        ConfigError, match=r"^V-trace takes stateless modules for now \(got the stateful CounterModule\)"
+    ):
+        piece_batch(CounterModule(module.observation_space, module.action_space), chunks)
+    alone = ConnectorPipelineV2([VTraceAdvantages()])
+    with pytest.raises(ConfigError, match=r"needs \['obs', 'actions', 'action_logp'\] in the batch"):
+        alone(rl_module=module, batch={}, episodes=chunks, shared_data={})
