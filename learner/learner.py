@@ -27,6 +27,7 @@ from connectors.learner import (
     AddTimeDimToBatchAndZeroPad,
     FlattenObservationsLearner,
     GeneralAdvantageEstimation,
+    VTraceAdvantages,
 )
 from connectors.pipeline import ConnectorPipelineV2
 from learner.metrics import PPOUpdateMetrics
@@ -103,6 +104,17 @@ class PPOConfig:
     max_seq_len: int = 20
     """Stateful modules: the longest sequence a train batch holds (episodes are split into
     sequences of at most this many steps, zero-padded, each from its stored first state)."""
+    vtrace: bool = False
+    """Advantages and value targets by V-trace (IMPALA) instead of GAE: for data sampled with older
+    weights (the asynchronous loop, ``learner.train_async``), corrected by the clipped importance
+    ratios; the PPO loss on them is APPO's. On-policy V-trace gives GAE's lambda-1 targets."""
+    rho_bar: float = 1.0
+    """V-trace's clip on the importance ratio of each step's correction (the paper's rho bar; RLlib's
+    ``vtrace_clip_rho_threshold``): the targets tend to the value of a policy between the sampling
+    one and the learned one, nearer the learned one the larger it is."""
+    c_bar: float = 1.0
+    """V-trace's clip on the ratios that carry a later step's correction back (the paper's c bar):
+    smaller cuts the traces sooner. The paper requires rho_bar >= c_bar."""
 
     def __post_init__(self) -> None:
         for name in ("lr", "clip_param"):
@@ -119,6 +131,11 @@ class PPOConfig:
         check_int("seed", self.seed, minimum=0)
         check_int("max_seq_len", self.max_seq_len, minimum=1)
         check_int("num_torch_threads", self.num_torch_threads, minimum=1)
+        check_bool("vtrace", self.vtrace)
+        for name in ("rho_bar", "c_bar"):
+            check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
+        if self.c_bar > self.rho_bar:
+            raise ConfigError(f"'c_bar' must be <= 'rho_bar' (V-trace's condition; got {self.c_bar} > {self.rho_bar})")
         if self.observation_filter is not None:
             replace_field(
                 self, "observation_filter", check_enum("observation_filter", ObservationFilter, self.observation_filter)
@@ -176,6 +193,8 @@ class Learner:
         user_pieces = check_pieces("user_pieces", user_pieces)
         view_pieces = check_pieces("view_pieces", view_pieces)
         stateful = is_stateful(module)
+        if stateful and self.config.vtrace:
+            raise ConfigError(f"'vtrace' takes stateless modules for now (got the stateful {type(module).__name__})")
         if stateful and not self.trains_stateful_modules:
             raise ConfigError(
                 f"{type(self).__name__} cannot train the stateful module {type(module).__name__}: "
@@ -192,12 +211,7 @@ class Learner:
                 *view_pieces,
                 *([MeanStdFilter(module_id=DEFAULT_MODULE_ID, update=False)] if filtered else []),
                 *flattening(module),
-                GeneralAdvantageEstimation(
-                    gamma=self.config.gamma,
-                    lambda_=self.config.lambda_,
-                    standardize_advantages=self.config.standardize_advantages,
-                    max_seq_len=max_seq_len,
-                ),
+                self._advantages(),
                 *(sequences if stateful else []),
             ],
             name="LearnerPipeline",
@@ -206,6 +220,17 @@ class Learner:
         self.weights_version = 0
         self._batch: dict[str, np.ndarray] | None = None
         self._plan: list[np.ndarray] = []
+
+    def _advantages(self) -> Any:
+        """The pipeline's advantage piece: GAE, or V-trace (``PPOConfig.vtrace``)."""
+        c = self.config
+        if c.vtrace:
+            return VTraceAdvantages(
+                gamma=c.gamma, rho_bar=c.rho_bar, c_bar=c.c_bar, standardize_advantages=c.standardize_advantages
+            )
+        return GeneralAdvantageEstimation(
+            gamma=c.gamma, lambda_=c.lambda_, standardize_advantages=c.standardize_advantages, max_seq_len=c.max_seq_len
+        )
 
     # ---------------------------------------------------------------- batches
     def build_batch(self, episodes: list[SingleAgentEpisode]) -> dict[str, np.ndarray]:

@@ -56,7 +56,7 @@ from ray_sampler.sampling.preflight import prepare_env
 from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_fleet import Answer, RunnerFleet, SampleTimeoutError
-from ray_sampler.validate import check_int
+from ray_sampler.validate import check_int, check_optional
 
 __all__ = ["Answer", "EnvRunnerGroup", "SampleTimeoutError"]
 
@@ -118,9 +118,12 @@ class EnvRunnerGroup:
         random_actions: bool = False,
         force_reset: bool = False,
         timeout_s: float | None = None,
+        min_answers: int | None = None,
     ) -> list[SingleAgentEpisode]:
         """Episodes from every runner that answered by the deadline (see the module docstring);
-        the arguments are those of ``EnvRunner.sample`` per runner."""
+        the arguments are those of ``EnvRunner.sample`` per runner. With ``min_answers`` the call
+        returns as soon as that many runners answered (an asynchronous loop takes each fragment as it
+        comes; the others stay in flight)."""
         results = self.sample_columnar(
             num_timesteps,
             num_episodes,
@@ -128,6 +131,7 @@ class EnvRunnerGroup:
             random_actions=random_actions,
             force_reset=force_reset,
             timeout_s=timeout_s,
+            min_answers=min_answers,
         )
         return [ep for col, _ in results if col is not None for ep in unpack_columnar(col)]
 
@@ -140,9 +144,11 @@ class EnvRunnerGroup:
         random_actions: bool = False,
         force_reset: bool = False,
         timeout_s: float | None = None,
+        min_answers: int | None = None,
     ) -> list[Answer]:
         """Like ``sample`` but gives each runner's (columnar object, metrics) as shipped, plus one
         entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``."""
+        check_optional(check_int, "min_answers", min_answers, minimum=1)
         request = SampleRequest(
             num_timesteps=num_timesteps,
             num_episodes=num_episodes,
@@ -150,9 +156,11 @@ class EnvRunnerGroup:
             random_actions=random_actions,
             force_reset=force_reset,
         )
-        return self._sample(request, None, timeout_s)
+        return self._sample(request, None, timeout_s, min_answers)
 
-    def _sample(self, request: SampleRequest, replay: Any, timeout_s: float | None) -> list[Answer]:
+    def _sample(
+        self, request: SampleRequest, replay: Any, timeout_s: float | None, min_answers: int | None = None
+    ) -> list[Answer]:
         """Sends ``request`` (to go to ``replay`` if given) to every runner with none in flight and
         collects answers until the deadline."""
         if not self._fleet.actors:
@@ -163,7 +171,8 @@ class EnvRunnerGroup:
                 self._fleet.submit(index, request, replay)
         num_failures = self._fleet.failures.num_failures
         deadline = time.monotonic() + (timeout_s or self.group_config.sample_timeout_s)
-        self._fleet.collect(deadline)
+        self._fleet.settle_unacked()
+        self._fleet.collect(deadline, min_ready=min_answers)
         if not self._fleet.ready:
             late = sorted(self._fleet.inflight)
             if self._fleet.failures.num_failures > num_failures:
@@ -274,7 +283,12 @@ class EnvRunnerGroup:
 
     # ---------------------------------------------------------------- weights
     def sync_weights(
-        self, module_state: dict[str, Any], *, connector_states: bool = False, timeout_s: float | None = None
+        self,
+        module_state: dict[str, Any],
+        *,
+        connector_states: bool = False,
+        timeout_s: float | None = None,
+        wait: bool = True,
     ) -> int:
         """Sends ``module_state`` to every runner (one ``ray.put``); returns the new weights version.
 
@@ -284,7 +298,9 @@ class EnvRunnerGroup:
         of its agents maps to that module (``MultiAgentEnvRunner.set_weights``).
 
         With ``connector_states`` the runners' env-to-module connector states are merged first (as
-        in ``sync_connector_states``) and broadcast with the weights, in the same object."""
+        in ``sync_connector_states``) and broadcast with the weights, in the same object. Without
+        ``wait`` the weights are only sent: a runner sampling now takes them before its next sample
+        (calls to an actor run in order), and the caller goes on at once (an asynchronous loop)."""
         timeout_s = timeout_s or self.group_config.sample_timeout_s
         if self.config.multi_agent is not None:
             unknown = sorted(set(module_state) - set(self.config.multi_agent.module_ids))
@@ -302,7 +318,7 @@ class EnvRunnerGroup:
         self.weights_version += 1
         self._fleet.weights_ref = ray.put({**state, "weights_version": self.weights_version})
         # A runner that fails now is replaced, and its replacement takes them when it starts.
-        self._fleet.broadcast(self._fleet.weights_ref, timeout_s, "take the new weights")
+        self._fleet.broadcast(self._fleet.weights_ref, timeout_s, "take the new weights", wait=wait)
         return self.weights_version
 
     def sync_connector_states(self, *, timeout_s: float | None = None) -> dict[str, Any]:

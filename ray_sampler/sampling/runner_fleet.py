@@ -87,13 +87,16 @@ class RunnerFleet:
         """Replacements that have not answered yet (their bundle may be waiting for room)."""
         self.waiting: list[int] = []
         """Runners the last ``collect`` went on without: replacements whose bundle no live node holds."""
+        self.unacked: dict[ray.ObjectRef, int] = {}
+        """State calls sent without waiting (``broadcast(wait=False)``), not yet answered: ref -> index."""
 
     # ---------------------------------------------------------------- requests and answers
-    def collect(self, deadline: float) -> None:
-        """Moves finished in-flight results into ``ready`` until all are in or the deadline passes;
-        a failed runner is replaced and, during a sampling call, sent the call's request at once. A
-        replacement whose bundle no live node holds (no survivor has room) is not waited for: its
-        request stays queued, and its answer comes in a later call (``waiting``)."""
+    def collect(self, deadline: float, *, min_ready: int | None = None) -> None:
+        """Moves finished in-flight results into ``ready`` until all are in, ``min_ready`` answers
+        are (if given), or the deadline passes; a failed runner is replaced and, during a sampling
+        call, sent the call's request at once. A replacement whose bundle no live node holds (no
+        survivor has room) is not waited for: its request stays queued, and its answer comes in a
+        later call (``waiting``)."""
         self.waiting = []
         checked_at = float("-inf")
         by_ref = {ref: index for index, ref in self.inflight.items()}
@@ -107,7 +110,7 @@ class RunnerFleet:
                 self.waiting = sorted({*self.waiting, *self.placement.unplaced(starting)})
                 pending = [r for r in pending if by_ref[r] not in self.waiting]
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not pending:
+            if remaining <= 0 or not pending or (min_ready is not None and len(self.ready) >= min_ready):
                 break
             wait_s = min(remaining, _RECHECK_PLACEMENT_S) if starting else remaining
             done, pending = ray.wait(pending, num_returns=1, timeout=wait_s)
@@ -357,11 +360,32 @@ class RunnerFleet:
             except ray.exceptions.RayError as e:
                 self.fail(i, e, lost_request=request, replace=False)
 
-    def broadcast(self, state_ref: ray.ObjectRef, timeout_s: float, what: str) -> None:
+    def broadcast(self, state_ref: ray.ObjectRef, timeout_s: float, what: str, *, wait: bool = True) -> None:
         """Sends the state ``state_ref`` (one ``ray.put``) to every runner and waits for them up to
         ``timeout_s`` (a late one takes it before its next sample: logged). Not to runners left out
         (``left_out``): a runner being probed gets it again if it comes back, a replacement waiting
-        for room takes the newest state when it starts."""
+        for room takes the newest state when it starts. Without ``wait`` the calls are only sent
+        (each lands before the runner's next sample: calls to an actor run in order); their answers
+        are settled later (``settle_unacked``)."""
+        self.settle_unacked()
         skip = self.left_out()
         calls = {a.set_state.remote(state_ref): i for i, a in self.actors.items() if i not in skip}
-        self.wait_all(calls, timeout_s, what, late_ok=True)
+        if wait:
+            self.wait_all(calls, timeout_s, what, late_ok=True)
+        else:
+            self.unacked.update(calls)
+
+    def settle_unacked(self) -> None:
+        """Takes the answers of state calls sent without waiting that are in by now. A runner whose
+        call failed is replaced, unless its sampling request is in flight: that request's answer
+        tells (and the replacement takes the newest state when it starts)."""
+        if not self.unacked:
+            return
+        done, _ = ray.wait(list(self.unacked), num_returns=len(self.unacked), timeout=0)
+        for ref in done:
+            index = self.unacked.pop(ref)
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as e:
+                if index in self.actors and index not in self.inflight and index not in self.probing:
+                    self.fail(index, e)

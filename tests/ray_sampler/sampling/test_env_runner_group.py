@@ -108,6 +108,22 @@ def test_slow_runner_does_not_block_the_others_and_its_result_comes_later() -> N
         assert sum(len(c) for c in first + second) == 3 * 20  # runner 1 twice, runner 2 once
 
 
+def test_the_first_answer_can_be_taken_and_weights_sent_without_waiting() -> None:
+    """What the asynchronous loop does: take the first fragment that comes (``min_answers=1``), and
+    send new weights without waiting for a runner busy sampling (``wait=False``): it finishes its
+    fragment with the weights it had and takes the new ones before its next."""
+    with stamp_group(2, env_config={"slow_worker": 2, "sleep_s": 0.05}, rollout_fragment_length=10) as group:
+        before = group.weights_version
+        first = group.sample(min_answers=1)  # runner 2 needs >= 1 s (20 steps x 0.05 s)
+        assert {stamps(c)[0][0] for c in first} == {1} and group.in_flight == [2]
+        version = group.sync_weights(MLPModule(group_obs_space(), group_act_space(), seed=5).get_state(), wait=False)
+        assert version == before + 1 and group.in_flight == [2]  # runner 2 is still sampling
+        later = group.sample(timeout_s=60)
+        assert group.metrics.weights_versions == {1: version, 2: before}
+        assert_steps_once_and_continuous(first + later)
+        assert group.sample(timeout_s=60) and set(group.metrics.weights_versions.values()) == {version}
+
+
 def test_deadline_with_no_answer_raises_and_keeps_requests() -> None:
     with stamp_group(1, env_config={"slow_worker": 1, "sleep_s": 0.05}, rollout_fragment_length=10) as group:
         with pytest.raises(SampleTimeoutError, match=r"no env runner answered within the deadline \(runners \[1\]"):

@@ -1,0 +1,77 @@
+"""Asynchronous samples (APPO) against the synchronous PPO loop: CartPole-v1 to a 100-episode mean of 450.
+
+    .venv/bin/python bench/appo_cartpole.py [--seeds 0,1,2,3,4] [--max-env-steps 300000]
+
+Per seed, in one Ray session (2 CPUs), the same runners for both (2 env runners x 4 sub-envs):
+``train_ppo`` with its defaults (128 steps per sub-env: 1,024 env steps an iteration, 8 epochs,
+minibatches of 128), then ``train_async`` (64 steps per sub-env: a 256-step fragment an update,
+4 epochs, minibatches of 128, V-trace with rho_bar = c_bar = 1, the weights out after every
+update). Prints env steps and seconds to 450 (or the budget) for each, their ratios, and the
+asynchronous loop's policy lags and runner utilization (the runners' sampling time over 2 x its
+loop's seconds). Baseline in the same run: CartPole-v1 stepped bare for the same env steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+from bench_common import ROOT, raw_stepping_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--max-env-steps", type=int, default=300_000)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import ray
+
+    from learner.learner import PPOConfig
+    from learner.train import PPOTrainingConfig, train_ppo
+    from learner.train_async import train_async
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    rows = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        sync = PPOTrainingConfig(target_return=450.0, max_iterations=args.max_env_steps // 1024)
+        sync = dataclasses.replace(
+            sync, env_runner=dataclasses.replace(sync.env_runner, seed=seed), ppo=PPOConfig(seed=seed)
+        )
+        t0 = time.perf_counter()
+        ppo = train_ppo(sync, log=lambda line: None)
+        ppo_s = time.perf_counter() - t0
+        runner = dataclasses.replace(sync.env_runner, rollout_fragment_length=64)
+        asyn = dataclasses.replace(
+            sync, env_runner=runner, ppo=PPOConfig(seed=seed, num_epochs=4), max_iterations=args.max_env_steps // 256
+        )
+        t0 = time.perf_counter()
+        appo = train_async(asyn, log=lambda line: None)
+        appo_s = time.perf_counter() - t0
+        lags = appo.policy_lags
+        median_lag = sorted(k for k, n in lags.items() for _ in range(n))[sum(lags.values()) // 2]
+        rows.append((seed, ppo, ppo_s, appo, appo_s, median_lag, max(lags)))
+        print(
+            f"seed {seed}: sync PPO {ppo.env_steps} env steps ({'reached' if ppo.reached else 'budget'}) "
+            f"in {ppo_s:.1f} s; "
+            f"async APPO {appo.env_steps} ({'reached' if appo.reached else 'budget'}) in {appo_s:.1f} s, "
+            f"{appo.iterations} updates, policy lag median {median_lag} max {max(lags)}, "
+            f"runner utilization {appo.runner_utilization:.2f}",
+            flush=True,
+        )
+    ray.shutdown()
+    print("\nseed  sync env steps  sync s  async env steps  async s  steps async/sync  s async/sync  utilization")
+    for seed, ppo, ppo_s, appo, appo_s, _, _ in rows:
+        print(
+            f"{seed:>4}  {ppo.env_steps:>14}  {ppo_s:>6.1f}  {appo.env_steps:>15}  {appo_s:>7.1f}  "
+            f"{appo.env_steps / ppo.env_steps:>16.2f}  {appo_s / ppo_s:>12.2f}  {appo.runner_utilization:>11.2f}"
+        )
+    steps = max(row[3].env_steps for row in rows)
+    bare = raw_stepping_s("CartPole-v1", steps, num_envs=4)
+    print(f"baseline: {steps} env steps of CartPole-v1 stepped bare (4 sub-envs, one process): {bare:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""train_async: PPO with asynchronous samples (APPO): the runners never wait for the learner.
+
+Seed 002's policy optimizers: ``train_ppo`` is the synchronous one (gather a batch from every
+runner, then update, while the runners wait); this is the asynchronous-samples one. Every runner
+keeps one request in flight (``keep_sampling``): as soon as its fragment
+(``rollout_fragment_length x num_envs_per_env_runner`` env steps) comes back it samples the next
+with the weights it has, while the learner updates on the fragment that came (``sample(min_answers=1)``:
+one fragment per update, in arrival order, taken from the object store). Every
+``broadcast_interval`` updates the weights go out without waiting (``sync_weights(wait=False)``):
+a runner takes them before its next fragment (calls to an actor run in order).
+
+A fragment was sampled with weights some updates older than the learner's (its *policy lag*:
+the learner's update count now less the one at which the weights it used went out). The learner
+corrects for it with V-trace (``PPOConfig.vtrace``, set here; ``rho_bar`` and ``c_bar`` clip the
+importance ratios), and PPO's clipped surrogate on the V-trace advantages is APPO's loss. With
+``max_policy_lag``, a fragment older than that is dropped and counted. Every fragment that
+arrives is used once, dropped (counted), or, when the run ends, collected from the runners and
+counted as unused: ``AsyncTrainResult`` says how many env steps went each way.
+
+``runner_utilization`` is the share of the loop's wall clock the runners spent sampling (their
+calls' ``duration_s`` over ``num_runners x`` the loop's seconds), the figure the asynchronous
+loop exists to raise.
+
+Not yet: learner actors (``num_learners`` must be 0), multi-agent envs, the mean/std filter,
+stateful modules, checkpoints (each refused in one line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from learner.frameworks import ppo_learner_class
+from learner.learner_group import LearnerGroup
+from learner.metrics import IterationRecord, PPOTrainResult
+from learner.train import PPOTrainingConfig, ReturnTracker, multi_agent_runner, ppo_losses, target_for, view_pieces
+from ray_sampler.data.multi_agent_columnar import unpack_columnar
+from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import BatchMode
+from ray_sampler.sampling.env_creator import probe_env
+from ray_sampler.sampling.env_runner import build_module
+from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.validate import check_int, check_optional, check_type
+
+__all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "train_async"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AsyncSamplesConfig:
+    """The asynchronous loop's own knobs (the rest is ``PPOTrainingConfig``'s)."""
+
+    broadcast_interval: int = 1
+    """The weights go out every this many updates (without waiting for the runners)."""
+    max_policy_lag: int | None = None
+    """A fragment whose policy lag (updates) exceeds this is dropped and counted; None: none is."""
+
+    def __post_init__(self) -> None:
+        check_int("broadcast_interval", self.broadcast_interval, minimum=1)
+        check_optional(check_int, "max_policy_lag", self.max_policy_lag, minimum=0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AsyncTrainResult(PPOTrainResult):
+    """What ``train_async`` reached, and where the sampled env steps went."""
+
+    policy_lags: dict[int, int]
+    """Fragments that arrived, by policy lag (updates), dropped ones included."""
+    num_env_steps_sampled: int
+    """Env steps in every fragment that arrived: used + dropped + unused."""
+    num_fragments_dropped: int
+    """Fragments dropped for exceeding ``max_policy_lag``."""
+    num_env_steps_dropped: int
+    """Their env steps."""
+    num_env_steps_unused: int
+    """Env steps of the fragments still in flight when the run ended (collected, not learned from)."""
+    runner_utilization: float
+    """The runners' sampling time over ``num_runners x`` the loop's wall clock."""
+
+
+def train_async(
+    cfg: PPOTrainingConfig,
+    async_config: AsyncSamplesConfig | None = None,
+    *,
+    log: Callable[[str], None] = print,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+    on_fragment: Callable[[list[Any], int], None] | None = None,
+) -> AsyncTrainResult:
+    """Trains with asynchronous samples (see the module docstring) until ``target_return`` or
+    ``max_iterations`` updates (one per fragment learned from). ``on_iteration`` gets each update's
+    record (without one, a line to ``log``); ``on_fragment(episodes, policy_lag)`` each fragment the
+    learner takes, before the update."""
+    async_config = check_type("async_config", async_config or AsyncSamplesConfig(), AsyncSamplesConfig)
+    _check_async(cfg)
+    ppo = dataclasses.replace(cfg.ppo, vtrace=True)
+    probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
+    spaces = (probe.observation_space, probe.action_space)
+    runners = EnvRunnerGroup(cfg.env_runner, dataclasses.replace(cfg.env_runner_group, keep_sampling=True))
+    try:
+        learners = LearnerGroup(
+            lambda: build_module(cfg.env_runner, *spaces),
+            ppo,
+            learner_class=ppo_learner_class(cfg.framework),
+            learner_kwargs={"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)},
+        )
+    except BaseException:
+        runners.stop()
+        raise
+    tracker = ReturnTracker(target_for(cfg.target_return, probe.reward_threshold), cfg.stop_window)
+    counts = Counter[str]()
+    lags = Counter[int]()
+    timings = {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "busy_s": 0.0}
+    updates = 0
+    try:
+        updates_at_version = {runners.sync_weights(learners.get_weights()): 0}
+        loop_start, num_runners = time.perf_counter(), runners.num_env_runners
+        while updates < cfg.max_iterations and not tracker.reached:
+            t0 = time.perf_counter()
+            answers = runners.sample_columnar(min_answers=1)
+            timings["sample_s"] += time.perf_counter() - t0
+            for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:
+                log(line)
+            for col, metrics in answers:
+                timings["busy_s"] += metrics.duration_s
+                counts["sampled"] += metrics.num_env_steps
+                tracker.add(metrics.episode_returns)
+                if col is None or updates >= cfg.max_iterations or tracker.reached:
+                    counts["unused"] += metrics.num_env_steps  # arrived with others after the last update
+                    continue
+                lag = updates - updates_at_version.get(metrics.weights_version, 0)
+                lags[lag] += 1
+                episodes = unpack_columnar(col)
+                if async_config.max_policy_lag is not None and lag > async_config.max_policy_lag:
+                    counts["dropped_fragments"] += 1
+                    counts["dropped"] += metrics.num_env_steps
+                    continue
+                if on_fragment is not None:
+                    on_fragment(episodes, lag)
+                t1 = time.perf_counter()
+                update = learners.update_from_episodes(episodes)
+                updates += 1
+                counts["used"] += metrics.num_env_steps
+                if updates % async_config.broadcast_interval == 0:
+                    updates_at_version[runners.sync_weights(learners.get_weights(), wait=False)] = updates
+                timings["update_s"] += time.perf_counter() - t1
+                timings["learner_connector_s"] += update.learner_connector_s
+                group = runners.metrics
+                record = tracker.record(
+                    updates, counts["used"], losses=ppo_losses(update),
+                    restarts=group.num_env_runner_restarts, lost=group.num_env_steps_lost,
+                )  # fmt: skip
+                if on_iteration is not None:
+                    on_iteration(record)
+                else:
+                    log(
+                        f"update {updates}: {counts['used']} env steps, mean return {tracker.mean:.1f} (last "
+                        f"{tracker.count} episodes), policy lag {lag}, policy loss {update.policy_loss:.3f}, "
+                        f"{tracker.elapsed:.1f} s"
+                    )
+        loop_s = time.perf_counter() - loop_start
+        for _, metrics in runners.collect_in_flight():  # sampled, never learned from: counted
+            timings["busy_s"] += metrics.duration_s
+            counts["sampled"] += metrics.num_env_steps
+            counts["unused"] += metrics.num_env_steps
+    finally:
+        learners.stop()
+        runners.stop()
+    return AsyncTrainResult(
+        **dataclasses.asdict(tracker.finish(counts["used"], log)),
+        iterations=updates,
+        sample_s=timings["sample_s"],
+        update_s=timings["update_s"],
+        learner_connector_s=timings["learner_connector_s"],
+        agent_steps=counts["used"],
+        policy_lags=dict(sorted(lags.items())),
+        num_env_steps_sampled=counts["sampled"],
+        num_fragments_dropped=counts["dropped_fragments"],
+        num_env_steps_dropped=counts["dropped"],
+        num_env_steps_unused=counts["unused"],
+        runner_utilization=timings["busy_s"] / max(num_runners * loop_s, 1e-9),
+    )
+
+
+def _check_async(cfg: PPOTrainingConfig) -> None:
+    """ConfigError (one line) for what the asynchronous loop does not take yet."""
+    if multi_agent_runner(cfg.env_runner) is not None:
+        raise ConfigError("the asynchronous loop trains single-agent envs for now (a multi-agent env trains with PPO)")
+    if cfg.num_learners != 0:
+        raise ConfigError(
+            f"the asynchronous loop has one local learner for now: 'num_learners' must be 0 (got {cfg.num_learners})"
+        )
+    if cfg.ppo.observation_filter is not None:
+        raise ConfigError(
+            "the asynchronous loop takes no 'observation_filter' yet (its moments are merged per iteration)"
+        )
+    if cfg.env_runner.batch_mode is not BatchMode.TRUNCATE_EPISODES:
+        raise ConfigError("the asynchronous loop samples fragments: 'batch_mode' must be 'truncate_episodes'")

@@ -1,0 +1,79 @@
+"""train_async (asynchronous samples, APPO's loss on V-trace targets): it learns; every sampled step
+is learned from once, dropped for its policy lag (counted), or counted unused at the end; no
+fragment learned from exceeds the lag bound; what it does not take yet is refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from learner.learner import PPOConfig
+from learner.train import PPOTrainingConfig
+from learner.train_async import AsyncSamplesConfig, train_async
+from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.multi_agent_env import make_multi_agent
+from tests.helpers import stamp_creator
+from tests.ray_sampler.sampling.checks import stamps
+
+
+def config(env: Any = "CartPole-v1", **kwargs: Any) -> PPOTrainingConfig:
+    runner = EnvRunnerConfig(env=env, num_envs_per_env_runner=4, rollout_fragment_length=64, seed=0)
+    group = EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
+    kwargs.setdefault("ppo", PPOConfig(num_epochs=4, minibatch_size=128, seed=0))
+    return PPOTrainingConfig(env_runner=runner, env_runner_group=group, **kwargs)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_learns_cartpole_with_runners_that_never_wait() -> None:
+    result = train_async(config(target_return=150.0, max_iterations=200), log=lambda line: None)
+    assert result.reached and result.mean_return >= 150  # random play: about 22
+    assert result.env_steps == 256 * result.iterations  # one fragment (4 sub-envs x 64 steps) per update
+    assert sum(result.policy_lags.values()) >= result.iterations and 0.0 < result.runner_utilization <= 1.0
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_every_step_is_learned_from_once_or_counted_and_no_fragment_exceeds_the_lag_bound() -> None:
+    """StampEnv's observations name their (worker, sub-env, episode, step): the fragments the learner
+    took hold no step twice, and every step sampled was learned from, dropped or left unused."""
+    taken: list[tuple[list[Any], int]] = []
+    cfg = config(stamp_creator, target_return=None, max_iterations=30)
+    cfg = dataclasses.replace(cfg, env_runner=dataclasses.replace(cfg.env_runner, rollout_fragment_length=8))
+    result = train_async(
+        cfg,
+        AsyncSamplesConfig(max_policy_lag=1),
+        log=lambda line: None,
+        on_fragment=lambda episodes, lag: taken.append((episodes, lag)),
+    )
+    assert result.iterations == len(taken) == 30
+    assert all(lag <= 1 for _, lag in taken)
+    steps = [s for episodes, _ in taken for ep in episodes for s in stamps(ep)[1:]]
+    assert len(steps) == len(set(steps)) == result.env_steps == 30 * 32
+    assert result.num_env_steps_sampled == result.env_steps + result.num_env_steps_dropped + result.num_env_steps_unused
+    assert result.num_fragments_dropped == sum(n for lag, n in result.policy_lags.items() if lag > 1)
+    assert result.num_env_steps_dropped == 32 * result.num_fragments_dropped
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_learners": 1}, r"^the asynchronous loop has one local learner for now: 'num_learners' must be 0"),
+        ({"ppo": PPOConfig(observation_filter="mean_std")}, r"^the asynchronous loop takes no 'observation_filter'"),
+    ],
+)
+def test_what_it_does_not_take_yet_is_refused_in_one_line(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        train_async(config(**change))
+
+
+def test_a_multi_agent_env_and_complete_episodes_are_refused() -> None:
+    cfg = config(make_multi_agent("CartPole-v1", 2))
+    with pytest.raises(ConfigError, match=r"^the asynchronous loop trains single-agent envs for now"):
+        train_async(cfg)
+    complete = dataclasses.replace(config().env_runner, batch_mode="complete_episodes")
+    with pytest.raises(ConfigError, match=r"'batch_mode' must be 'truncate_episodes'"):
+        train_async(dataclasses.replace(config(), env_runner=complete))
+    with pytest.raises(ConfigError, match=r"^'max_policy_lag' must be"):
+        AsyncSamplesConfig(max_policy_lag=-1)
