@@ -6,9 +6,9 @@ Per seed, in one Ray session (2 CPUs), the same runners for both (2 env runners 
 ``train_ppo`` with its defaults (128 steps per sub-env: 1,024 env steps an iteration, 8 epochs,
 minibatches of 128), then ``train_async`` (64 steps per sub-env: a 256-step fragment an update,
 4 epochs, minibatches of 128, V-trace with rho_bar = c_bar = 1, the weights out after every
-update). Prints env steps and seconds to 450 (or the budget) for each, their ratios, and the
-asynchronous loop's policy lags and runner utilization (the runners' sampling time over 2 x its
-loop's seconds). Baseline in the same run: CartPole-v1 stepped bare for the same env steps.
+update). Prints env steps and seconds to 450 (or the budget) for each, their ratios, the
+asynchronous loop's policy lags, and each loop's runner utilization (the runners' sampling time
+over 2 x the loop's seconds). Baseline in the same run: CartPole-v1 stepped bare for the same env steps.
 """
 
 from __future__ import annotations
@@ -62,11 +62,13 @@ def main() -> None:
             flush=True,
         )
     ray.shutdown()
-    print("\nseed  sync env steps  sync s  async env steps  async s  steps async/sync  s async/sync  utilization")
+    header = "seed  sync env steps  sync s  async env steps  async s  steps async/sync  s async/sync"
+    print(f"\n{header}  utilization sync  utilization async")
     for seed, ppo, ppo_s, appo, appo_s, _, _ in rows:
         print(
             f"{seed:>4}  {ppo.env_steps:>14}  {ppo_s:>6.1f}  {appo.env_steps:>15}  {appo_s:>7.1f}  "
-            f"{appo.env_steps / ppo.env_steps:>16.2f}  {appo_s / ppo_s:>12.2f}  {appo.runner_utilization:>11.2f}"
+            f"{appo.env_steps / ppo.env_steps:>16.2f}  {appo_s / ppo_s:>12.2f}  {ppo.runner_utilization:>16.2f}  "
+            f"{appo.runner_utilization:>17.2f}"
         )
     steps = max(row[3].env_steps for row in rows)
     bare = raw_stepping_s("CartPole-v1", steps, num_envs=4)

@@ -198,6 +198,9 @@ class PPOTrainResult(TrainResult):
     agent_steps: int = 0
     """Agent steps trained on in this process (a resumed run counts from its resume; a single-agent
     run: its env steps)."""
+    runner_utilization: float = float("nan")
+    """The runners' sampling time over ``num_runners x`` the loop's wall clock (the share of the loop
+    they spent stepping envs)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -464,7 +464,7 @@ def train_ppo(
         raise
     tracker = ReturnTracker(target_for(cfg.target_return, reward_threshold), cfg.stop_window)
     tracker.expect(return_keys)
-    steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0}
+    steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "runner_s": 0.0}
     it, done = 0, {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # done: before a resume
     agent_steps = 0
     completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
@@ -490,11 +490,13 @@ def train_ppo(
             it, steps = completed = resume.iteration, resume.env_steps
             done.update({k: int(resume.counters.get(k, 0)) for k in done})
         runners.sync_weights(learners.get_weights())  # multi-agent: every module, frozen ones too
+        num_runners = runners.num_env_runners
         while it < cfg.max_iterations:
             it += 1
             t0 = time.perf_counter()
             episodes: list[Any] = runners.sample()  # MultiAgentEpisode chunks in a multi-agent run
             t1 = time.perf_counter()
+            timings["runner_s"] += runners.metrics.runner_sampling_s
             steps += sum(len(ep) for ep in episodes)
             if ma_runner is not None:
                 agent_steps += sum(ep.agent_steps() for ep in episodes)
@@ -554,4 +556,5 @@ def train_ppo(
         update_s=timings["update_s"],
         learner_connector_s=timings["learner_connector_s"],
         agent_steps=agent_steps if ma_runner is not None else steps,
+        runner_utilization=timings["runner_s"] / max(num_runners * (timings["sample_s"] + timings["update_s"]), 1e-9),
     )

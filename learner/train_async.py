@@ -76,8 +76,6 @@ class AsyncTrainResult(PPOTrainResult):
     """Their env steps."""
     num_env_steps_unused: int
     """Env steps of the fragments still in flight when the run ended (collected, not learned from)."""
-    runner_utilization: float
-    """The runners' sampling time over ``num_runners x`` the loop's wall clock."""
 
 
 def train_async(

@@ -96,6 +96,8 @@ class GroupMetrics:
     """Largest difference between the group's weights version and an answer's."""
     runner_env_steps_per_s: dict[int, float] = dataclasses.field(default_factory=dict)
     """Sampling speed of each answering runner."""
+    runner_sampling_s: float = 0.0
+    """The answering runners' sampling time, summed (their calls' ``duration_s``)."""
     num_episodes_dropped_by_scale: int = 0
     """Running episodes dropped when ``scale`` stopped runners (complete mode), since the start."""
     num_env_runner_restarts: int = 0
@@ -165,6 +167,7 @@ class GroupMetrics:
             runner_env_steps_per_s={
                 m.worker_index: m.num_env_steps_per_s for m in by_runner if m.worker_index is not None
             },
+            runner_sampling_s=sum(m.duration_s for m in answers),
             num_episodes_dropped_by_scale=num_dropped_by_scale,
             num_sub_env_restarts=sum(m.num_sub_env_restarts for m in answers),
             num_env_steps_dropped=sum(m.num_env_steps_dropped for m in answers),

@@ -118,8 +118,10 @@ def test_the_first_answer_can_be_taken_and_weights_sent_without_waiting() -> Non
         assert {stamps(c)[0][0] for c in first} == {1} and group.in_flight == [2]
         version = group.sync_weights(MLPModule(group_obs_space(), group_act_space(), seed=5).get_state(), wait=False)
         assert version == before + 1 and group.in_flight == [2]  # runner 2 is still sampling
-        later = group.sample(timeout_s=60)
+        answers = group.sample_columnar(timeout_s=60)
+        later = [ep for col, _ in answers for ep in columnar_to_episodes(col)]
         assert group.metrics.weights_versions == {1: version, 2: before}
+        assert group.metrics.runner_sampling_s == sum(metrics.duration_s for _, metrics in answers) > 0
         assert_steps_once_and_continuous(first + later)
         assert group.sample(timeout_s=60) and set(group.metrics.weights_versions.values()) == {version}
 
