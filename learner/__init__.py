@@ -2,7 +2,7 @@
 training loops (``train_ppo``, ``train_dqn``) with their configs, and the typed metrics they report."""
 
 from learner.dqn import DQNConfig, DQNLearner, dqn_loss_and_grads
-from learner.learner import Learner, PPOConfig
+from learner.learner import Learner, PolicyLoss, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
 from learner.metrics import (
     DQNStepMetrics,
@@ -32,6 +32,7 @@ __all__ = [
     "PPOTrainResult",
     "PPOTrainingConfig",
     "PPOUpdateMetrics",
+    "PolicyLoss",
     "QModule",
     "TrainResult",
     "dqn_loss_and_grads",

@@ -61,6 +61,16 @@ class ObservationFilter(str, Enum):
     every iteration, and applied alike in the learner's pipeline."""
 
 
+class PolicyLoss(str, Enum):
+    """The policy term of the loss."""
+
+    CLIPPED = "clipped"
+    """PPO's clipped surrogate on the importance ratio to the sampling policy (with ``vtrace``: APPO's)."""
+    PG = "pg"
+    """The plain policy gradient ``-mean(logp * advantage)``, one gradient on each batch as sampled:
+    with ``vtrace``, IMPALA's (its advantages already carry the clipped ratios); without, A2C's."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PPOConfig:
     """PPO's hyperparameters (defaults that train CartPole-v1 in a few seconds)."""
@@ -115,6 +125,9 @@ class PPOConfig:
     c_bar: float = 1.0
     """V-trace's clip on the ratios that carry a later step's correction back (the paper's c bar):
     smaller cuts the traces sooner. The paper requires rho_bar >= c_bar."""
+    policy_loss: PolicyLoss | str = PolicyLoss.CLIPPED
+    """``"clipped"`` (PPO's surrogate; APPO's with ``vtrace``) or ``"pg"`` (the plain policy gradient:
+    IMPALA's with ``vtrace``, A2C's without; ``clip_param`` is then unused)."""
 
     def __post_init__(self) -> None:
         for name in ("lr", "clip_param"):
@@ -136,6 +149,7 @@ class PPOConfig:
             check_number(name, getattr(self, name), minimum=0, exclusive_minimum=True)
         if self.c_bar > self.rho_bar:
             raise ConfigError(f"'c_bar' must be <= 'rho_bar' (V-trace's condition; got {self.c_bar} > {self.rho_bar})")
+        replace_field(self, "policy_loss", check_enum("policy_loss", PolicyLoss, self.policy_loss))
         if self.observation_filter is not None:
             replace_field(
                 self, "observation_filter", check_enum("observation_filter", ObservationFilter, self.observation_filter)
@@ -268,6 +282,7 @@ class Learner:
             vf_coeff=self.config.vf_coeff,
             entropy_coeff=self.config.entropy_coeff,
             vf_clip_param=self.config.vf_clip_param,
+            clipped=self.config.policy_loss is PolicyLoss.CLIPPED,
         )
         return terms, grads, len(rows)
 

@@ -9,7 +9,9 @@ state-independent log-std vector, RLlib's ``free_log_std``):
            - entropy_coeff * mean(H(pi(.|s)))
 
 with ``r = exp(logp_new - logp_old)`` (``logp`` of the action the runner sampled, before any
-clipping to the env's bounds). ``vf_clip_param`` None leaves the squared error unclipped.
+clipping to the env's bounds). ``vf_clip_param`` None leaves the squared error unclipped. With
+``clipped=False`` the policy term is the plain policy gradient ``-mean(logp_new * A)`` (IMPALA's on
+V-trace advantages, which carry the clipped ratios already; A2C's on GAE's).
 Returns the loss terms and the gradients of every parameter; a finite-difference test pins them.
 """
 
@@ -72,6 +74,7 @@ def ppo_loss_and_grads(
     vf_coeff: float = 0.5,
     entropy_coeff: float = 0.0,
     vf_clip_param: float | None = None,
+    clipped: bool = True,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Loss terms and gradients for ``batch`` (obs, actions, action_logp, advantages, value_targets);
     a Gaussian policy where ``params`` has ``pi.log_std``, else a categorical one. Observations that
@@ -95,8 +98,8 @@ def ppo_loss_and_grads(
     else:
         logp, entropy, policy_grads = _categorical(head_out, batch[Columns.ACTIONS])
     ratio = np.exp(logp - logp_old)
-    clipped = np.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
-    surrogate = np.minimum(ratio * advantages, clipped * advantages)
+    clipped_ratio = np.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
+    surrogate = np.minimum(ratio * advantages, clipped_ratio * advantages) if clipped else logp * advantages
 
     values, vf_cache = forward(p64, "vf", vf_in)
     vf_err = values[:, 0] - targets
@@ -113,9 +116,10 @@ def ppo_loss_and_grads(
     }
     terms["total_loss"] = terms["policy_loss"] + vf_coeff * terms["vf_loss"] - entropy_coeff * terms["entropy"]
 
-    # d(-mean(surrogate))/d logp: the unclipped term carries the gradient where it is the minimum.
-    active = ratio * advantages <= clipped * advantages
-    d_logp = -(advantages * ratio * active) / n
+    if clipped:  # d(-mean(surrogate))/d logp: the unclipped term carries the gradient where it is the minimum
+        d_logp = -(advantages * ratio * (ratio * advantages <= clipped_ratio * advantages)) / n
+    else:
+        d_logp = -advantages / n
     d_head, grads = policy_grads(d_logp, np.full(n, -entropy_coeff / n))
     grads.update(backward(p64, "pi", pi_cache, d_head))
     grads.update(backward(p64, "vf", vf_cache, (vf_coeff * 2.0 * vf_err * vf_active / n)[:, None]))

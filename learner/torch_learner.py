@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from learner.dqn import DQNConfig, DQNLearner
-from learner.learner import Learner, PPOConfig
+from learner.learner import Learner, PolicyLoss, PPOConfig
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError, SpaceError
 from ray_sampler.modules.distributions import dist_class_for
@@ -148,7 +148,10 @@ def ppo_loss(module: TorchRLModule, batch: dict[str, Any], config: PPOConfig) ->
     logp, entropy = _logp_and_entropy(module.action_space, out[Columns.ACTION_DIST_INPUTS], batch[Columns.ACTIONS])
     ratio = torch.exp(logp - logp_old)
     clipped = ratio.clamp(1.0 - config.clip_param, 1.0 + config.clip_param)
-    policy_loss = -mean(torch.minimum(ratio * advantages, clipped * advantages))
+    if config.policy_loss is PolicyLoss.CLIPPED:
+        policy_loss = -mean(torch.minimum(ratio * advantages, clipped * advantages))
+    else:  # the plain policy gradient (IMPALA's on V-trace advantages)
+        policy_loss = -mean(logp * advantages)
     vf_sq = (out[Columns.VF_PREDS] - targets) ** 2
     vf_loss = mean(vf_sq if config.vf_clip_param is None else vf_sq.clamp(max=config.vf_clip_param))
     entropy_mean = mean(entropy)

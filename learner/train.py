@@ -24,6 +24,7 @@ from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
+from learner.optimizers import AsyncSamplesConfig, Optimizer
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -95,9 +96,17 @@ class PPOTrainingConfig:
     stop_window: int = 100
     """Finished episodes in the stop rule's mean (stricter than RLlib 2.60's ``episode_return_mean``,
     which averages the episodes that finished in its last iteration: bench/RESULTS.md)."""
+    optimizer: Optimizer | str = Optimizer.SYNC_SAMPLES
+    """``"sync_samples"``: a batch from every runner, then an update while they wait (PPO, A2C);
+    ``"async_samples"``: the runners never wait, the learner updates on each fragment as it comes,
+    with V-trace's advantages (APPO, IMPALA: ``ppo.policy_loss``); an iteration is then one update."""
+    async_samples: AsyncSamplesConfig = dataclasses.field(default_factory=AsyncSamplesConfig)
+    """With ``optimizer="async_samples"``: how often the weights go out, and the policy-lag bound."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
+        replace_field(self, "optimizer", check_enum("optimizer", Optimizer, self.optimizer))
+        check_type("async_samples", self.async_samples, AsyncSamplesConfig)
         replace_field(self, "framework", check_enum("framework", Framework, self.framework))
         replace_field(self, "env_runner", with_framework(self.framework, self.env_runner))
         check_type("ppo", self.ppo, PPOConfig)
@@ -411,7 +420,15 @@ def train_ppo(
     With ``checkpointer``, a checkpoint is saved when it is due, and once more on Ctrl-C; with
     ``resume`` (a loaded checkpoint), the run carries on from it: learner state (weights, optimizer,
     RNG), connector states, counters and the stop rule's window. ``on_train_result`` is called after
-    each iteration's record, with a ``TrainingLoop``."""
+    each iteration's record, with a ``TrainingLoop``.
+
+    A config whose ``optimizer`` is ``"async_samples"`` is trained by ``learner.train_async.train_async``."""
+    if cfg.optimizer is Optimizer.ASYNC_SAMPLES:
+        from learner.train_async import train_async  # it builds on this module
+
+        if on_train_result is not None:
+            raise ConfigError("the asynchronous loop takes no 'on_train_result' (it has no TrainingLoop)")
+        return train_async(cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume)
     ma_runner = multi_agent_runner(cfg.env_runner)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD

@@ -2,8 +2,9 @@
 
 Seed 002's policy optimizers: ``train_ppo`` is the synchronous one (gather a batch from every
 runner, then update, while the runners wait); this is the asynchronous-samples one. Every runner
-keeps one request in flight (``keep_sampling``): as soon as its fragment
-(``rollout_fragment_length x num_envs_per_env_runner`` env steps) comes back it samples the next
+keeps requests in flight (``keep_sampling``; two by default, the next queued in its actor behind
+the one it samples, ``max_requests_in_flight_per_env_runner``): as soon as a fragment
+(``rollout_fragment_length x num_envs_per_env_runner`` env steps) is done it samples the next
 with the weights it has, while the learner updates on the fragment that came (``sample(min_answers=1)``:
 one fragment per update, in arrival order, taken from the object store). Every
 ``broadcast_interval`` updates the weights go out without waiting (``sync_weights(wait=False)``):
@@ -36,6 +37,7 @@ from typing import Any
 from learner.frameworks import ppo_learner_class
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult
+from learner.optimizers import AsyncSamplesConfig
 from learner.train import PPOTrainingConfig, ReturnTracker, multi_agent_runner, ppo_losses, target_for, view_pieces
 from ray_sampler.data.multi_agent_columnar import unpack_columnar
 from ray_sampler.errors import ConfigError
@@ -43,23 +45,8 @@ from ray_sampler.sampling.config import BatchMode
 from ray_sampler.sampling.env_creator import probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
-from ray_sampler.validate import check_int, check_optional, check_type
 
-__all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "train_async"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class AsyncSamplesConfig:
-    """The asynchronous loop's own knobs (the rest is ``PPOTrainingConfig``'s)."""
-
-    broadcast_interval: int = 1
-    """The weights go out every this many updates (without waiting for the runners)."""
-    max_policy_lag: int | None = None
-    """A fragment whose policy lag (updates) exceeds this is dropped and counted; None: none is."""
-
-    def __post_init__(self) -> None:
-        check_int("broadcast_interval", self.broadcast_interval, minimum=1)
-        check_optional(check_int, "max_policy_lag", self.max_policy_lag, minimum=0)
+__all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "check_async", "train_async"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,22 +67,31 @@ class AsyncTrainResult(PPOTrainResult):
 
 def train_async(
     cfg: PPOTrainingConfig,
-    async_config: AsyncSamplesConfig | None = None,
     *,
     log: Callable[[str], None] = print,
     on_iteration: Callable[[IterationRecord], None] | None = None,
     on_fragment: Callable[[list[Any], int], None] | None = None,
+    checkpointer: Any = None,
+    resume: Any = None,
 ) -> AsyncTrainResult:
-    """Trains with asynchronous samples (see the module docstring) until ``target_return`` or
-    ``max_iterations`` updates (one per fragment learned from). ``on_iteration`` gets each update's
-    record (without one, a line to ``log``); ``on_fragment(episodes, policy_lag)`` each fragment the
-    learner takes, before the update."""
-    async_config = check_type("async_config", async_config or AsyncSamplesConfig(), AsyncSamplesConfig)
-    _check_async(cfg)
+    """Trains with asynchronous samples (see the module docstring; ``cfg.async_samples`` holds the
+    loop's knobs, whatever ``cfg.optimizer`` says) until ``target_return`` or ``max_iterations``
+    updates (one per fragment learned from). ``on_iteration`` gets each update's record (without
+    one, a line to ``log``); ``on_fragment(episodes, policy_lag)`` each fragment the learner takes,
+    before the update. ``checkpointer`` and ``resume`` must be None for now (refused in one line)."""
+    async_config = cfg.async_samples
+    check_async(cfg)
+    if checkpointer is not None or resume is not None:
+        raise ConfigError("the asynchronous loop saves and resumes no checkpoints yet (no checkpointer, no resume)")
     ppo = dataclasses.replace(cfg.ppo, vtrace=True)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
-    runners = EnvRunnerGroup(cfg.env_runner, dataclasses.replace(cfg.env_runner_group, keep_sampling=True))
+    group_config = dataclasses.replace(
+        cfg.env_runner_group,
+        keep_sampling=True,
+        max_requests_in_flight_per_env_runner=async_config.max_requests_in_flight_per_env_runner,
+    )
+    runners = EnvRunnerGroup(cfg.env_runner, group_config)
     try:
         learners = LearnerGroup(
             lambda: build_module(cfg.env_runner, *spaces),
@@ -181,7 +177,7 @@ def train_async(
     )
 
 
-def _check_async(cfg: PPOTrainingConfig) -> None:
+def check_async(cfg: PPOTrainingConfig) -> None:
     """ConfigError (one line) for what the asynchronous loop does not take yet."""
     if multi_agent_runner(cfg.env_runner) is not None:
         raise ConfigError("the asynchronous loop trains single-agent envs for now (a multi-agent env trains with PPO)")

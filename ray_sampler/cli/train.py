@@ -20,6 +20,7 @@ import tyro
 
 from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.metrics import IterationRecord, TrainResult
+from learner.optimizers import Optimizer, algorithm_name
 from learner.presets import PRESET_ENVS, ppo_preset
 from learner.train import (
     PPOTrainingConfig,
@@ -31,6 +32,7 @@ from learner.train import (
     train_ppo,
     training_demands,
 )
+from learner.train_async import check_async
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.cli.options import (
     UsageError,
@@ -373,6 +375,10 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     """Runs a parsed training command on its Ray cluster, with a progress display and a run
     directory (config.toml, metrics.csv, curve.png); returns what it reached."""
     cfg = command.to_config()
+    if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is Optimizer.ASYNC_SAMPLES:
+        if command.checkpoint_every or command.resume is not None:
+            raise UsageError("--optimizer async_samples: no checkpoints yet (drop --checkpoint-every and --resume)")
+        check_async(cfg)
     check_module_builds(command, cfg)
     check_fits_locally(command, cfg)
     multi_agent = cfg.env_runner.multi_agent
@@ -420,7 +426,7 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     cluster = ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose, runtime_env=runtime_env)
     with run_dir, cluster as where:
         print(
-            f"ray-sampler {command.command_name}: {command.algo.upper()} on {command.env}, "
+            f"ray-sampler {command.command_name}: {algorithm_of(cfg)} on {command.env}, "
             f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
             f"sub-envs ({where}{'; ' + shipped if shipped else ''})",
             flush=True,
@@ -468,6 +474,13 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
         print(hint, file=sys.stderr, flush=True)
     return result
+
+
+def algorithm_of(cfg: PPOTrainingConfig | DQNTrainingConfig) -> str:
+    """The algorithm a training config runs, by its usual name (PPO, A2C, APPO, IMPALA, DQN)."""
+    if isinstance(cfg, PPOTrainingConfig):
+        return algorithm_name(Optimizer(cfg.optimizer), cfg.ppo.policy_loss)
+    return "DQN"
 
 
 def modules_line(multi_agent: MultiAgentConfig) -> str:

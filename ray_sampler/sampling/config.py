@@ -215,6 +215,11 @@ class EnvRunnerGroupConfig:
     driver works. Runners are then one request ahead: a call's arguments apply from the next call
     on (each result's metrics carry the ``sample_kwargs`` it used; ``force_reset`` is never
     repeated), and a result may be one weights version behind (see ``max_policy_lag``)."""
+    max_requests_in_flight_per_env_runner: int = 1
+    """With ``keep_sampling``: requests each runner holds at once (RLlib's name). 2 queues the next
+    request in the runner's actor behind the one it samples, so it starts at once, without waiting
+    for the driver to collect the last; the answers it gives are then up to this many requests
+    ahead (a weights version sent lands after the requests queued before it)."""
     restart_failed_env_runners: bool = True
     """Replace a runner whose actor dies or whose call raises by a new actor under the same
     ``worker_index``; False: the first failure raises ``EnvRunnerFailedError``."""
@@ -243,6 +248,12 @@ class EnvRunnerGroupConfig:
         check_bool("validate_env_locally", self.validate_env_locally)
         check_bool("check_env", self.check_env)
         check_bool("keep_sampling", self.keep_sampling)
+        check_int("max_requests_in_flight_per_env_runner", self.max_requests_in_flight_per_env_runner, minimum=1)
+        if self.max_requests_in_flight_per_env_runner > 1 and not self.keep_sampling:
+            raise ConfigError(
+                "'max_requests_in_flight_per_env_runner' > 1 needs 'keep_sampling' (requests are queued ahead); got "
+                f"{self.max_requests_in_flight_per_env_runner} without it"
+            )
         check_bool("restart_failed_env_runners", self.restart_failed_env_runners)
         check_int("max_num_env_runner_restarts", self.max_num_env_runner_restarts, minimum=0)
         check_number("delay_between_env_runner_restarts_s", self.delay_between_env_runner_restarts_s, minimum=0)

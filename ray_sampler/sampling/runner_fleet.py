@@ -89,6 +89,9 @@ class RunnerFleet:
         """Runners the last ``collect`` went on without: replacements whose bundle no live node holds."""
         self.unacked: dict[ray.ObjectRef, int] = {}
         """State calls sent without waiting (``broadcast(wait=False)``), not yet answered: ref -> index."""
+        self.queued: dict[int, list[tuple[ray.ObjectRef, SampleRequest]]] = {}
+        """Requests sent behind the one in ``inflight`` (``max_requests_in_flight_per_env_runner`` > 1),
+        oldest first: each becomes the runner's ``inflight`` one when the one before it is collected."""
 
     # ---------------------------------------------------------------- requests and answers
     def collect(self, deadline: float, *, min_ready: int | None = None) -> None:
@@ -130,6 +133,7 @@ class RunnerFleet:
                     result, died = None, e
                 if died is None and unavailable is not None and request is None:
                     self.resend_state(index)  # back, and only a state call's answer was lost: nothing to replace
+                    self.promote(index)  # the ping ran after the requests queued before it: the next is due
                     continue
                 if died is not None or unavailable is not None:  # dead, or back with its answer lost: replaced, once
                     self.fail(index, died or unavailable, lost_request=request)  # type: ignore[arg-type]
@@ -141,10 +145,34 @@ class RunnerFleet:
                 assert request is not None, "only a ping stands for no request, and a ping's answer is handled above"
                 self.unconfirmed.discard(index)
                 self.ready.append((index, self.answer(result, request, index)))
+                promoted = self.promote(index)
+                if promoted is not None and self.last_request is None:  # draining: wait for every queued one
+                    by_ref[promoted] = index
+                    pending.append(promoted)
                 if self.group_config.keep_sampling and self.last_request is not None:
-                    # One request ahead, with this call's arguments; a reset is never repeated.
-                    request, replay = self.last_request
-                    self.submit(index, request.without_reset(), replay)
+                    self.top_up(index)
+
+    def promote(self, index: int) -> ray.ObjectRef | None:
+        """Makes runner ``index``'s oldest queued request its ``inflight`` one (none in flight now);
+        its ref, or None if none was queued."""
+        queue = self.queued.get(index)
+        if not queue or index in self.inflight:
+            return None
+        ref, request = queue.pop(0)
+        self.inflight[index], self.inflight_requests[index] = ref, request
+        return ref
+
+    def top_up(self, index: int) -> None:
+        """``keep_sampling``: sends runner ``index`` requests with the last call's arguments (a reset is
+        never repeated) until it holds ``max_requests_in_flight_per_env_runner``."""
+        assert self.last_request is not None
+        request, replay = self.last_request
+        request = request.without_reset()
+        if index not in self.inflight:
+            self.submit(index, request, replay)
+        queue = self.queued.setdefault(index, [])
+        while 1 + len(queue) < self.group_config.max_requests_in_flight_per_env_runner:
+            queue.append((self.call(index, request, replay), request))
 
     def take_ready(self) -> list[tuple[int | None, Answer]]:
         """Empties ``ready``: with a seed in runner order (a stable sort: a runner's answers stay
@@ -179,12 +207,16 @@ class RunnerFleet:
         return set(self.probing) | set(self.waiting)
 
     def submit(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
-        """Sends ``request`` to runner ``index`` (its chunks to go to ``replay`` if given)."""
-        actor = self.actors[index]
-        ref = actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
+        """Sends ``request`` to runner ``index`` (its chunks to go to ``replay`` if given) as its ``inflight`` one."""
+        ref = self.call(index, request, replay)
         self.inflight[index] = ref
         self.inflight_requests[index] = request
         return ref
+
+    def call(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
+        """Sends ``request`` to runner ``index``: its ``collect``, or ``collect_to(replay)``."""
+        actor = self.actors[index]
+        return actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
 
     def answer(self, result: Any, request: SampleRequest, index: int) -> Answer:
         """(chunks, metrics with the request) of a finished request of either kind (``collect_to``
@@ -209,18 +241,10 @@ class RunnerFleet:
         request = self.inflight_requests.pop(index, None) if lost_request is None else lost_request
         if self.probing.pop(index, None) is not None:
             ref = None  # a ping, not the request's answer: the request is lost
-        if ref is not None and request is not None and ray.wait([ref], timeout=0)[0]:
-            try:  # answered before it died: the result is in the object store, not lost
-                self.ready.append((index, self.answer(ray.get(ref), request, index)))
-                request = None
-            except ray.exceptions.RayError:
-                pass
-        lost = 0
-        if request is not None and request.num_episodes is None:
-            lost = request.num_env_steps(
-                rollout_fragment_length=self.config.rollout_fragment_length,
-                num_envs=self.config.num_envs_per_env_runner,
-            )
+        # Answered before it died: the result is in the object store, not lost.
+        lost = self._take_or_lose(index, ref, request)
+        for queued_ref, queued_request in self.queued.pop(index, []):  # answered before it died, or lost
+            lost += self._take_or_lose(index, queued_ref, queued_request)
         ray.kill(actor)  # a runner that raised is still alive, in an unknown state
         self.failures.record(index, error, num_env_steps_lost=lost, may_restart=replace)
         if replace:
@@ -238,6 +262,25 @@ class RunnerFleet:
         else:
             self.unconfirmed.discard(index)
             self.placement.free(index)
+
+    def _steps_of(self, request: SampleRequest | None) -> int:
+        """The env steps a lost ``request`` would have sampled (0 for none, or an episodes request)."""
+        if request is None or request.num_episodes is not None:
+            return 0
+        return request.num_env_steps(
+            rollout_fragment_length=self.config.rollout_fragment_length, num_envs=self.config.num_envs_per_env_runner
+        )
+
+    def _take_or_lose(self, index: int, ref: ray.ObjectRef | None, request: SampleRequest | None) -> int:
+        """Puts the answer of runner ``index``'s call ``ref`` for ``request`` in ``ready`` if it came;
+        else the env steps lost (a ref of None: it is lost)."""
+        if ref is not None and request is not None and ray.wait([ref], timeout=0)[0]:
+            try:
+                self.ready.append((index, self.answer(ray.get(ref), request, index)))
+                return 0
+            except ray.exceptions.RayError:
+                pass
+        return self._steps_of(request)
 
     def start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
         """A new runner actor for ``index``; a replacement (``restart`` > 0) gets a fresh seed."""
@@ -300,6 +343,7 @@ class RunnerFleet:
         self._last_ping.pop(index, None)
         self.inflight.pop(index, None)
         self.inflight_requests.pop(index, None)
+        self.queued.pop(index, None)
         ray.kill(self.actors.pop(index))
         self.placement.free(index)
 
@@ -309,6 +353,7 @@ class RunnerFleet:
             ray.kill(actor)
         self.actors.clear()
         self.inflight.clear()
+        self.queued.clear()
         self.probing.clear()
         self.unconfirmed.clear()
         self.placement.release_all()
@@ -340,12 +385,15 @@ class RunnerFleet:
         for i in sorted(left_out & set(indices) & self.inflight.keys()):  # never coming: lost, not waited for
             self.fail(i, self.probing.get(i) or RuntimeError("waiting for room"), replace=False)
         inflight = {self.inflight[i]: i for i in indices if i in self.inflight}
-        if not inflight:
+        queued = {ref: i for i in indices for ref, _ in self.queued.get(i, [])}
+        if not inflight and not queued:
             return
-        _, late = ray.wait(list(inflight), num_returns=len(inflight), timeout=timeout_s)
+        refs = [*inflight, *queued]
+        _, late = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         if late:
+            late_runners = sorted({inflight[r] if r in inflight else queued[r] for r in late})
             raise SampleTimeoutError(
-                f"env runners {sorted(inflight[r] for r in late)} are still sampling after {timeout_s} s; "
+                f"env runners {late_runners} are still sampling after {timeout_s} s; "
                 "no runner was stopped (scale down again once they finish)"
             )
         for ref, i in inflight.items():  # no new request for a runner about to stop
@@ -359,6 +407,15 @@ class RunnerFleet:
                 self.ready.append((i, self.answer(ray.get(ref), request, i)))
             except ray.exceptions.RayError as e:
                 self.fail(i, e, lost_request=request, replace=False)
+        for i in indices:  # then the requests queued behind, oldest first
+            while i in self.actors and self.promote(i) is not None:
+                ref, queued_request = self.inflight.pop(i), self.inflight_requests.pop(i)
+                assert queued_request is not None, "a queued request is a sample request, never a ping"
+                request = queued_request
+                try:
+                    self.ready.append((i, self.answer(ray.get(ref), request, i)))
+                except ray.exceptions.RayError as e:
+                    self.fail(i, e, lost_request=request, replace=False)  # counts the ones behind it too
 
     def broadcast(self, state_ref: ray.ObjectRef, timeout_s: float, what: str, *, wait: bool = True) -> None:
         """Sends the state ``state_ref`` (one ``ray.put``) to every runner and waits for them up to

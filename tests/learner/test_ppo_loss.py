@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 from learner.ppo_loss import ppo_loss_and_grads
-from ray_sampler.modules.distributions import DiagGaussian
+from ray_sampler.modules.distributions import Categorical, DiagGaussian
+from ray_sampler.modules.mlp import forward
 from ray_sampler.modules.mlp_module import MLPModule
 
 
@@ -46,7 +49,7 @@ def gaussian_problem(seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np
 
 
 def assert_gradients_match_finite_differences(
-    params: dict[str, np.ndarray], batch: dict[str, np.ndarray], **kwargs: float | None
+    params: dict[str, np.ndarray], batch: dict[str, np.ndarray], **kwargs: Any
 ) -> None:
     _, grads = ppo_loss_and_grads(params, batch, **kwargs)
     assert grads.keys() == params.keys()
@@ -68,6 +71,29 @@ def assert_gradients_match_finite_differences(
 def test_gradients_match_finite_differences(entropy_coeff: float) -> None:
     params, batch = tiny_problem()
     assert_gradients_match_finite_differences(params, batch, clip_param=0.3, vf_coeff=0.7, entropy_coeff=entropy_coeff)
+
+
+@pytest.mark.parametrize("problem", [tiny_problem, gaussian_problem], ids=["categorical", "gaussian"])
+def test_the_plain_policy_gradient_matches_finite_differences_and_is_the_mean_logp_times_advantage(
+    problem: Any,
+) -> None:
+    params, batch = problem()
+    assert_gradients_match_finite_differences(params, batch, vf_coeff=0.7, entropy_coeff=0.05, clipped=False)
+    # With the value and entropy terms off, the loss is -mean(logp * A), whatever the sampling policy's logp.
+    terms, _ = ppo_loss_and_grads(params, batch, vf_coeff=0.0, clipped=False)
+    shifted, _ = ppo_loss_and_grads(params, {**batch, "action_logp": batch["action_logp"] + 3.0}, clipped=False)
+    assert shifted["policy_loss"] == terms["policy_loss"]
+    module_logp = _logp_of(params, batch)
+    assert terms["policy_loss"] == pytest.approx(-np.mean(module_logp * batch["advantages"]), rel=1e-12)
+
+
+def _logp_of(params: dict[str, np.ndarray], batch: dict[str, np.ndarray]) -> np.ndarray:
+    """log pi(a|s) of the batch's actions under ``params`` (float64), through the modules' own distributions."""
+    head, _ = forward(params, "pi", np.asarray(batch["obs"], np.float64))
+    if "pi.log_std" not in params:
+        return Categorical(head).logp(batch["actions"])
+    log_std = np.broadcast_to(params["pi.log_std"], head.shape)
+    return DiagGaussian(np.concatenate([head, log_std], axis=-1)).logp(batch["actions"])
 
 
 @pytest.mark.parametrize(

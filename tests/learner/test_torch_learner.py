@@ -13,7 +13,7 @@ import torch
 
 from learner.checkpoint import Checkpointer, TrainingState, load_checkpoint
 from learner.dqn import DQNConfig, dqn_loss_and_grads
-from learner.learner import PPOConfig
+from learner.learner import PolicyLoss, PPOConfig
 from learner.learner_group import LearnerGroup
 from learner.ppo_loss import ppo_loss_and_grads
 from learner.torch_learner import TorchDQNLearner, TorchPPOLearner
@@ -84,11 +84,15 @@ class TestPPOEqualsNumpy:
     @pytest.mark.parametrize("action_space", ACTION_SPACES, ids=["discrete", "box"])
     @pytest.mark.parametrize(
         "kwargs",
-        [{}, {"vf_clip_param": 1.0, "entropy_coeff": 0.01, "clip_param": 0.1}],
-        ids=["defaults", "vf_clip_entropy"],
+        [
+            {},
+            {"vf_clip_param": 1.0, "entropy_coeff": 0.01, "clip_param": 0.1},
+            {"policy_loss": "pg", "entropy_coeff": 0.01},
+        ],
+        ids=["defaults", "vf_clip_entropy", "policy_gradient"],
     )
     def test_loss_terms_and_gradients_equal_ppo_loss_and_grads(
-        self, action_space: gym.Space, kwargs: dict[str, float]
+        self, action_space: gym.Space, kwargs: dict[str, Any]
     ) -> None:
         params, batch = ppo_problem(action_space)
         config = PPOConfig(**kwargs)
@@ -99,6 +103,7 @@ class TestPPOEqualsNumpy:
             vf_coeff=config.vf_coeff,
             entropy_coeff=config.entropy_coeff,
             vf_clip_param=config.vf_clip_param,
+            clipped=config.policy_loss is PolicyLoss.CLIPPED,
         )
         terms, grads = gradients_of(ppo_learner(action_space, params, config), batch)
         assert terms.keys() == want_terms.keys()

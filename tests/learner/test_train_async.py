@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from learner.learner import PPOConfig
-from learner.train import PPOTrainingConfig
-from learner.train_async import AsyncSamplesConfig, train_async
+from learner.optimizers import AsyncSamplesConfig
+from learner.train import PPOTrainingConfig, train_ppo
+from learner.train_async import AsyncTrainResult, train_async
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
@@ -27,9 +28,18 @@ def config(env: Any = "CartPole-v1", **kwargs: Any) -> PPOTrainingConfig:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_learns_cartpole_with_runners_that_never_wait() -> None:
-    result = train_async(config(target_return=150.0, max_iterations=200), log=lambda line: None)
-    assert result.reached and result.mean_return >= 150  # random play: about 22
+@pytest.mark.parametrize(("policy_loss", "target"), [("clipped", 150.0), ("pg", 60.0)], ids=["appo", "impala"])
+def test_learns_cartpole_with_runners_that_never_wait(policy_loss: str, target: float) -> None:
+    """APPO (the clipped surrogate) and IMPALA (the plain policy gradient, one pass over each
+    fragment as it comes: a smaller target within the same budget), both on V-trace's advantages,
+    through ``train_ppo`` with ``optimizer="async_samples"``."""
+    epochs = 4 if policy_loss == "clipped" else 1
+    ppo = PPOConfig(num_epochs=epochs, minibatch_size=128, seed=0, policy_loss=policy_loss)
+    result = train_ppo(
+        config(target_return=target, max_iterations=200, ppo=ppo, optimizer="async_samples"), log=lambda line: None
+    )
+    assert isinstance(result, AsyncTrainResult)
+    assert result.reached and result.mean_return >= target  # random play: about 22
     assert result.env_steps == 256 * result.iterations  # one fragment (4 sub-envs x 64 steps) per update
     assert sum(result.policy_lags.values()) >= result.iterations and 0.0 < result.runner_utilization <= 1.0
 
@@ -41,9 +51,9 @@ def test_every_step_is_learned_from_once_or_counted_and_no_fragment_exceeds_the_
     taken: list[tuple[list[Any], int]] = []
     cfg = config(stamp_creator, target_return=None, max_iterations=30)
     cfg = dataclasses.replace(cfg, env_runner=dataclasses.replace(cfg.env_runner, rollout_fragment_length=8))
+    cfg = dataclasses.replace(cfg, async_samples=AsyncSamplesConfig(max_policy_lag=1))
     result = train_async(
         cfg,
-        AsyncSamplesConfig(max_policy_lag=1),
         log=lambda line: None,
         on_fragment=lambda episodes, lag: taken.append((episodes, lag)),
     )

@@ -143,6 +143,20 @@ def test_train_job_prints_progress_learns_and_keeps_a_run_directory(tmp_path: Pa
     assert (run_dir / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_asynchronous_optimizer_trains_impala_from_the_command_line(tmp_path: Path, ray_address: str) -> None:
+    args = ["train", "--optimizer", "async_samples", "--ppo.policy-loss", "pg", "--rollout-fragment-length", "32"]
+    args += ["--max-iterations", "6", "--target-return", "none", "--address", ray_address]
+    out = run_cli(*args, runs_dir=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("ray-sampler train: IMPALA on CartPole-v1, 2 env runners x 4 sub-envs (")
+    (run_dir,) = tmp_path.iterdir()
+    rows = read_metrics(run_dir)  # an iteration is one update, on one runner's 128-step fragment
+    assert [r["iteration"] for r in rows] == list(range(1, 7)) and rows[-1]["env_steps"] == 6 * 128
+    config = load_config(run_dir)
+    assert config["optimizer"] == "async_samples" and config["ppo"]["policy_loss"] == "pg"
+
+
 class TestTrainingOptions:
     def test_no_flags_give_the_default_training_configs(self) -> None:
         from learner.train import PPOTrainingConfig

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -83,17 +84,6 @@ def test_ray_address_is_honoured_like_the_flag(cluster: RayStartCluster) -> None
     assert done.stdout.splitlines()[0].endswith(f"2 iterations (Ray cluster at {cluster.address} (2 CPUs))")
     assert any("ray_sampler sample --iterations" in (j["entrypoint"] or "") for j in drivers(cluster))
     assert cluster.is_running()
-
-
-def test_a_submitted_sampling_job_succeeds(cluster: RayStartCluster) -> None:
-    submit = [RAY, "job", "submit", "--address", cluster.dashboard_url]
-    submit += ["--submission-id", "rs-sample-job", "--", *CLI, "sample", "--address", "auto", *SMALL_SAMPLE]
-    done = cluster.run(submit, timeout_s=240)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    job = [j for j in drivers(cluster) if j["submission_id"] == "rs-sample-job"]
-    assert [j["status"] for j in job] == ["SUCCEEDED"]
-    logs = cluster.run([RAY, "job", "logs", "--address", cluster.dashboard_url, "rs-sample-job"], timeout_s=60)
-    assert "total: 64 env steps in " in logs.stdout
 
 
 @pytest.mark.parametrize("job", ["train", "train-dqn", "sample"])
@@ -170,13 +160,20 @@ WHERE_WORKERS_IMPORT = (
 )
 
 
-def test_a_job_submitted_with_its_working_dir_runs_the_shipped_code_on_the_workers(cluster: RayStartCluster) -> None:
-    submit = [RAY, "job", "submit", "--address", cluster.dashboard_url, "--submission-id", "rs-working-dir"]
-    done = cluster.run([*submit, "--working-dir", ".", "--", sys.executable, "-c", WHERE_WORKERS_IMPORT], timeout_s=180)
+def test_a_job_submitted_with_its_working_dir_runs_the_shipped_code_and_samples(cluster: RayStartCluster) -> None:
+    """One job, with this clone as its working dir: its workers import the uploaded copy of
+    ray_sampler (not this clone, which the test environment also has installed), and a sampling
+    command run there succeeds."""
+    where = shlex.join([sys.executable, "-c", WHERE_WORKERS_IMPORT])
+    sample = shlex.join([*CLI, "sample", "--address", "auto", *SMALL_SAMPLE])
+    submit = [RAY, "job", "submit", "--address", cluster.dashboard_url, "--submission-id", "rs-sample-job"]
+    done = cluster.run([*submit, "--working-dir", ".", "--", "sh", "-c", f"{where} && {sample}"], timeout_s=240)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     line = next(line for line in done.stdout.splitlines() if line.startswith("WORKER IMPORTS "))
-    # The uploaded copy, not this clone (which the test environment also has installed).
     assert "/runtime_resources/working_dir_files/_ray_pkg_" in line and line.endswith("/ray_sampler/__init__.py")
+    assert "total: 64 env steps in " in done.stdout  # the job's output, followed by ray job submit
+    job = [j for j in drivers(cluster) if j["submission_id"] == "rs-sample-job"]
+    assert [j["status"] for j in job] == ["SUCCEEDED"]
 
 
 def test_the_readmes_local_head_commands_train_on_the_head_they_start(tmp_path: Path) -> None:

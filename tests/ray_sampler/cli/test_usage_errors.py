@@ -74,6 +74,11 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--env-runner-group.sample-timeout-s", "0"], "--env-runner-group.sample-timeout-s must be"),
     (["train", "--env-runner-group.max-num-env-runner-restarts", "-1"], "--env-runner-group.max-num-env-runner-res"),
     (["train", "--num-learners", "-1"], "--num-learners must be an int >= 0 (got -1)"),
+    (["train", "--optimizer", "async"], "--optimizer: one of 'sync_samples', 'async_samples' allowed"),
+    (["train", "--ppo.policy-loss", "a2c"], "--ppo.policy-loss: one of 'clipped', 'pg' allowed"),
+    (["train", "--async-samples.max-policy-lag", "-1"], "--async-samples.max-policy-lag must be an int >= 0"),
+    (["train", "--optimizer", "async_samples", "--checkpoint-every", "2"], "--optimizer async_samples: no checkpoints"),
+    (["train", "--optimizer", "async_samples", "--num-learners", "1"], "learner for now: 'num_learners' must be 0"),
     (["train", "--num-learners", "8", "--num-cpus-per-learner", "1"], "num_learners x num_cpus_per_learner = 8 x"),
     (
         ["train", "--env-runner-group.custom-resources-per-env-runner", "gpu_node", "1"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 import gymnasium as gym
@@ -22,6 +23,7 @@ from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup, SampleTimeoutError
+from ray_sampler.sampling.runner_fleet import RunnerFleet
 from tests.helpers import MODEL_OUTPUTS_TOL, assert_episodes_equal, stamp_creator
 from tests.ray_sampler.sampling.checks import assert_steps_once_and_continuous, stamps
 from tests.ray_sampler.sampling.faults import dead_replay
@@ -219,6 +221,41 @@ def test_keep_sampling_keeps_a_request_in_flight_and_every_step_once() -> None:
         chunks += group.sample() + group.sample()
         assert group.metrics.max_policy_lag <= 1
         assert_steps_once_and_continuous(chunks)
+
+
+def test_two_requests_in_flight_keep_a_runner_busy_and_every_step_comes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``max_requests_in_flight_per_env_runner=2``: a runner's next request waits in its actor behind
+    the one it samples; each request sent is answered once, in order, also when a scale-down
+    settles them and when the last are collected."""
+    sent: Counter[int] = Counter()
+    call = RunnerFleet.call
+    monkeypatch.setattr(RunnerFleet, "call", lambda fleet, index, *a: (sent.update([index]), call(fleet, index, *a))[1])
+    config = EnvRunnerConfig(env=stamp_creator, num_envs_per_env_runner=2, rollout_fragment_length=4)
+    group_config = EnvRunnerGroupConfig(
+        num_env_runners=2, num_cpus_per_env_runner=0.5, keep_sampling=True, max_requests_in_flight_per_env_runner=2
+    )
+    with EnvRunnerGroup(config, group_config) as group:
+        answers = []
+        for _ in range(3):
+            answers += group.sample_columnar(min_answers=1)
+            assert group.in_flight == [1, 2]
+        group.sync_weights(MLPModule(group_obs_space(), group_act_space(), seed=5).get_state(), wait=False)
+        answers += group.sample_columnar() + group.sample_columnar()
+        assert group.metrics.max_policy_lag <= 2  # behind the two requests queued before the weights
+        group.scale(1)  # runner 2's two requests are settled, and come with the next call
+        answers += group.sample_columnar() + group.collect_in_flight()
+        assert group.in_flight == []
+        by_runner = Counter(metrics.worker_index for _, metrics in answers)
+        assert by_runner == sent and sent[1] >= 5 and group.metrics.num_env_steps_lost == 0
+        assert all(metrics.num_env_steps == 8 for _, metrics in answers)
+        chunks = [ep for col, _ in answers for ep in columnar_to_episodes(col)]
+        assert sum(len(c) for c in chunks) == 8 * sum(by_runner.values())
+        assert_steps_once_and_continuous(chunks)
+
+
+def test_more_than_one_request_in_flight_needs_keep_sampling() -> None:
+    with pytest.raises(ConfigError, match=r"^'max_requests_in_flight_per_env_runner' > 1 needs 'keep_sampling'"):
+        EnvRunnerGroupConfig(max_requests_in_flight_per_env_runner=2)
 
 
 def test_scale_down_waits_with_a_deadline_and_stops_nothing_on_timeout() -> None:

@@ -162,6 +162,25 @@ def test_killed_runners_are_replaced_and_sampling_goes_on(
             assert abandoned > 0
 
 
+def test_a_runner_killed_with_two_requests_in_flight_counts_what_it_had_not_answered() -> None:
+    """With ``max_requests_in_flight_per_env_runner=2`` runner 2 holds three requests over the first
+    call: the first, answered; the second, running when it is killed (0.4 s of sleeps); the third,
+    queued behind. What it had not answered is counted lost, whole requests, and what it had answered
+    is delivered; the replacement samples on."""
+    with group_of(2, keep_sampling=True, max_requests_in_flight_per_env_runner=2) as group:
+        chunks = group.sample()
+        ray.kill(group.actor(2))
+        for _ in range(3):
+            chunks += group.sample()
+        metrics = group.metrics
+        assert metrics.num_env_runner_restarts == 1 and group.worker_indices == [1, 2]
+        (dead,) = dead_processes(chunks)
+        answered = sum(len(c) for c in by_process(chunks)[dead]) // STEPS_PER_REQUEST
+        assert answered in (1, 2)  # the second, if it finished before the kill landed
+        assert metrics.num_env_steps_lost == (3 - answered) * STEPS_PER_REQUEST
+        assert_steps_once_and_continuous(chunks)
+
+
 def test_replacement_takes_the_current_weights_and_connector_states_before_sampling() -> None:
     with group_of(2, connectors=(MeanStdFilter(),)) as group:
         group.sample()

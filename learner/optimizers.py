@@ -1,0 +1,54 @@
+"""The policy optimizers (seed 002's name for how the runners meet the learner) and their knobs.
+
+``PPOTrainingConfig.optimizer`` picks one; ``learner.train.train_ppo`` runs the synchronous one and
+``learner.train_async.train_async`` the asynchronous one (``train_ppo`` hands a config that names
+it over). The loss is ``PPOConfig.policy_loss``'s either way: with asynchronous samples, the clipped
+surrogate on V-trace's advantages is APPO, the plain policy gradient on them IMPALA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+
+from ray_sampler.validate import check_int, check_optional
+
+__all__ = ["AsyncSamplesConfig", "Optimizer", "algorithm_name"]
+
+
+class Optimizer(str, Enum):
+    """How samples reach the learner."""
+
+    SYNC_SAMPLES = "sync_samples"
+    """Every iteration, one batch from every runner, then an update while the runners wait (PPO)."""
+    ASYNC_SAMPLES = "async_samples"
+    """Runners never wait: an update on each fragment as it arrives, V-trace for the weights' age
+    (APPO, IMPALA)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AsyncSamplesConfig:
+    """The asynchronous loop's own knobs."""
+
+    broadcast_interval: int = 1
+    """The weights go out every this many updates (without waiting for the runners)."""
+    max_policy_lag: int | None = None
+    """A fragment whose policy lag (updates) exceeds this is dropped and counted; None: none is."""
+    max_requests_in_flight_per_env_runner: int = 2
+    """Requests each runner holds (the runner group's field of that name): with 2, its next request
+    waits in its actor behind the one it samples, so it never waits for the driver; 1: it gets
+    its next when the driver collects its fragment, between updates."""
+
+    def __post_init__(self) -> None:
+        check_int("broadcast_interval", self.broadcast_interval, minimum=1)
+        check_int("max_requests_in_flight_per_env_runner", self.max_requests_in_flight_per_env_runner, minimum=1)
+        check_optional(check_int, "max_policy_lag", self.max_policy_lag, minimum=0)
+
+
+def algorithm_name(optimizer: Optimizer, policy_loss: str) -> str:
+    """The algorithm an optimizer and a policy loss make, by its usual name: PPO or A2C (synchronous),
+    APPO or IMPALA (asynchronous)."""
+    clipped = policy_loss == "clipped"
+    if optimizer is Optimizer.SYNC_SAMPLES:
+        return "PPO" if clipped else "A2C"
+    return "APPO" if clipped else "IMPALA"
