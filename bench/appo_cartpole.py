@@ -18,7 +18,7 @@ import dataclasses
 import sys
 import time
 
-from bench_common import ROOT, raw_stepping_s
+from bench_common import ROOT, raw_stepping_s, sync_ppo_to
 
 
 def main() -> None:
@@ -30,19 +30,12 @@ def main() -> None:
     import ray
 
     from learner.learner import PPOConfig
-    from learner.train import PPOTrainingConfig, train_ppo
     from learner.train_async import train_async
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        sync = PPOTrainingConfig(target_return=450.0, max_iterations=args.max_env_steps // 1024)
-        sync = dataclasses.replace(
-            sync, env_runner=dataclasses.replace(sync.env_runner, seed=seed), ppo=PPOConfig(seed=seed)
-        )
-        t0 = time.perf_counter()
-        ppo = train_ppo(sync, log=lambda line: None)
-        ppo_s = time.perf_counter() - t0
+        sync, ppo, ppo_s = sync_ppo_to(450.0, seed, args.max_env_steps)
         runner = dataclasses.replace(sync.env_runner, rollout_fragment_length=64)
         asyn = dataclasses.replace(
             sync, env_runner=runner, ppo=PPOConfig(seed=seed, num_epochs=4), max_iterations=args.max_env_steps // 256

@@ -40,3 +40,21 @@ def raw_stepping_s(env_id: str, env_steps: int, num_envs: int = 16) -> float:
     elapsed = time.perf_counter() - t0
     env.close()
     return elapsed
+
+
+def sync_ppo_to(target: float, seed: int, max_env_steps: int) -> tuple[Any, Any, float]:
+    """``train_ppo`` with its defaults (2 runners x 4 CartPole-v1 sub-envs, 1,024 env steps an
+    iteration) at ``seed`` until the 100-episode mean reaches ``target`` or ``max_env_steps``, in the
+    Ray session already started: (its config, its result, its seconds). The baseline the
+    asynchronous loops' benchmarks compare with."""
+    import dataclasses
+
+    sys.path.insert(0, str(ROOT))
+    from learner.learner import PPOConfig
+    from learner.train import PPOTrainingConfig, train_ppo
+
+    cfg = PPOTrainingConfig(target_return=target, max_iterations=max_env_steps // 1024)
+    cfg = dataclasses.replace(cfg, env_runner=dataclasses.replace(cfg.env_runner, seed=seed), ppo=PPOConfig(seed=seed))
+    t0 = time.perf_counter()
+    result = train_ppo(cfg, log=lambda line: None)
+    return cfg, result, time.perf_counter() - t0

@@ -1,5 +1,6 @@
 """Learners: numpy PPO and DQN learners, the data-parallel LearnerGroup, their optimizer, the
-training loops (``train_ppo``, ``train_dqn``) with their configs, and the typed metrics they report."""
+training loops (``train_ppo``, ``train_dqn``) with their configs, and the typed metrics they report.
+Importing the package registers the asynchronous loops ``train_ppo`` hands over to."""
 
 from learner.dqn import DQNConfig, DQNLearner, dqn_loss_and_grads
 from learner.learner import Learner, PolicyLoss, PPOConfig
@@ -15,11 +16,15 @@ from learner.metrics import (
 from learner.optim import Adam
 from learner.ppo_loss import ppo_loss_and_grads
 from learner.train import PPOTrainingConfig, train_ppo
+from learner.train_async import AsyncTrainResult, train_async
+from learner.train_async_gradients import AsyncGradientsResult, train_async_gradients
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.modules.q_module import QModule
 
 __all__ = [
     "Adam",
+    "AsyncGradientsResult",
+    "AsyncTrainResult",
     "DQNConfig",
     "DQNLearner",
     "DQNStepMetrics",
@@ -38,6 +43,8 @@ __all__ = [
     "dqn_loss_and_grads",
     "ppo_loss_and_grads",
     "shard_episodes",
+    "train_async",
+    "train_async_gradients",
     "train_dqn",
     "train_ppo",
 ]

@@ -23,7 +23,9 @@ which the averaged terms fill.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -33,9 +35,19 @@ from learner.metrics import DQNUpdateMetrics, PPOUpdateMetrics
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, PlacementStrategy, release, reserve
-from ray_sampler.validate import check_bool, check_callable, check_int, check_number, check_optional
+from ray_sampler.validate import check_bool, check_callable, check_enum, check_int, check_number, check_optional
 
-__all__ = ["LearnerGroup", "shard_episodes"]
+__all__ = ["GradientSync", "LearnerGroup", "shard_episodes"]
+
+
+class GradientSync(str, Enum):
+    """How learner actors average their gradients at every step."""
+
+    DRIVER = "driver"
+    """The driver gathers the M gradients and sends one mean back (no torch needed)."""
+    ALLREDUCE = "allreduce"
+    """The learners all-reduce among themselves (torch.distributed, gloo): the driver sends only
+    the episode shards (learner/allreduce.py)."""
 
 
 def shard_episodes(episodes: list[SingleAgentEpisode], num_shards: int) -> list[list[SingleAgentEpisode]]:
@@ -63,8 +75,17 @@ class LearnerGroup:
         num_cpus_per_learner: float = 1.0,
         timeout_s: float = 600.0,
         learner_kwargs: dict[str, Any] | None = None,
+        gradient_sync: GradientSync | str = GradientSync.DRIVER,
     ) -> None:
-        """``learner_kwargs``: more keyword arguments for ``learner_class`` (e.g. ``view_pieces``)."""
+        """``learner_kwargs``: more keyword arguments for ``learner_class`` (e.g. ``view_pieces``);
+        ``gradient_sync``: how learner actors average their gradients (``GradientSync``)."""
+        self.gradient_sync = check_enum("gradient_sync", GradientSync, gradient_sync)
+        if self.gradient_sync is GradientSync.ALLREDUCE and importlib.util.find_spec("torch") is None:
+            raise ConfigError(
+                "'gradient_sync' 'allreduce' needs torch (pip install 'ray-sampler[torch]'); 'driver' works without it"
+            )
+        self.driver_gradient_bytes = 0
+        """Bytes of gradients that passed through the driver so far (gathered, and the mean sent back)."""
         check_callable("make_module", make_module, "a callable that builds a module")
         check_callable("learner_class", learner_class)
         check_int("num_learners", num_learners, minimum=0)
@@ -99,9 +120,25 @@ class LearnerGroup:
                 for i in range(num_learners)
             ]
             self._get([a.set_state.remote(state_ref) for a in self.actors])
+            if self.gradient_sync is GradientSync.ALLREDUCE:
+                self._join_allreduce()
         except BaseException:
             self.stop()  # the learners that started and the placement group: nothing stays reserved
             raise
+
+    def _join_allreduce(self) -> None:
+        """Forms the learners' gloo process group (learner/allreduce.py): loopback when all share
+        the first learner's node, else that node's address."""
+        import ray
+
+        from learner import allreduce
+
+        nodes = set(
+            self._get([a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()) for a in self.actors])
+        )
+        address = self._get([self.actors[0].__ray_call__.remote(allreduce.rendezvous_address, len(nodes) == 1)])[0]
+        n = len(self.actors)
+        self._get([a.__ray_call__.remote(allreduce.join_group, address, i, n) for i, a in enumerate(self.actors)])
 
     def _bundle_options(self, index: int) -> dict[str, Any]:
         if self._placement_group is None:
@@ -144,6 +181,18 @@ class LearnerGroup:
         num_minibatches = max(1, -(-sum(rows) // self.config.minibatch_size))
         terms_seen: list[dict[str, float]] = []
         norms = []
+        if self.gradient_sync is GradientSync.ALLREDUCE:
+            from learner import allreduce
+
+            calls = [
+                a.__ray_call__.remote(allreduce.update_epochs, self.config.num_epochs, num_minibatches)
+                for a in self.actors
+            ]
+            per_learner = self._get(calls)
+            norms = per_learner[0][1]  # every learner applied the same steps
+            last = [t[-1] for t, _ in per_learner if t]
+            versions = self._get([a.__ray_call__.remote(lambda learner: learner.weights_version) for a in self.actors])
+            return self._ppo_metrics(last, norms, sum(rows), versions[0])
         for _ in range(self.config.num_epochs):
             self._get([a.plan_epoch.remote(num_minibatches) for a in self.actors])
             for j in range(num_minibatches):
@@ -153,17 +202,24 @@ class LearnerGroup:
                     continue
                 keys = results[0][1].keys()
                 average = {k: sum(g[k] * (n / total) for _, g, n in results) for k in keys}
+                self.driver_gradient_bytes += (len(results) + 1) * _nbytes(average)
                 norms.append(self._get([a.apply_gradients.remote(ray.put(average)) for a in self.actors])[0])
                 terms_seen += [t for t, _, n in results if n]
         versions = self._get([a.__ray_call__.remote(_bump_version) for a in self.actors])
-        keys = terms_seen[-1].keys() if terms_seen else ()
-        terms: dict[str, Any] = {k: float(np.mean([t[k] for t in terms_seen[-len(self.actors) :]])) for k in keys}
+        return self._ppo_metrics(terms_seen[-len(self.actors) :], norms, sum(rows), versions[0])
+
+    def _ppo_metrics(
+        self, last_terms: list[dict[str, float]], norms: list[float], batch_size: int, version: int
+    ) -> PPOUpdateMetrics:
+        """An update's metrics: the loss terms of the learners' last minibatches averaged."""
+        keys = last_terms[-1].keys() if last_terms else ()
+        terms: dict[str, Any] = {k: float(np.mean([t[k] for t in last_terms])) for k in keys}
         return PPOUpdateMetrics(
             **terms,
             grad_norm_mean=float(np.mean(norms)) if norms else 0.0,
-            batch_size=sum(rows),
+            batch_size=batch_size,
             num_gradient_steps=len(norms),
-            weights_version=versions[0],
+            weights_version=version,
             num_learners=len(self.actors),
         )
 
@@ -191,16 +247,25 @@ class LearnerGroup:
         self._each("pull_from_replay", [(replay, num_updates, b) for b in sizes], n_step=n_step, timeout_s=timeout_s)
         terms_seen: list[dict[str, Any]] = []
         norms = []
-        for j in range(num_updates):
-            results = self._each("compute_gradients", [(j,)] * m)
-            if self.local is not None:
-                grads = results[0][1]
-            else:
-                import ray
+        if self.local is None and self.gradient_sync is GradientSync.ALLREDUCE:
+            from learner import allreduce
 
-                grads = ray.put({k: sum(g[k] * (n / batch_size_B) for _, g, n in results) for k in results[0][1]})
-            norms.append(self._each("apply_gradients", [(grads,)] * m)[0])
-            terms_seen += [t for t, _, _ in results]
+            per_learner = self._get([a.__ray_call__.remote(allreduce.replay_steps, num_updates) for a in self.actors])
+            norms = per_learner[0][1]  # every learner applied the same steps
+            terms_seen = [t for terms, _ in per_learner for t in terms]
+        else:
+            for j in range(num_updates):
+                results = self._each("compute_gradients", [(j,)] * m)
+                if self.local is not None:
+                    grads = results[0][1]
+                else:
+                    import ray
+
+                    mean = {k: sum(g[k] * (n / batch_size_B) for _, g, n in results) for k in results[0][1]}
+                    self.driver_gradient_bytes += (len(results) + 1) * _nbytes(mean)
+                    grads = ray.put(mean)
+                norms.append(self._each("apply_gradients", [(grads,)] * m)[0])
+                terms_seen += [t for t, _, _ in results]
         if prioritized:
             self._each("push_priorities", [(replay,)] * m)
         scalar = [k for k, v in terms_seen[0].items() if np.ndim(v) == 0]
@@ -258,6 +323,10 @@ class LearnerGroup:
         if self._placement_group is not None:
             release(self._placement_group)
             self._placement_group = None
+
+
+def _nbytes(grads: dict[str, Any]) -> int:
+    return sum(int(np.asarray(g).nbytes) for g in grads.values())
 
 
 def _bump_version(learner: Learner) -> int:

@@ -44,7 +44,9 @@ class MultiAgentLearnerGroup:
         num_learners: int = 0,
         num_cpus_per_learner: float = 1.0,
         learner_kwargs: dict[str, Any] | None = None,
+        gradient_sync: str = "driver",
     ) -> None:
+        """``gradient_sync`` as LearnerGroup's (each module's learner actors form a group of their own)."""
         if not isinstance(modules, MultiRLModule):
             raise ConfigError(f"'modules' must be a MultiRLModule (got {type(modules).__name__})")
         self.config = config
@@ -53,6 +55,7 @@ class MultiAgentLearnerGroup:
             "num_learners": num_learners,
             "num_cpus_per_learner": num_cpus_per_learner,
             "learner_kwargs": learner_kwargs,
+            "gradient_sync": gradient_sync,
         }
         self.groups: dict[str, LearnerGroup] = {}
         self.frozen: dict[str, dict[str, Any]] = {}

@@ -21,10 +21,10 @@ from connectors.env_to_module import EnvToModulePiece, env_to_module_observation
 from learner.checkpoint import Checkpointer, CheckpointError, TrainingState
 from learner.frameworks import Framework, ppo_learner_class, with_framework
 from learner.learner import ObservationFilter, PPOConfig
-from learner.learner_group import LearnerGroup
+from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
-from learner.optimizers import AsyncSamplesConfig, Optimizer
+from learner.optimizers import AsyncGradientsConfig, AsyncSamplesConfig, Optimizer
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -87,6 +87,10 @@ class PPOTrainingConfig:
     """Learner actors (0: one local learner)."""
     num_cpus_per_learner: float = 0.5
     """CPUs each learner actor reserves."""
+    gradient_sync: GradientSync | str = GradientSync.DRIVER
+    """How learner actors average their gradients at every step: ``"driver"`` (gathered by the
+    driver, one mean sent back) or ``"allreduce"`` (among themselves, torch.distributed's gloo: the
+    driver sends only the data; needs torch). Unused with one local learner."""
     max_iterations: int = 120
     """Stop after this many iterations (122,880 env steps with the default runners)."""
     target_return: float | str | None = "auto"
@@ -99,19 +103,25 @@ class PPOTrainingConfig:
     optimizer: Optimizer | str = Optimizer.SYNC_SAMPLES
     """``"sync_samples"``: a batch from every runner, then an update while they wait (PPO, A2C);
     ``"async_samples"``: the runners never wait, the learner updates on each fragment as it comes,
-    with V-trace's advantages (APPO, IMPALA: ``ppo.policy_loss``); an iteration is then one update."""
+    with V-trace's advantages (APPO, IMPALA: ``ppo.policy_loss``); ``"async_gradients"``: the
+    runners compute gradients, the driver applies them as they come (A3C). Asynchronous: an
+    iteration is one update."""
     async_samples: AsyncSamplesConfig = dataclasses.field(default_factory=AsyncSamplesConfig)
     """With ``optimizer="async_samples"``: how often the weights go out, and the policy-lag bound."""
+    async_gradients: AsyncGradientsConfig = dataclasses.field(default_factory=AsyncGradientsConfig)
+    """With ``optimizer="async_gradients"``: the staleness bound."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
         replace_field(self, "optimizer", check_enum("optimizer", Optimizer, self.optimizer))
         check_type("async_samples", self.async_samples, AsyncSamplesConfig)
+        check_type("async_gradients", self.async_gradients, AsyncGradientsConfig)
         replace_field(self, "framework", check_enum("framework", Framework, self.framework))
         replace_field(self, "env_runner", with_framework(self.framework, self.env_runner))
         check_type("ppo", self.ppo, PPOConfig)
         check_int("num_learners", self.num_learners, minimum=0)
         check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
+        replace_field(self, "gradient_sync", check_enum("gradient_sync", GradientSync, self.gradient_sync))
         check_int("max_iterations", self.max_iterations, minimum=1)
         check_stop_rule(self.target_return, self.stop_window)
 
@@ -404,6 +414,12 @@ class TrainingLoop:
         self.learners.remove_module(module_id)
 
 
+ASYNC_LOOPS: dict[Optimizer, Callable[..., PPOTrainResult]] = {}
+"""The asynchronous optimizers' loops, by optimizer: each module registers its own on import
+(learner/train_async.py, learner/train_async_gradients.py; the ``learner`` package imports both),
+as they build on this module."""
+
+
 def train_ppo(
     cfg: PPOTrainingConfig,
     *,
@@ -422,13 +438,13 @@ def train_ppo(
     RNG), connector states, counters and the stop rule's window. ``on_train_result`` is called after
     each iteration's record, with a ``TrainingLoop``.
 
-    A config whose ``optimizer`` is ``"async_samples"`` is trained by ``learner.train_async.train_async``."""
-    if cfg.optimizer is Optimizer.ASYNC_SAMPLES:
-        from learner.train_async import train_async  # it builds on this module
-
+    A config whose ``optimizer`` is ``"async_samples"`` is trained by ``learner.train_async.train_async``,
+    one whose ``optimizer`` is ``"async_gradients"`` by ``learner.train_async_gradients.train_async_gradients``."""
+    if cfg.optimizer is not Optimizer.SYNC_SAMPLES:
         if on_train_result is not None:
-            raise ConfigError("the asynchronous loop takes no 'on_train_result' (it has no TrainingLoop)")
-        return train_async(cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume)
+            raise ConfigError("the asynchronous loops take no 'on_train_result' (they have no TrainingLoop)")
+        loop = ASYNC_LOOPS[Optimizer(cfg.optimizer)]
+        return loop(cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume)
     ma_runner = multi_agent_runner(cfg.env_runner)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
@@ -449,6 +465,7 @@ def train_ppo(
             learner_class=ppo_learner_class(cfg.framework),
             num_learners=cfg.num_learners,
             num_cpus_per_learner=cfg.num_cpus_per_learner,
+            gradient_sync=cfg.gradient_sync,
             learner_kwargs={"view_pieces": view_pieces(ma_runner.env_to_module_connectors)},
         )
     else:
@@ -472,6 +489,7 @@ def train_ppo(
             learner_class=ppo_learner_class(cfg.framework),
             num_learners=cfg.num_learners,
             num_cpus_per_learner=cfg.num_cpus_per_learner,
+            gradient_sync=cfg.gradient_sync,
             learner_kwargs={"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)},
         )
     try:

@@ -37,8 +37,16 @@ from typing import Any
 from learner.frameworks import ppo_learner_class
 from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult
-from learner.optimizers import AsyncSamplesConfig
-from learner.train import PPOTrainingConfig, ReturnTracker, multi_agent_runner, ppo_losses, target_for, view_pieces
+from learner.optimizers import AsyncSamplesConfig, Optimizer
+from learner.train import (
+    ASYNC_LOOPS,
+    PPOTrainingConfig,
+    ReturnTracker,
+    multi_agent_runner,
+    ppo_losses,
+    target_for,
+    view_pieces,
+)
 from ray_sampler.data.multi_agent_columnar import unpack_columnar
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import BatchMode
@@ -191,3 +199,6 @@ def check_async(cfg: PPOTrainingConfig) -> None:
         )
     if cfg.env_runner.batch_mode is not BatchMode.TRUNCATE_EPISODES:
         raise ConfigError("the asynchronous loop samples fragments: 'batch_mode' must be 'truncate_episodes'")
+
+
+ASYNC_LOOPS[Optimizer.ASYNC_SAMPLES] = train_async

@@ -28,7 +28,7 @@ from connectors.connector_v2 import piece_name
 from learner.checkpoint import REPLAY_FOLDER, Checkpointer, TrainingState
 from learner.dqn import DQNConfig
 from learner.frameworks import Framework, dqn_learner_class, with_framework
-from learner.learner_group import LearnerGroup
+from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import DQNTrainResult, IterationRecord
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from learner.replay_recovery import SupervisedReplay
@@ -117,6 +117,10 @@ class DQNTrainingConfig:
     """Learner actors pulling from the replay (0: one local learner)."""
     num_cpus_per_learner: float = 0.5
     """CPUs each learner actor reserves."""
+    gradient_sync: GradientSync | str = GradientSync.DRIVER
+    """How learner actors average their gradients at every step: ``"driver"`` (gathered by the
+    driver, one mean sent back) or ``"allreduce"`` (among themselves, torch.distributed's gloo: the
+    driver sends only the data; needs torch). Unused with one local learner."""
     batch_size: int = 64
     """Transitions per gradient step (over all learners together)."""
     n_step: int = 3
@@ -145,6 +149,7 @@ class DQNTrainingConfig:
         replace_field(self, "framework", check_enum("framework", Framework, self.framework))
         replace_field(self, "env_runner", with_framework(self.framework, self.env_runner))
         check_type("dqn", self.dqn, DQNConfig)
+        replace_field(self, "gradient_sync", check_enum("gradient_sync", GradientSync, self.gradient_sync))
         check_type("replay", self.replay, ReplayConfig)
         for name in ("batch_size", "n_step", "epsilon_steps", "max_env_steps"):
             check_int(name, getattr(self, name), minimum=1)
@@ -203,6 +208,7 @@ def train_dqn(
         learner_class=dqn_learner_class(cfg.framework),
         num_learners=cfg.num_learners,
         num_cpus_per_learner=cfg.num_cpus_per_learner,
+        gradient_sync=cfg.gradient_sync,
     )
     replay, runners = None, None
     tracker = ReturnTracker(target_for(cfg.target_return, probe.reward_threshold), cfg.stop_window)
@@ -382,6 +388,7 @@ def _train_multi_agent_dqn(
         learner_class=dqn_learner_class(cfg.framework),
         num_learners=cfg.num_learners,
         num_cpus_per_learner=cfg.num_cpus_per_learner,
+        gradient_sync=cfg.gradient_sync,
     )
     tracker = ReturnTracker(target_for(cfg.target_return, None), cfg.stop_window)
     tracker.expect([f"module/{mid}" for mid in spaces] + [f"agent/{aid}" for aid in agents])

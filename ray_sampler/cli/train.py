@@ -33,6 +33,7 @@ from learner.train import (
     training_demands,
 )
 from learner.train_async import check_async
+from learner.train_async_gradients import check_async_gradients
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.cli.options import (
     UsageError,
@@ -375,10 +376,11 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
     """Runs a parsed training command on its Ray cluster, with a progress display and a run
     directory (config.toml, metrics.csv, curve.png); returns what it reached."""
     cfg = command.to_config()
-    if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is Optimizer.ASYNC_SAMPLES:
+    if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is not Optimizer.SYNC_SAMPLES:
         if command.checkpoint_every or command.resume is not None:
-            raise UsageError("--optimizer async_samples: no checkpoints yet (drop --checkpoint-every and --resume)")
-        check_async(cfg)
+            name = Optimizer(cfg.optimizer).value
+            raise UsageError(f"--optimizer {name}: no checkpoints yet (drop --checkpoint-every and --resume)")
+        (check_async if cfg.optimizer is Optimizer.ASYNC_SAMPLES else check_async_gradients)(cfg)
     check_module_builds(command, cfg)
     check_fits_locally(command, cfg)
     multi_agent = cfg.env_runner.multi_agent

@@ -30,7 +30,7 @@ from ray_sampler.sampling.runner_failures import RunnerFailures
 
 logger = logging.getLogger("ray_sampler.sampling.runner_fleet")
 
-__all__ = ["Answer", "RunnerFleet", "SampleTimeoutError"]
+__all__ = ["Answer", "RunnerFleet", "SampleTimeoutError", "restart_config"]
 
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 _MIN_PING_INTERVAL_S = 0.2
@@ -50,6 +50,19 @@ def _start_error(index: int, error: BaseException) -> RaySamplerError:
             "the package there (a runtime env's pip): docs/custom_envs.md"
         )
     return EnvRunnerFailedError(f"env runner {index} failed: {error}")
+
+
+def restart_config(config: EnvRunnerConfig, index: int, restart: int) -> EnvRunnerConfig:
+    """The runner config of runner ``index``'s replacement number ``restart`` (0: the first actor,
+    ``config`` itself): a fresh seed drawn from the run's, the built-in MLP still seeded with the run's."""
+    if not restart or config.seed is None:
+        return config
+    seed = int(np.random.SeedSequence([config.seed, index, restart]).generate_state(1)[0])
+    module_config = config.module_config
+    if (config.module_class or MLPModule) is MLPModule and "seed" not in module_config:
+        # The built-in MLP is seeded with the run's seed: the same first weights as its peers.
+        module_config = {**module_config, "seed": config.seed}
+    return dataclasses.replace(config, seed=seed, module_config=module_config)
 
 
 class SampleTimeoutError(RaySamplerError, TimeoutError):
@@ -284,14 +297,7 @@ class RunnerFleet:
 
     def start_runner(self, index: int, num_workers: int, *, restart: int = 0) -> Any:
         """A new runner actor for ``index``; a replacement (``restart`` > 0) gets a fresh seed."""
-        config = self.config
-        if restart and config.seed is not None:
-            seed = int(np.random.SeedSequence([config.seed, index, restart]).generate_state(1)[0])
-            module_config = config.module_config
-            if (config.module_class or MLPModule) is MLPModule and "seed" not in module_config:
-                # The built-in MLP is seeded with the run's seed: the same first weights as its peers.
-                module_config = {**module_config, "seed": config.seed}
-            config = dataclasses.replace(config, seed=seed, module_config=module_config)
+        config = restart_config(self.config, index, restart)
         self._num_workers[index] = num_workers
         name = f"{self.name_prefix}-env-runner-{index}" + (f"-restart-{restart}" if restart else "")
         return self._remote.options(name=name, **self.placement.options(index)).remote(

@@ -139,17 +139,66 @@ def test_data_parallel_learners_end_with_identical_weights() -> None:
 
 
 @pytest.mark.usefixtures("ray_session")
+def test_learners_that_all_reduce_take_the_steps_of_the_drivers_average_without_it() -> None:
+    """``gradient_sync="allreduce"``: the learners sum their row-weighted gradients in a gloo group;
+    the same episodes and shuffles give the weights the driver's average gives, within float
+    rounding (the sums run in another order), and no gradient byte passes through the driver."""
+    runner = cartpole_runner(seed=4, num_envs=4, fragment=128)
+    spaces = (runner.observation_space, runner.action_space)
+    config = PPOConfig(num_epochs=2, minibatch_size=128)
+    batches = [runner.sample() for _ in range(2)]
+    weights, states = {}, {}
+    for sync in ("driver", "allreduce"):
+        group = LearnerGroup(
+            lambda: MLPModule(*spaces, seed=0), config, num_learners=2, num_cpus_per_learner=0.25, gradient_sync=sync
+        )
+        try:
+            for episodes in batches:
+                metrics = group.update_from_episodes(episodes)
+            assert metrics.num_learners == 2 and metrics.num_gradient_steps == 2 * 4 and metrics.weights_version == 2
+            weights[sync], states[sync] = group.get_weights(), group.get_states()
+            moved = group.driver_gradient_bytes
+        finally:
+            group.stop()
+        gradient_bytes = sum(v.nbytes for v in weights[sync].values())
+        # driver: per gradient step, 2 gradients gathered and 1 mean sent; all-reduce: none
+        assert moved == (3 * 2 * 2 * 4 * gradient_bytes if sync == "driver" else 0)
+    first, second = (s["module"] for s in states["allreduce"])
+    for k, v in weights["driver"].items():
+        np.testing.assert_allclose(weights["allreduce"][k], v, rtol=1e-5, atol=1e-7, err_msg=k)
+        np.testing.assert_allclose(first[k], second[k], rtol=1e-9, atol=1e-12, err_msg=k)  # one mean, both ranks
+
+
+def test_all_reduce_without_torch_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import learner.learner_group as module
+
+    real = module.importlib.util.find_spec
+    monkeypatch.setattr(module.importlib.util, "find_spec", lambda name: None if name == "torch" else real(name))
+    with pytest.raises(ConfigError, match=r"^'gradient_sync' 'allreduce' needs torch .*; 'driver' works without it$"):
+        LearnerGroup(lambda: None, PPOConfig(), num_learners=2, gradient_sync="allreduce")
+    with pytest.raises(ConfigError, match=r"^'gradient_sync' must be one of 'driver', 'allreduce'"):
+        LearnerGroup(lambda: None, PPOConfig(), gradient_sync="nccl")
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("gradient_sync", ["driver", "allreduce"])
 @pytest.mark.parametrize("prioritized", [False, True])
-def test_learner_actors_pulling_from_a_replay_actor_equal_one_local_learner(prioritized: bool) -> None:
+def test_learner_actors_pulling_from_a_replay_actor_equal_one_local_learner(
+    prioritized: bool, gradient_sync: str
+) -> None:
     batches = random_batches(5, 24)
     config = DQNConfig(target_update_every=2)
     local_replay = FixedReplay(batches)
     local = LearnerGroup(make_module, config, learner_class=DQNLearner)
     local_metrics = local.update_from_replay(local_replay, 5, 24, prioritized=prioritized)
     remote_replay = ray.remote(FixedReplay).remote(batches)
-    group = LearnerGroup(make_module, config, learner_class=DQNLearner, num_learners=2, num_cpus_per_learner=0.25)
+    group = LearnerGroup(
+        make_module, config, learner_class=DQNLearner, num_learners=2, num_cpus_per_learner=0.25,
+        gradient_sync=gradient_sync,
+    )  # fmt: skip
     try:
         metrics = group.update_from_replay(remote_replay, 5, 24, prioritized=prioritized)
+        assert (group.driver_gradient_bytes > 0) is (gradient_sync == "driver")
         states = group.get_states()
         for key, value in local.get_weights().items():
             if key == "epsilon":
