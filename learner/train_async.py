@@ -71,6 +71,13 @@ class AsyncTrainResult(PPOTrainResult):
     """Their env steps."""
     num_env_steps_unused: int
     """Env steps of the fragments still in flight when the run ended (collected, not learned from)."""
+    num_env_steps_lost: int
+    """Env steps of the requests runners were working on when they died (their replacements sample on)."""
+    num_env_runner_restarts: int
+    """Runners replaced after dying."""
+    max_requests_in_flight: int
+    """The most requests in flight (queued ones included) after any update: the bound on the
+    fragments waiting for the learner (runners x ``max_requests_in_flight_per_env_runner``)."""
 
 
 def train_async(
@@ -140,6 +147,7 @@ def train_async(
                     continue
                 if on_fragment is not None:
                     on_fragment(episodes, lag)
+                counts["max_in_flight"] = max(counts["max_in_flight"], runners.num_requests_in_flight)
                 t1 = time.perf_counter()
                 update = learners.update_from_episodes(episodes)
                 updates += 1
@@ -166,6 +174,7 @@ def train_async(
             timings["busy_s"] += metrics.duration_s
             counts["sampled"] += metrics.num_env_steps
             counts["unused"] += metrics.num_env_steps
+        lost, restarts = runners.metrics.num_env_steps_lost, runners.metrics.num_env_runner_restarts
     finally:
         learners.stop()
         runners.stop()
@@ -181,6 +190,9 @@ def train_async(
         num_fragments_dropped=counts["dropped_fragments"],
         num_env_steps_dropped=counts["dropped"],
         num_env_steps_unused=counts["unused"],
+        num_env_steps_lost=lost,
+        num_env_runner_restarts=restarts,
+        max_requests_in_flight=counts["max_in_flight"],
         runner_utilization=timings["busy_s"] / max(num_runners * loop_s, 1e-9),
     )
 

@@ -104,6 +104,12 @@ class EnvRunnerGroup:
         """Worker indices with a request in flight."""
         return sorted(self._fleet.inflight)
 
+    @property
+    def num_requests_in_flight(self) -> int:
+        """Requests sent and not yet collected, queued ones included: at most ``num_env_runners x
+        max_requests_in_flight_per_env_runner`` (what bounds the answers waiting in the object store)."""
+        return len(self._fleet.inflight) + sum(len(q) for q in self._fleet.queued.values())
+
     def actor(self, worker_index: int) -> Any:
         """The actor handle of runner ``worker_index``."""
         return self._fleet.actors[worker_index]

@@ -5,11 +5,14 @@ fragment learned from exceeds the lag bound; what it does not take yet is refuse
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import pytest
+import ray
 
 from learner.learner import PPOConfig
+from learner.metrics import IterationRecord
 from learner.optimizers import AsyncSamplesConfig
 from learner.train import PPOTrainingConfig, train_ppo
 from learner.train_async import AsyncTrainResult, train_async
@@ -52,11 +55,12 @@ def test_every_step_is_learned_from_once_or_counted_and_no_fragment_exceeds_the_
     cfg = config(stamp_creator, target_return=None, max_iterations=30)
     cfg = dataclasses.replace(cfg, env_runner=dataclasses.replace(cfg.env_runner, rollout_fragment_length=8))
     cfg = dataclasses.replace(cfg, async_samples=AsyncSamplesConfig(max_policy_lag=1))
-    result = train_async(
-        cfg,
-        log=lambda line: None,
-        on_fragment=lambda episodes, lag: taken.append((episodes, lag)),
-    )
+
+    def slow_learner(episodes: list[Any], lag: int) -> None:  # the runners would run ahead, unbounded
+        taken.append((episodes, lag))
+        time.sleep(0.02)
+
+    result = train_async(cfg, log=lambda line: None, on_fragment=slow_learner)
     assert result.iterations == len(taken) == 30
     assert all(lag <= 1 for _, lag in taken)
     steps = [s for episodes, _ in taken for ep in episodes for s in stamps(ep)[1:]]
@@ -64,6 +68,26 @@ def test_every_step_is_learned_from_once_or_counted_and_no_fragment_exceeds_the_
     assert result.num_env_steps_sampled == result.env_steps + result.num_env_steps_dropped + result.num_env_steps_unused
     assert result.num_fragments_dropped == sum(n for lag, n in result.policy_lags.items() if lag > 1)
     assert result.num_env_steps_dropped == 32 * result.num_fragments_dropped
+    # Backpressure: at most 2 runners x 2 requests wait for the slow learner, and no more were sampled.
+    assert result.max_requests_in_flight <= 4 and result.num_env_steps_unused <= 4 * 32
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_runner_killed_mid_run_is_replaced_and_what_it_was_sampling_counted_lost() -> None:
+    killed: list[str] = []
+
+    def kill_runner_1(record: IterationRecord) -> None:
+        if record.iteration == 4:
+            name = next(n for n in ray.util.list_named_actors() if n.endswith("-env-runner-1"))
+            ray.kill(ray.get_actor(name))
+            killed.append(name)
+
+    result = train_async(
+        config(target_return=None, max_iterations=16), log=lambda line: None, on_iteration=kill_runner_1
+    )
+    assert killed and result.iterations == 16 and result.num_env_runner_restarts == 1
+    assert result.num_env_steps_lost in (256, 512)  # its request running, and the one queued behind if not begun
+    assert result.num_env_steps_sampled == result.env_steps + result.num_env_steps_dropped + result.num_env_steps_unused
 
 
 @pytest.mark.parametrize(
