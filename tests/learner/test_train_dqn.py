@@ -62,6 +62,7 @@ def test_default_config_is_the_default_run() -> None:
         "framework": "numpy",
         "num_learners": 0,
         "num_cpus_per_learner": 0.5,
+        "gradient_sync": "driver",
         "batch_size": 64,
         "n_step": 3,
         "updates_per_env_step": 0.5,
