@@ -6,7 +6,8 @@ Per seed, in one Ray session (2 CPUs), the same runners for both (2 env runners 
 ``train_ppo`` with its defaults (128 steps per sub-env: 1,024 env steps an iteration, 8 epochs,
 minibatches of 128), then ``train_async`` (64 steps per sub-env: a 256-step fragment an update,
 4 epochs, minibatches of 128, V-trace with rho_bar = c_bar = 1, the weights out after every
-update). Prints env steps and seconds to 450 (or the budget) for each, their ratios, the
+update; ``--policy-loss pg --epochs 1`` makes it IMPALA, ``--lr`` and ``--entropy-coeff`` set
+those). Prints env steps and seconds to 450 (or the budget) for each, their ratios, the
 asynchronous loop's policy lags, and each loop's runner utilization (the runners' sampling time
 over 2 x the loop's seconds). Baseline in the same run: CartPole-v1 stepped bare for the same env steps.
 """
@@ -25,6 +26,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--max-env-steps", type=int, default=300_000)
+    parser.add_argument("--policy-loss", choices=["clipped", "pg"], default="clipped", help="pg: IMPALA's loss")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--entropy-coeff", type=float, default=0.0)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import ray
@@ -38,7 +43,16 @@ def main() -> None:
         sync, ppo, ppo_s = sync_ppo_to(450.0, seed, args.max_env_steps)
         runner = dataclasses.replace(sync.env_runner, rollout_fragment_length=64)
         asyn = dataclasses.replace(
-            sync, env_runner=runner, ppo=PPOConfig(seed=seed, num_epochs=4), max_iterations=args.max_env_steps // 256
+            sync,
+            env_runner=runner,
+            ppo=PPOConfig(
+                seed=seed,
+                num_epochs=args.epochs,
+                lr=args.lr,
+                entropy_coeff=args.entropy_coeff,
+                policy_loss=args.policy_loss,
+            ),
+            max_iterations=args.max_env_steps // 256,
         )
         t0 = time.perf_counter()
         appo = train_async(asyn, log=lambda line: None)
