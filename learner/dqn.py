@@ -28,6 +28,7 @@ from ray_sampler.modules.mlp import backward, forward
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.validate import check_bool, check_int, check_number, check_optional, check_probability, check_type
 from replay.buffer import EpisodeReplayBuffer
+from replay.shards import ShardDraw
 
 __all__ = ["DQNConfig", "DQNLearner", "dqn_loss_and_grads"]
 
@@ -183,7 +184,9 @@ class DQNLearner:
             self._batches = [{Columns.OBS: np.zeros((0,))}] * num_batches
             return 0
         kwargs: dict[str, Any] = {"n_step": n_step, "gamma": self.config.gamma}
-        if isinstance(replay, EpisodeReplayBuffer):  # a plain buffer: nothing to wait for
+        if isinstance(replay, ShardDraw):  # replay shards: each batch from the shard the driver drew
+            self._batches = replay.pull(batch_size_B, timeout_s=timeout_s, **kwargs)
+        elif isinstance(replay, EpisodeReplayBuffer):  # a plain buffer: nothing to wait for
             self._batches = replay.sample_batches(batch_size_B, num_batches, **kwargs)
         else:  # a ReplayActor, local or remote: it may wait for data up to timeout_s
             self._batches = call(replay.sample_batches, batch_size_B, num_batches, timeout_s=timeout_s, **kwargs)
@@ -193,6 +196,10 @@ class DQNLearner:
         """Sends the |TD errors| of the pulled batches' steps to a prioritized replay; the count sent."""
         if not self._td:
             return 0
+        if isinstance(replay, ShardDraw):  # each batch's priorities to the shard it came from
+            by_batch = {j: self._batches[j][Columns.KEYS] for j in self._td}
+            td_by_batch, self._td = {j: np.abs(t) for j, t in self._td.items()}, {}
+            return replay.push(by_batch, td_by_batch)
         keys = np.concatenate([self._batches[j][Columns.KEYS] for j in sorted(self._td)])
         td = np.abs(np.concatenate([self._td[j] for j in sorted(self._td)]))
         self._td = {}

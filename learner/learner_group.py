@@ -36,6 +36,7 @@ from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, PlacementStrategy, release, reserve
 from ray_sampler.validate import check_bool, check_callable, check_enum, check_int, check_number, check_optional
+from replay.shards import plan_draws
 
 __all__ = ["GradientSync", "LearnerGroup", "shard_episodes"]
 
@@ -86,6 +87,7 @@ class LearnerGroup:
             )
         self.driver_gradient_bytes = 0
         """Bytes of gradients that passed through the driver so far (gathered, and the mean sent back)."""
+        self._shard_rng = np.random.default_rng(getattr(config, "seed", None) or 0)  # each batch's replay shard
         check_callable("make_module", make_module, "a callable that builds a module")
         check_callable("learner_class", learner_class)
         check_int("num_learners", num_learners, minimum=0)
@@ -234,7 +236,8 @@ class LearnerGroup:
         timeout_s: float | None = None,
     ) -> DQNUpdateMetrics:
         """``num_updates`` gradient steps on batches of ``batch_size_B`` pulled from ``replay`` (a
-        ReplayActor), the rows of every batch split across the learners; metrics."""
+        ReplayActor, or a list of replay shards: replay.shards), the rows of every batch split
+        across the learners; metrics."""
         check_int("num_updates", num_updates, minimum=1)
         check_int("batch_size_B", batch_size_B, minimum=1)
         check_int("n_step", n_step, minimum=1)
@@ -244,7 +247,14 @@ class LearnerGroup:
         if batch_size_B < m:
             raise ConfigError(f"'batch_size_B' ({batch_size_B}) must be >= the number of learners ({m})")
         sizes = [batch_size_B * (i + 1) // m - batch_size_B * i // m for i in range(m)]
-        self._each("pull_from_replay", [(replay, num_updates, b) for b in sizes], n_step=n_step, timeout_s=timeout_s)
+        if isinstance(replay, list | tuple):  # replay shards: each learner's batches drawn from them
+            sources: list[Any] = plan_draws(replay, m, num_updates, self._shard_rng)
+        else:
+            sources = [replay] * m
+        self._each(
+            "pull_from_replay", [(src, num_updates, b) for src, b in zip(sources, sizes, strict=True)],
+            n_step=n_step, timeout_s=timeout_s,
+        )  # fmt: skip
         terms_seen: list[dict[str, Any]] = []
         norms = []
         if self.local is None and self.gradient_sync is GradientSync.ALLREDUCE:
@@ -267,7 +277,7 @@ class LearnerGroup:
                 norms.append(self._each("apply_gradients", [(grads,)] * m)[0])
                 terms_seen += [t for t, _, _ in results]
         if prioritized:
-            self._each("push_priorities", [(replay,)] * m)
+            self._each("push_priorities", [(src,) for src in sources])
         scalar = [k for k, v in terms_seen[0].items() if np.ndim(v) == 0]
         averaged: dict[str, Any] = {k: float(np.mean([t[k] for t in terms_seen])) for k in scalar}
         return DQNUpdateMetrics(

@@ -217,3 +217,5 @@ class DQNTrainResult(TrainResult):
     """Dead replay actors restored from the checkpoint (learner/replay_recovery.py)."""
     num_env_steps_lost: int = 0
     """Acknowledged env steps that died with a replay actor (added after its last checkpoint)."""
+    num_env_steps_lost_by_shard: tuple[int, ...] = ()
+    """With replay shards (``num_replay_shards`` > 1): ``num_env_steps_lost`` of each shard."""

@@ -18,6 +18,11 @@ kept), it
 3. asks it for the acknowledged steps that died with the old actor (``num_env_steps_lost``), adds
    them to the metrics and keeps one line for the caller's log.
 
+With ``num_shards`` > 1 it supervises replay shards (replay.shards) the same way, each on its
+own: a dead shard is found by pinging every shard, only it is restored (from its own checkpoint),
+its loss is counted against the steps it acknowledged (``num_env_steps_lost_by_shard``), and the
+other shards keep their data and go on.
+
 Only the driver holds the handle: runners and learners get the current one with every call, so
 nothing else needs to learn about a restart. It lives in ``learner`` because it uses both the
 runners and the replay, which must not import each other.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -38,14 +44,19 @@ from learner.metrics import DQNUpdateMetrics
 from ray_sampler.errors import ConfigError, DataFormatError, ReplayError
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.metrics import RunnerMetrics
-from ray_sampler.validate import check_number
+from ray_sampler.sampling.replay_outbox import shard_index
+from ray_sampler.validate import check_int, check_number
 from replay.actor import ReplayConfig, create_replay_actor
+from replay.shards import shard_config, shard_path
 
-__all__ = ["ReplayRecoveryMetrics", "ReplayUnavailableError", "SupervisedReplay", "is_actor_death"]
+__all__ = ["REPLAY_SHARD_FILE", "ReplayRecoveryMetrics", "ReplayUnavailableError", "SupervisedReplay", "is_actor_death"]
 
 T = TypeVar("T")
 
 _log = logging.getLogger("learner.replay_recovery")
+
+REPLAY_SHARD_FILE = "replay.parquet"
+"""In a sharded replay's checkpoint folder, shard k's file is ``replay.shard-{k}.parquet`` (``shard_path``)."""
 
 START_ATTEMPTS = 3
 """Replacement actors started, at most, for one death: one killed while starting is replaced in turn."""
@@ -66,6 +77,8 @@ class ReplayRecoveryMetrics:
     """Acknowledged env steps that died with a replay actor: those added after its last checkpoint."""
     num_env_steps_acknowledged: int = 0
     """Env steps the replay actors acknowledged to the runners (``AddAck.num_env_steps_received``)."""
+    num_env_steps_lost_by_shard: tuple[int, ...] = ()
+    """With replay shards: ``num_env_steps_lost`` of each shard, in shard order."""
 
 
 def is_actor_death(error: BaseException) -> bool:
@@ -83,6 +96,7 @@ class SupervisedReplay:
         self,
         config: ReplayConfig,
         *,
+        num_shards: int = 1,
         timeout_s: float = 60.0,
         num_cpus: float = 1.0,
         max_concurrency: int = 16,
@@ -90,7 +104,10 @@ class SupervisedReplay:
         scheduling_strategy: Any = None,
     ) -> None:
         check_number("timeout_s", timeout_s, minimum=0, exclusive_minimum=True)
+        check_int("num_replay_shards", num_shards, minimum=1)
         self.config = config
+        """The whole replay's config (each shard's: ``replay.shards.shard_config``)."""
+        self.num_shards = num_shards
         self.timeout_s = timeout_s
         """Longest a restored actor may take to start (restore included) before ReplayUnavailableError."""
         self._options: dict[str, Any] = {
@@ -99,16 +116,46 @@ class SupervisedReplay:
             "scheduling_strategy": scheduling_strategy,
         }
         self.name = name
-        """The actor's name (a restored one's ends in ``-restart-{n}``: a dead actor's name may not be free)."""
-        self.actor: Any = create_replay_actor(config, name=name, **self._options)
-        """The current actor handle (a new one after each restart)."""
-        self._wait_until_started()
-        self.metrics = ReplayRecoveryMetrics()
+        """The actor's name (a shard's ends in ``-shard-{k}``, a restored one's in ``-restart-{n}``: a
+        dead actor's name may not be free)."""
+        self.actors: list[Any] = []
+        """The current actor handle of each shard (a new one after each restart)."""
+        try:
+            for k in range(num_shards):
+                self.actors.append(create_replay_actor(self.shard_config(k), name=self._name(k), **self._options))
+            for k in range(num_shards):
+                self._wait_until_started(k)
+        except BaseException:
+            self.stop()
+            raise
+        self.metrics = ReplayRecoveryMetrics(num_env_steps_lost_by_shard=(0,) * num_shards if num_shards > 1 else ())
         self.recoveries: list[str] = []
         """One line per restart not yet taken by ``take_recoveries``."""
         self._runners: EnvRunnerGroup | None = None
+        self._acknowledged = [0] * num_shards  # per shard, by every incarnation
+        self._lost = [0] * num_shards
         self._num_actors_started = 1  # names every new actor apart, failed starts included
         self._drained: list[RunnerMetrics] = []  # answers collected during a restart, for the next call
+
+    @property
+    def actor(self) -> Any:
+        """The (first shard's) current actor handle."""
+        return self.actors[0]
+
+    @property
+    def target(self) -> Any:
+        """What runners and learners are given: the actor, or the list of shards."""
+        return self.actors[0] if self.num_shards == 1 else list(self.actors)
+
+    def shard_config(self, shard: int) -> ReplayConfig:
+        """Shard ``shard``'s ReplayConfig (the whole config with one shard)."""
+        return shard_config(self.config, shard, self.num_shards)
+
+    def _name(self, shard: int, restart: int | None = None) -> str | None:
+        if self.name is None:
+            return None
+        name = self.name if self.num_shards == 1 else f"{self.name}-shard-{shard}"
+        return name if restart is None else f"{name}-restart-{restart}"
 
     def sample_to_replay(
         self, runners: EnvRunnerGroup, num_timesteps: int | None = None, *, timeout_s: float | None = None
@@ -117,97 +164,122 @@ class SupervisedReplay:
         keep what it did not take). Returns every answer, those collected during a restart too."""
         self._runners = runners
         try:
-            out = runners.sample_to_replay(self.actor, num_timesteps, timeout_s=timeout_s)
+            out = runners.sample_to_replay(self.target, num_timesteps, timeout_s=timeout_s)
         except Exception as e:
-            if not self._replay_died(e):
+            dead = self._dead_shards() if is_actor_death(e) else []
+            if not dead:
                 raise
             out = []  # only the group's add of chunks it held from an earlier call raises here: nothing sampled
-            self.restart(e)
+            for k in dead:
+                self.restart(e, shard=k)
         else:
             self._count(out)
-            if any(m.num_env_steps_held_for_replay for m in out) and self._replay_is_dead():
-                self.restart("a runner could not add its chunks")
+            held = {shard_index(m.worker_index, self.num_shards) for m in out if m.num_env_steps_held_for_replay}
+            for k in sorted(held):
+                if self._replay_is_dead(k):
+                    self.restart("a runner could not add its chunks", shard=k)
         out, self._drained = self._drained + out, []
         return out
 
     def add(self, data: Any) -> Any:
         """Adds chunks from the driver (``ReplayActor.add``) and counts the ack; None when the actor was
         found dead (it is restored; the data was not stored: add it again)."""
-        ack = self.run(lambda actor: ray.get(actor.add.remote(data), timeout=self.timeout_s))
+        ack = self.run(lambda _: ray.get(self.actors[0].add.remote(data), timeout=self.timeout_s))
         if ack is not None:
-            self.metrics = dataclasses.replace(
-                self.metrics,
-                num_env_steps_acknowledged=self.metrics.num_env_steps_acknowledged + ack.num_env_steps_received,
-            )
+            self._acknowledge(0, ack.num_env_steps_received)
         return ack
 
     def update_from_replay(
         self, learners: LearnerGroup, num_updates: int, batch_size_B: int, **kwargs: Any
     ) -> DQNUpdateMetrics | None:
-        """``learners.update_from_replay`` from the current actor; None when the actor was found
+        """``learners.update_from_replay`` from the current actor (or shards); None when one was found
         dead (it is restored; the caller owes the updates still). Learners that applied some steps
         before a failed ``push_priorities`` keep them."""
-        return self.run(lambda actor: learners.update_from_replay(actor, num_updates, batch_size_B, **kwargs))
+        return self.run(lambda target: learners.update_from_replay(target, num_updates, batch_size_B, **kwargs))
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``actor.<method>(*args, **kwargs)``, once more on the restored actor if it died (waits up to
-        ``timeout_s`` for the answer)."""
+        """``actor.<method>(*args, **kwargs)`` (the first shard's), once more on the restored actor if
+        it died (waits up to ``timeout_s`` for the answer)."""
+        return self.call_shard(0, method, *args, **kwargs)
+
+    def call_each(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """``call`` on every shard, in shard order."""
+        return [self.call_shard(k, method, *args, **kwargs) for k in range(self.num_shards)]
+
+    def call_shard(self, shard: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``call`` on shard ``shard``."""
         for attempt in range(2):
             try:
-                return ray.get(getattr(self.actor, method).remote(*args, **kwargs), timeout=self.timeout_s)
+                return ray.get(getattr(self.actors[shard], method).remote(*args, **kwargs), timeout=self.timeout_s)
             except Exception as e:
-                if attempt or not self._replay_died(e):
+                if attempt or not (is_actor_death(e) and self._replay_is_dead(shard)):
                     raise
-                self.restart(e)
+                self.restart(e, shard=shard)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def save(self, path: str) -> None:
+        """Saves the buffer to ``path``: a file, or with shards a folder of ``replay.shard-{k}.parquet``."""
+        if self.num_shards == 1:
+            self.call("save", path)
+            return
+        os.makedirs(path, exist_ok=True)
+        for k in range(self.num_shards):
+            self.call_shard(k, "save", os.path.join(path, shard_path(REPLAY_SHARD_FILE, k, self.num_shards)))
+
     def run(self, fn: Callable[[Any], T]) -> T | None:
-        """``fn(actor)``; None if it found the actor dead (which is then restored). Any other error,
-        another actor's death included, is re-raised."""
+        """``fn(target)`` (``target``: the actor, or the list of shards); None if it found one dead
+        (which is then restored). Any other error, another actor's death included, is re-raised."""
         try:
-            return fn(self.actor)
+            return fn(self.target)
         except Exception as e:
-            if not self._replay_died(e):
+            dead = self._dead_shards() if is_actor_death(e) else []
+            if not dead:
                 raise
-            self.restart(e)
+            for k in dead:
+                self.restart(e, shard=k)
             return None
 
-    def restart(self, cause: BaseException | str) -> None:
-        """Replaces the actor by one restored from the checkpoint and counts the acknowledged steps lost."""
-        old = self.actor
+    def restart(self, cause: BaseException | str, *, shard: int = 0) -> None:
+        """Replaces shard ``shard``'s actor by one restored from its checkpoint and counts the
+        acknowledged steps lost; the other shards go on."""
+        old = self.actors[shard]
         if self._runners is not None:  # their in-flight requests went to the old actor: sum those acks
             answers = [m for _, m in self._runners.collect_in_flight(timeout_s=self.timeout_s)]
             self._count(answers)
             self._drained += answers
         ray.kill(old)  # dead already, or unreachable: never two actors writing one checkpoint
-        restart = self.metrics.num_replay_restarts + 1
-        lost_so_far = self._start_replacement(cause)
-        lost = max(0, lost_so_far - self.metrics.num_env_steps_lost)
+        lost_so_far = self._start_replacement(cause, shard)
+        lost = max(0, lost_so_far - self._lost[shard])
+        self._lost[shard] += lost
         self.metrics = dataclasses.replace(
             self.metrics,
-            num_replay_restarts=restart,
+            num_replay_restarts=self.metrics.num_replay_restarts + 1,
             num_env_steps_lost=self.metrics.num_env_steps_lost + lost,
+            num_env_steps_lost_by_shard=tuple(self._lost) if self.num_shards > 1 else (),
         )
-        source = f"from {self.config.checkpoint_path}" if self.config.checkpoint_path else "empty (no checkpoint_path)"
+        path = self.shard_config(shard).checkpoint_path
+        source = f"from {path}" if path else "empty (no checkpoint_path)"
+        which = "replay actor" if self.num_shards == 1 else f"replay shard {shard}"
         self.recoveries.append(
-            f"replay actor died ({_describe(cause)}); restored {source} (restart "
+            f"{which} died ({_describe(cause)}); restored {source} (restart "
             f"{self.metrics.num_replay_restarts}), {lost} acknowledged env steps lost"
         )
 
-    def _start_replacement(self, cause: BaseException | str) -> int:
-        """Starts the replacement actor (it restores the checkpoint) and returns the acknowledged
-        steps lost over every incarnation. A replacement that dies before it answers without its
-        ``__init__`` having raised (killed, or its node lost, while starting) is replaced in turn, up
-        to ``START_ATTEMPTS`` actors; ``ReplayUnavailableError`` when none answers."""
-        acknowledged = self.metrics.num_env_steps_acknowledged
+    def _start_replacement(self, cause: BaseException | str, shard: int) -> int:
+        """Starts shard ``shard``'s replacement actor (it restores the checkpoint) and returns the
+        acknowledged steps lost over every incarnation. A replacement that dies before it answers
+        without its ``__init__`` having raised (killed, or its node lost, while starting) is replaced
+        in turn, up to ``START_ATTEMPTS`` actors; ``ReplayUnavailableError`` when none answers."""
+        acknowledged = self._acknowledged[shard]
+        config = self.shard_config(shard)
         for attempt in range(1, START_ATTEMPTS + 1):
-            name = None if self.name is None else f"{self.name}-restart-{self._num_actors_started}"
+            name = self._name(shard, restart=self._num_actors_started)
             self._num_actors_started += 1
-            self.actor = create_replay_actor(self.config, name=name, **self._options)
+            self.actors[shard] = create_replay_actor(config, name=name, **self._options)
             try:
                 # The restored actor's figure covers every incarnation (acknowledged so far, less what
                 # the checkpoint it restored had received): the loss of all restarts so far.
-                return int(ray.get(self.actor.num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s))
+                return int(ray.get(self.actors[shard].num_env_steps_lost.remote(acknowledged), timeout=self.timeout_s))
             except ray.exceptions.GetTimeoutError:
                 raise ReplayUnavailableError(
                     f"the replay actor died ({_describe(cause)}) and its replacement did not start within "
@@ -222,35 +294,35 @@ class SupervisedReplay:
                     )
                     message = (
                         f"the replay actor died ({_describe(cause)}) and its replacement {why} "
-                        f"checkpoint_path={self.config.checkpoint_path!r}: {_last_line(e)}"
+                        f"checkpoint_path={config.checkpoint_path!r}: {_last_line(e)}"
                     )
                     _log.error(message)
                     raise ReplayUnavailableError(message) from e
                 _log.warning("the replay actor's replacement died while starting (%s); starting another", _last_line(e))
-                ray.kill(self.actor)
+                ray.kill(self.actors[shard])
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _replay_died(self, error: BaseException) -> bool:
-        """Whether ``error`` is the replay actor's death: an actor died and the replay does not answer."""
-        return is_actor_death(error) and self._replay_is_dead()
+    def _dead_shards(self) -> list[int]:
+        """The shards whose actor Ray says is dead (``_replay_is_dead``)."""
+        return [k for k in range(self.num_shards) if self._replay_is_dead(k)]
 
-    def _replay_is_dead(self) -> bool:
-        """Pings the replay actor; dead only if Ray says so (a ping it does not answer in ``timeout_s``:
+    def _replay_is_dead(self, shard: int = 0) -> bool:
+        """Pings a shard's actor; dead only if Ray says so (a ping it does not answer in ``timeout_s``:
         alive but busy, the caller's error goes up)."""
         try:
-            ray.get(self.actor.__ray_ready__.remote(), timeout=self.timeout_s)
+            ray.get(self.actors[shard].__ray_ready__.remote(), timeout=self.timeout_s)
         except ray.exceptions.RayActorError:
             return True
         except ray.exceptions.GetTimeoutError:
             return False
         return False
 
-    def _wait_until_started(self) -> None:
+    def _wait_until_started(self, shard: int) -> None:
         """Waits for the first actor to start (restored from ``checkpoint_path`` if the file is there),
         so that a config it refuses (a checkpoint directory missing on its node, a corrupt file) is
         this call's one-line error, not a replay death found by the first sampling round."""
         try:
-            ray.get(self.actor.__ray_ready__.remote(), timeout=self.timeout_s)
+            ray.get(self.actors[shard].__ray_ready__.remote(), timeout=self.timeout_s)
         except ray.exceptions.RayActorError as e:
             refused = re.search(r"(ConfigError|DataFormatError): (.+)", str(e))
             if refused is None:
@@ -264,13 +336,19 @@ class SupervisedReplay:
         return lines
 
     def stop(self) -> None:
-        """Kills the actor."""
-        ray.kill(self.actor)
+        """Kills the actors."""
+        for actor in self.actors:
+            ray.kill(actor)
 
     def _count(self, answers: list[RunnerMetrics]) -> None:
-        acked = sum(m.replay.num_env_steps_received for m in answers if m.replay is not None)
+        for m in answers:
+            if m.replay is not None:
+                self._acknowledge(shard_index(m.worker_index, self.num_shards), m.replay.num_env_steps_received)
+
+    def _acknowledge(self, shard: int, num_env_steps: int) -> None:
+        self._acknowledged[shard] += num_env_steps
         self.metrics = dataclasses.replace(
-            self.metrics, num_env_steps_acknowledged=self.metrics.num_env_steps_acknowledged + acked
+            self.metrics, num_env_steps_acknowledged=self.metrics.num_env_steps_acknowledged + num_env_steps
         )
 
 

@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from connectors.connector_v2 import piece_name
-from learner.checkpoint import REPLAY_FOLDER, Checkpointer, TrainingState
+from learner.checkpoint import REPLAY_FILE, REPLAY_FOLDER, Checkpointer, TrainingState
 from learner.dqn import DQNConfig
 from learner.frameworks import Framework, dqn_learner_class, with_framework
 from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import DQNTrainResult, IterationRecord
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
-from learner.replay_recovery import SupervisedReplay
+from learner.replay_recovery import REPLAY_SHARD_FILE, SupervisedReplay
 from learner.train import (
     ReturnTracker,
     check_stop_rule,
@@ -61,6 +61,7 @@ from ray_sampler.validate import (
 )
 from replay.actor import ReplayConfig
 from replay.multi_agent_actor import create_multi_agent_replay_actor
+from replay.shards import check_num_replay_shards, shard_path
 
 __all__ = ["DQNTrainingConfig", "check_multi_agent_dqn", "epsilon_at", "train_dqn"]
 
@@ -142,6 +143,11 @@ class DQNTrainingConfig:
     which averages the episodes that finished in its last iteration: bench/RESULTS.md)."""
     replay_restart_timeout_s: float = 60.0
     """Longest a dead replay actor's replacement may take to restore its checkpoint and start."""
+    num_replay_shards: int = 1
+    """Replay actors sharing the buffer (replay.shards): runner i sends its chunks to shard
+    ``(i - 1) % K``, the learners draw each batch from a shard in proportion to its size or
+    priority sum, and each shard checkpoints, restores and counts its loss on its own. ``replay``
+    describes the whole buffer (each shard holds 1/K of it). At most ``num_env_runners``."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
@@ -159,6 +165,7 @@ class DQNTrainingConfig:
         check_number("updates_per_env_step", self.updates_per_env_step, minimum=0, exclusive_minimum=True)
         check_stop_rule(self.target_return, self.stop_window)
         check_number("replay_restart_timeout_s", self.replay_restart_timeout_s, minimum=0, exclusive_minimum=True)
+        check_num_replay_shards(self.num_replay_shards, self.env_runner_group.num_env_runners)
         if self.batch_size < self.num_learners:
             raise ConfigError(
                 f"'batch_size' ({self.batch_size}) must be >= 'num_learners' ({self.num_learners}): "
@@ -196,7 +203,7 @@ def train_dqn(
         )  # fmt: skip
     if resume is not None and resume.replay_path is not None:  # the replay actor restores from its path
         working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
-        shutil.copyfile(resume.replay_path, working)
+        _copy_saved_replay(resume.replay_path, working, cfg.num_replay_shards)
         cfg = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, checkpoint_path=str(working)))
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
@@ -237,7 +244,8 @@ def train_dqn(
             counters={**totals(), "num_updates": num_updates, "owed": owed},
             **tracker.checkpoint_fields(),
         )
-        checkpointer.save(state, save_replay=lambda path: replay.call("save", path))
+        name = REPLAY_FILE if cfg.num_replay_shards == 1 else REPLAY_FOLDER
+        checkpointer.save(state, save_replay=replay.save, replay_name=name)
 
     try:
         if resume is not None:
@@ -247,6 +255,7 @@ def train_dqn(
             done.update({k: int(resume.counters.get(k, 0)) for k in done})
         replay = SupervisedReplay(
             cfg.replay,
+            num_shards=cfg.num_replay_shards,
             timeout_s=cfg.replay_restart_timeout_s,
             num_cpus=0,
             name=f"ray-sampler-replay-{uuid.uuid4().hex[:8]}",
@@ -265,8 +274,8 @@ def train_dqn(
                 can_learn, num_restarts_seen = False, replay.metrics.num_replay_restarts
             if steps >= cfg.replay.min_size_to_sample:
                 owed += new_steps * cfg.updates_per_env_step
-                if not can_learn:
-                    can_learn = replay.call("get_metrics").num_env_steps >= cfg.replay.min_size_to_sample
+                if not can_learn:  # some shard can be sampled (each warms up at its share of min_size_to_sample)
+                    can_learn = any(mass > 0 for mass, _, _ in replay.call_each("sampling_mass"))
                 if owed >= 1 and can_learn:
                     update = replay.update_from_replay(
                         learners, int(owed), cfg.batch_size, n_step=cfg.n_step, prioritized=cfg.replay.prioritized
@@ -290,7 +299,7 @@ def train_dqn(
                 )  # fmt: skip
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
-        replay_metrics = replay.call("get_metrics")
+        replay_received = sum(m.num_env_steps_received for m in replay.call_each("get_metrics"))
     except KeyboardInterrupt:
         if checkpointer is not None and replay is not None and runners is not None and reports > 0:
             save()  # the state as it is now: the counters and the replay agree up to the runners' in-flight steps
@@ -305,10 +314,27 @@ def train_dqn(
         **tracker.finish(steps, log),
         num_updates=num_updates,
         runner_env_steps_sent=steps_sent,
-        replay_num_env_steps_received=replay_metrics.num_env_steps_received,
+        replay_num_env_steps_received=replay_received,
         num_replay_restarts=replay.metrics.num_replay_restarts,
         num_env_steps_lost=replay.metrics.num_env_steps_lost,
+        num_env_steps_lost_by_shard=replay.metrics.num_env_steps_lost_by_shard,
     )
+
+
+def _copy_saved_replay(saved: Path, working: Path, num_shards: int) -> None:
+    """Copies a checkpoint's replay (a file; with shards a folder of shard files) to where the
+    replay actors restore it from (``working``: shard k's at ``shard_path(working, k, K)``);
+    ConfigError if it was saved with another number of shards."""
+    files = sorted(saved.glob("replay.shard-*.parquet")) if saved.is_dir() else [saved]
+    saved_shards = len(files) if saved.is_dir() else 1
+    if saved_shards != num_shards:
+        raise ConfigError(
+            f"'num_replay_shards' ({num_shards}) must match the checkpoint's replay, saved with {saved_shards} "
+            f"shard(s) (each runner's episodes are in its shard)"
+        )
+    for k in range(num_shards):
+        source = saved if num_shards == 1 else saved / shard_path(REPLAY_SHARD_FILE, k, num_shards)
+        shutil.copyfile(source, shard_path(str(working), k, num_shards))
 
 
 def _report(
@@ -348,6 +374,8 @@ def check_multi_agent_dqn(cfg: DQNTrainingConfig, multi_agent: Any) -> None:
             f"'env_to_module_connectors' {history}: a multi-agent DQN run's replay samples single steps for "
             "now (frame stacks and previous actions are multi-agent PPO's)"
         )
+    if cfg.num_replay_shards > 1:
+        raise ConfigError("'num_replay_shards' is single-agent for now: a multi-agent DQN run uses one replay actor")
     if cfg.replay.prioritized:
         raise ConfigError(
             "'replay.prioritized' is single-agent for now: a multi-agent DQN run samples each module "

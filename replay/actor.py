@@ -322,6 +322,19 @@ class ReplayActor:
         with self._cond:
             self.buffer.update_priorities(keys, priorities)
 
+    def sampling_mass(self) -> tuple[float, float, float | None]:
+        """(mass, smallest priority, beta) for sampling across replay shards (replay.shards): the mass
+        is the stored env steps (uniform) or the priority sum (prioritized), 0 while fewer than
+        ``min_size_to_sample`` steps are stored; uniform replay's smallest priority is 1.0 and its beta None."""
+        with self._cond:
+            prioritized = isinstance(self.buffer, PrioritizedEpisodeReplayBuffer)
+            beta = self.config.beta if prioritized else None
+            if len(self.buffer) < self.config.min_size_to_sample:
+                return 0.0, 0.0, beta
+            if isinstance(self.buffer, PrioritizedEpisodeReplayBuffer):
+                return (*self.buffer.priority_mass(), beta)
+            return float(len(self.buffer)), 1.0, beta
+
     def sample_episodes(self, batch_size_B: int, batch_length_T: int, *, lookback: int = 1) -> list[SingleAgentEpisode]:
         """Episode chunks with lookback (see EpisodeReplayBuffer.sample_episodes); counts as B samples."""
         with self._cond:

@@ -78,6 +78,11 @@ class PrioritizedEpisodeReplayBuffer(EpisodeReplayBuffer):
         """The largest priority given so far (new steps get it)."""
         return self._prioritized.max_priority
 
+    def priority_mass(self) -> tuple[float, float]:
+        """(sum, smallest) of the stored steps' priorities, each ``priority ** alpha``: what sampling
+        draws in proportion to, and what the importance weights are normalized by."""
+        return self._prioritized.mass(self.storage)
+
     def _draw(self, batch_size_B: int, beta: float | None) -> Draw:
         return self._prioritized.draw(self.storage, batch_size_B, self.rng, beta=beta)
 

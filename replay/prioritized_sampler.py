@@ -60,6 +60,14 @@ class PrioritizedSampler:
         self._priorities, self._tree = self._priorities[kept], None
 
     # ---------------------------------------------------------------- drawing
+    def mass(self, storage: EpisodeStorage) -> tuple[float, float]:
+        """(sum, smallest) of the stored steps' priorities (``priority ** alpha``); (0, 0) when empty."""
+        if not storage.num_steps:
+            return 0.0, 0.0
+        if self._tree is None:
+            self._tree = SumTree(self._priorities[: storage.num_step_rows])
+        return float(self._tree.total), float(self._tree.min)
+
     def draw(
         self, storage: EpisodeStorage, batch_size_B: int, rng: np.random.Generator, *, beta: float | None = None
     ) -> Draw:

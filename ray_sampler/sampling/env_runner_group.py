@@ -53,7 +53,7 @@ from ray_sampler.handles import call
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.metrics import GroupMetrics, RunnerMetrics
 from ray_sampler.sampling.preflight import prepare_env
-from ray_sampler.sampling.replay_outbox import ReplayOutbox
+from ray_sampler.sampling.replay_outbox import ReplayOutbox, replay_for, shard_index
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_fleet import Answer, RunnerFleet, SampleTimeoutError
 from ray_sampler.validate import check_int, check_optional
@@ -73,7 +73,7 @@ class EnvRunnerGroup:
         self._name_prefix = f"ray-sampler-{uuid.uuid4().hex[:8]}"
         self._fleet = RunnerFleet(config, self.group_config, self._name_prefix)
         self._drained: list[Any] = []  # SingleAgentEpisode or MultiAgentEpisode chunks
-        self._outbox = ReplayOutbox()  # chunks a dead replay did not take, oldest first
+        self._outboxes: dict[int, ReplayOutbox] = {}  # per replay shard, chunks a dead replay did not take
         self._next_index = 1
         self._num_dropped_by_scale = 0
         self._stopped_connector_states: list[dict[str, Any]] = []  # unsynced moments of stopped runners
@@ -248,6 +248,8 @@ class EnvRunnerGroup:
     ) -> list[RunnerMetrics]:
         """Like ``sample_columnar`` but each runner sends its chunks straight to the ``replay`` actor
         (no copy through the driver); returns the runners' metrics, each with the replay's ack.
+        ``replay`` may be a list of replay shards (replay.shards): runner ``worker_index`` sends to
+        shard ``(worker_index - 1) % len(replay)``, always the same one.
         The replay takes the runners' chunks in the order they reach it, even with a seed (the
         module docstring says what a seed makes repeatable).
 
@@ -265,7 +267,8 @@ class EnvRunnerGroup:
             random_actions=random_actions,
             force_reset=force_reset,
         )
-        self._outbox.flush(replay)
+        for shard, outbox in sorted(self._outboxes.items()):
+            outbox.flush(replay[shard] if isinstance(replay, list | tuple) else replay)
         out = []
         for col, metrics in self._sample(request, replay, timeout_s):
             if col is not None:
@@ -278,12 +281,14 @@ class EnvRunnerGroup:
     ) -> RunnerMetrics:
         """``metrics`` with the ack of adding ``col`` to ``replay``; a dead replay (now or for an earlier
         chunk of this call: the order is kept) leaves ``col`` held, counted as held for the replay."""
-        if self._outbox.is_empty:
+        shard = shard_index(metrics.worker_index, len(replay)) if isinstance(replay, list | tuple) else 0
+        outbox = self._outboxes.setdefault(shard, ReplayOutbox())
+        if outbox.is_empty:
             try:
-                return dataclasses.replace(metrics, replay=call(replay.add, col))
+                return dataclasses.replace(metrics, replay=call(replay_for(replay, metrics.worker_index).add, col))
             except ray.exceptions.RayActorError:
                 pass  # held below: the restored replay gets it first
-        self._outbox.hold(col)
+        outbox.hold(col)
         held = metrics.num_env_steps_held_for_replay + col.num_env_steps
         return dataclasses.replace(metrics, replay=None, num_env_steps_held_for_replay=held)
 

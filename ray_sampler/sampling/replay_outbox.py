@@ -15,7 +15,7 @@ from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
 from ray_sampler.handles import call
 
-__all__ = ["ReplayOutbox", "is_actor_death"]
+__all__ = ["ReplayOutbox", "is_actor_death", "replay_for", "shard_index"]
 
 
 class ReplayOutbox:
@@ -71,6 +71,20 @@ class ReplayOutbox:
         while self._held:
             call(replay.add, self._held[0])
             self._held.pop(0)
+
+
+def shard_index(worker_index: int | None, num_shards: int) -> int:
+    """The replay shard runner ``worker_index`` sends its chunks to: ``(worker_index - 1) % num_shards``
+    (the first for chunks no runner owns any more: a stopped runner's, or the local runner's)."""
+    return 0 if not worker_index else (worker_index - 1) % num_shards
+
+
+def replay_for(replay: Any, worker_index: int | None) -> Any:
+    """The replay actor that runner ``worker_index``'s chunks go to: ``replay`` itself, or one of a
+    list of replay shards (``shard_index``)."""
+    if isinstance(replay, list | tuple):
+        return replay[shard_index(worker_index, len(replay))]
+    return replay
 
 
 def is_actor_death(error: BaseException) -> bool:

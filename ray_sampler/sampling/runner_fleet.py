@@ -25,6 +25,7 @@ from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from ray_sampler.sampling.placement import RunnerPlacement
+from ray_sampler.sampling.replay_outbox import replay_for
 from ray_sampler.sampling.request import SampleRequest
 from ray_sampler.sampling.runner_failures import RunnerFailures
 
@@ -227,9 +228,12 @@ class RunnerFleet:
         return ref
 
     def call(self, index: int, request: SampleRequest, replay: Any) -> ray.ObjectRef:
-        """Sends ``request`` to runner ``index``: its ``collect``, or ``collect_to(replay)``."""
+        """Sends ``request`` to runner ``index``: its ``collect``, or ``collect_to(replay)`` (of a list of
+        replay shards, the one for this runner: ``replay_for``)."""
         actor = self.actors[index]
-        return actor.collect_to.remote(replay, request) if replay is not None else actor.collect.remote(request)
+        if replay is None:
+            return actor.collect.remote(request)
+        return actor.collect_to.remote(replay_for(replay, index), request)
 
     def answer(self, result: Any, request: SampleRequest, index: int) -> Answer:
         """(chunks, metrics with the request) of a finished request of either kind (``collect_to``

@@ -15,6 +15,7 @@ from learner.checkpoint import Checkpointer, CheckpointError, TrainingState, lat
 from learner.learner_group import LearnerGroup
 from learner.train import PPOTrainingConfig, ReturnTracker, env_spaces, restore_training, train_ppo
 from learner.train_dqn import DQNTrainingConfig, train_dqn
+from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
@@ -110,20 +111,32 @@ def test_connector_states_are_restored_on_every_runner() -> None:
                 np.testing.assert_array_equal(state[name]["global"][key], value)
 
 
-def test_a_resumed_dqn_run_restores_its_replay_and_counters(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_resumed_dqn_run_restores_its_replay_and_counters(tmp_path: Path, shards: int) -> None:
+    """With replay shards the checkpoint holds a folder with each shard's file, and a run resumes
+    only with the same number of shards (each runner's episodes are in its own shard)."""
     base = DQNTrainingConfig()
     cfg = dataclasses.replace(
         base,
-        env_runner_group=dataclasses.replace(base.env_runner_group, num_env_runners=1, num_cpus_per_env_runner=0.25),
+        env_runner_group=dataclasses.replace(
+            base.env_runner_group, num_env_runners=shards, num_cpus_per_env_runner=0.25
+        ),
         replay=dataclasses.replace(base.replay, min_size_to_sample=200),
         max_env_steps=600,
         target_return=None,
+        num_replay_shards=shards,
     )
     train_dqn(cfg, log=lambda _: None, log_every_s=0.0, checkpointer=Checkpointer(tmp_path / "a", every=2))
     found = latest_checkpoint(tmp_path / "a")
     assert found is not None
     saved = load_checkpoint(found, algo="dqn", env="CartPole-v1", observation_space=SPACE)
     assert saved.replay_path is not None and saved.counters["num_updates"] > 0
+    if shards > 1:
+        files = sorted(p.name for p in saved.replay_path.iterdir())
+        assert files == ["replay.shard-0.parquet", "replay.shard-1.parquet"]
+        one = dataclasses.replace(cfg, num_replay_shards=1)
+        with pytest.raises(ConfigError, match=r"^'num_replay_shards' \(1\) must match the checkpoint's replay, saved"):
+            train_dqn(one, log=lambda _: None, resume=saved)
     result = train_dqn(
         dataclasses.replace(cfg, max_env_steps=saved.env_steps + 256),
         log=lambda _: None,

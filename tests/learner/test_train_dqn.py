@@ -20,17 +20,21 @@ from replay.actor import ReplayConfig
 DEFAULT = DQNTrainingConfig()
 
 
-def tiny(*, prioritized: bool) -> DQNTrainingConfig:
+def tiny(*, prioritized: bool, shards: int = 1) -> DQNTrainingConfig:
     """8,000 env steps, learning from 500, epsilon decayed over 4,000, a target never reached."""
     replay = dataclasses.replace(DEFAULT.replay, min_size_to_sample=500, prioritized=prioritized)
-    return dataclasses.replace(DEFAULT, replay=replay, max_env_steps=8000, epsilon_steps=4000, target_return=10_000.0)
+    return dataclasses.replace(
+        DEFAULT, replay=replay, max_env_steps=8000, epsilon_steps=4000, target_return=10_000.0, num_replay_shards=shards
+    )
 
 
 @pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize("prioritized", [False, True])
-def test_dqn_learns_cartpole_through_the_replay_actor(prioritized: bool) -> None:
+@pytest.mark.parametrize(("prioritized", "shards"), [(False, 1), (True, 2)], ids=["uniform", "prioritized-2-shards"])
+def test_dqn_learns_cartpole_through_the_replay_actor(prioritized: bool, shards: int) -> None:
+    """Uniform replay in one actor; prioritized replay in two shards (each runner's chunks in its
+    own, each batch from one shard in proportion to its priority sum, priorities back to it)."""
     lines: list[str] = []
-    result = train_dqn(tiny(prioritized=prioritized), log=lines.append, log_every_s=0.0)
+    result = train_dqn(tiny(prioritized=prioritized, shards=shards), log=lines.append, log_every_s=0.0)
     means = [float(m.group(1)) for line in lines if (m := re.search(r"mean return ([\d.]+) \(last \d+ ", line))]
     # A random policy averages about 22 on CartPole-v1: the first full window is near it, the last far above.
     # Not seeded end to end (the replay takes adds in arrival order): 58-74 were seen over 7 runs; 45 is
@@ -72,6 +76,7 @@ def test_default_config_is_the_default_run() -> None:
         "target_return": "auto",
         "stop_window": 100,
         "replay_restart_timeout_s": 60.0,
+        "num_replay_shards": 1,
     }
 
 

@@ -63,10 +63,12 @@ def test_a_module_view_samples_only_its_agents() -> None:
         ModuleReplay(replay, "p7").sample_batches(8, 1)
 
 
-def test_prioritized_replay_is_refused() -> None:
+def test_prioritized_replay_and_replay_shards_are_refused() -> None:
     prioritized = dataclasses.replace(config().replay, prioritized=True)
     with pytest.raises(ConfigError, match=r"'replay\.prioritized' is single-agent for now"):
         train_dqn(config(replay=prioritized))
+    with pytest.raises(ConfigError, match=r"^'num_replay_shards' is single-agent for now"):
+        train_dqn(config(num_replay_shards=2))  # the default 2 runners
 
 
 def test_history_pieces_and_recurrent_modules_are_refused_in_one_line() -> None:

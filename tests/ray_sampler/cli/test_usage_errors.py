@@ -79,6 +79,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--optimizer", "async_gradients", "--ppo.observation-filter", "mean_std"], "loop takes no 'observa"),
     (["train", "--ppo.policy-loss", "a2c"], "--ppo.policy-loss: one of 'clipped', 'pg' allowed"),
     (["train-dqn", "--gradient-sync", "nccl"], "--gradient-sync: one of 'driver', 'allreduce' allowed"),
+    (["train-dqn", "--num-replay-shards", "3"], "--num-replay-shards (3) must be <= 'num_env_runners' (2): each"),
     (["train", "--async-samples.max-policy-lag", "-1"], "--async-samples.max-policy-lag must be an int >= 0"),
     (["train", "--optimizer", "async_samples", "--checkpoint-every", "2"], "--optimizer async_samples: no checkpoints"),
     (["train", "--optimizer", "async_samples", "--num-learners", "1"], "learner for now: 'num_learners' must be 0"),
