@@ -44,8 +44,13 @@ class AsyncSamplesConfig:
     waits in its actor behind the one it samples, so it never waits for the driver; 1: it gets
     its next when the driver collects its fragment, between updates."""
 
+    learner_queue_size: int = 2
+    """With a learner actor (``num_learners=1``): updates queued in it, the running one included.
+    The driver waits while it is full (backpressure); a learner that dies loses its queue, counted."""
+
     def __post_init__(self) -> None:
         check_int("broadcast_interval", self.broadcast_interval, minimum=1)
+        check_int("learner_queue_size", self.learner_queue_size, minimum=1)
         check_int("max_requests_in_flight_per_env_runner", self.max_requests_in_flight_per_env_runner, minimum=1)
         check_optional(check_int, "max_policy_lag", self.max_policy_lag, minimum=0)
 

@@ -22,8 +22,13 @@ counted as unused: ``AsyncTrainResult`` says how many env steps went each way.
 calls' ``duration_s`` over ``num_runners x`` the loop's seconds), the figure the asynchronous
 loop exists to raise.
 
-Not yet: learner actors (``num_learners`` must be 0), multi-agent envs, the mean/std filter,
-stateful modules, checkpoints (each refused in one line).
+With ``num_learners=1`` the updates run in a learner actor with a bounded queue
+(learner/learner_queue.py): the driver sends each fragment and collects the next while the actor
+updates, waits while ``learner_queue_size`` updates are queued, and a learner that dies is
+replaced from the weights of the last broadcast, its queued fragments counted lost.
+
+Not yet: more than one learner, multi-agent envs, the mean/std filter, stateful modules,
+checkpoints (each refused in one line).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from typing import Any
 
 from learner.frameworks import ppo_learner_class
 from learner.learner_group import LearnerGroup
-from learner.metrics import IterationRecord, PPOTrainResult
+from learner.learner_queue import LearnerQueue
+from learner.metrics import IterationRecord, PPOTrainResult, PPOUpdateMetrics
 from learner.optimizers import AsyncSamplesConfig, Optimizer
 from learner.train import (
     ASYNC_LOOPS,
@@ -78,6 +84,14 @@ class AsyncTrainResult(PPOTrainResult):
     max_requests_in_flight: int
     """The most requests in flight (queued ones included) after any update: the bound on the
     fragments waiting for the learner (runners x ``max_requests_in_flight_per_env_runner``)."""
+    num_learner_restarts: int = 0
+    """Learner actors replaced after dying (``num_learners=1``)."""
+    num_fragments_lost_by_learner: int = 0
+    """Fragments queued in a learner actor when it died: never learned from."""
+    num_env_steps_lost_by_learner: int = 0
+    """Their env steps (``num_env_steps_sampled`` = used + dropped + unused + these)."""
+    max_learner_queue: int = 0
+    """The most updates queued in the learner actor at once (the bound: ``learner_queue_size``)."""
 
 
 def train_async(
@@ -108,12 +122,7 @@ def train_async(
     )
     runners = EnvRunnerGroup(cfg.env_runner, group_config)
     try:
-        learners = LearnerGroup(
-            lambda: build_module(cfg.env_runner, *spaces),
-            ppo,
-            learner_class=ppo_learner_class(cfg.framework),
-            learner_kwargs={"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)},
-        )
+        learner = _learner(cfg, ppo, spaces, log)
     except BaseException:
         runners.stop()
         raise
@@ -121,11 +130,32 @@ def train_async(
     counts = Counter[str]()
     lags = Counter[int]()
     timings = {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "busy_s": 0.0}
-    updates = 0
+    submitted, updates = 0, 0  # updates sent to the learner, and finished
+
+    def report(finished: list[tuple[PPOUpdateMetrics, int]], lag: int) -> None:
+        nonlocal updates
+        for update, steps in finished:
+            updates += 1
+            counts["used"] += steps
+            timings["learner_connector_s"] += update.learner_connector_s
+            group = runners.metrics
+            record = tracker.record(
+                updates, counts["used"], losses=ppo_losses(update), restarts=group.num_env_runner_restarts,
+                lost=group.num_env_steps_lost + learner.num_env_steps_lost,
+            )  # fmt: skip
+            if on_iteration is not None:
+                on_iteration(record)
+            else:
+                log(
+                    f"update {updates}: {counts['used']} env steps, mean return {tracker.mean:.1f} (last "
+                    f"{tracker.count} episodes), policy lag {lag}, policy loss {update.policy_loss:.3f}, "
+                    f"{tracker.elapsed:.1f} s"
+                )
+
     try:
-        updates_at_version = {runners.sync_weights(learners.get_weights()): 0}
+        updates_at_version = {runners.sync_weights(learner.refresh()): 0}
         loop_start, num_runners = time.perf_counter(), runners.num_env_runners
-        while updates < cfg.max_iterations and not tracker.reached:
+        while submitted < cfg.max_iterations and not tracker.reached:
             t0 = time.perf_counter()
             answers = runners.sample_columnar(min_answers=1)
             timings["sample_s"] += time.perf_counter() - t0
@@ -135,10 +165,10 @@ def train_async(
                 timings["busy_s"] += metrics.duration_s
                 counts["sampled"] += metrics.num_env_steps
                 tracker.add(metrics.episode_returns)
-                if col is None or updates >= cfg.max_iterations or tracker.reached:
+                if col is None or submitted >= cfg.max_iterations or tracker.reached:
                     counts["unused"] += metrics.num_env_steps  # arrived with others after the last update
                     continue
-                lag = updates - updates_at_version.get(metrics.weights_version, 0)
+                lag = submitted - updates_at_version.get(metrics.weights_version, 0)
                 lags[lag] += 1
                 episodes = unpack_columnar(col)
                 if async_config.max_policy_lag is not None and lag > async_config.max_policy_lag:
@@ -149,26 +179,15 @@ def train_async(
                     on_fragment(episodes, lag)
                 counts["max_in_flight"] = max(counts["max_in_flight"], runners.num_requests_in_flight)
                 t1 = time.perf_counter()
-                update = learners.update_from_episodes(episodes)
-                updates += 1
-                counts["used"] += metrics.num_env_steps
-                if updates % async_config.broadcast_interval == 0:
-                    updates_at_version[runners.sync_weights(learners.get_weights(), wait=False)] = updates
+                finished = learner.submit(episodes, metrics.num_env_steps)
+                submitted += 1
+                if submitted % async_config.broadcast_interval == 0:
+                    weights = learner.refresh()
+                    finished += learner.take_finished()
+                    updates_at_version[runners.sync_weights(weights, wait=False)] = submitted
                 timings["update_s"] += time.perf_counter() - t1
-                timings["learner_connector_s"] += update.learner_connector_s
-                group = runners.metrics
-                record = tracker.record(
-                    updates, counts["used"], losses=ppo_losses(update),
-                    restarts=group.num_env_runner_restarts, lost=group.num_env_steps_lost,
-                )  # fmt: skip
-                if on_iteration is not None:
-                    on_iteration(record)
-                else:
-                    log(
-                        f"update {updates}: {counts['used']} env steps, mean return {tracker.mean:.1f} (last "
-                        f"{tracker.count} episodes), policy lag {lag}, policy loss {update.policy_loss:.3f}, "
-                        f"{tracker.elapsed:.1f} s"
-                    )
+                report(finished, lag)
+        report(learner.drain(), 0)
         loop_s = time.perf_counter() - loop_start
         for _, metrics in runners.collect_in_flight():  # sampled, never learned from: counted
             timings["busy_s"] += metrics.duration_s
@@ -176,7 +195,7 @@ def train_async(
             counts["unused"] += metrics.num_env_steps
         lost, restarts = runners.metrics.num_env_steps_lost, runners.metrics.num_env_runner_restarts
     finally:
-        learners.stop()
+        learner.stop()
         runners.stop()
     return AsyncTrainResult(
         **dataclasses.asdict(tracker.finish(counts["used"], log)),
@@ -194,16 +213,59 @@ def train_async(
         num_env_runner_restarts=restarts,
         max_requests_in_flight=counts["max_in_flight"],
         runner_utilization=timings["busy_s"] / max(num_runners * loop_s, 1e-9),
+        num_learner_restarts=learner.num_restarts,
+        num_fragments_lost_by_learner=learner.num_fragments_lost,
+        num_env_steps_lost_by_learner=learner.num_env_steps_lost,
+        max_learner_queue=learner.max_queued,
     )
+
+
+class _LocalLearner:
+    """The driver's own learner behind LearnerQueue's interface: each update runs at once."""
+
+    num_restarts = num_fragments_lost = num_env_steps_lost = 0
+    max_queued = 0
+
+    def __init__(self, group: LearnerGroup) -> None:
+        self.group = group
+
+    def submit(self, episodes: list[Any], num_env_steps: int) -> list[tuple[PPOUpdateMetrics, int]]:
+        return [(self.group.update_from_episodes(episodes), num_env_steps)]
+
+    def refresh(self) -> dict[str, Any]:
+        return self.group.get_weights()
+
+    def take_finished(self) -> list[tuple[PPOUpdateMetrics, int]]:
+        return []
+
+    def drain(self) -> list[tuple[PPOUpdateMetrics, int]]:
+        return []
+
+    def stop(self) -> None:
+        self.group.stop()
+
+
+def _learner(cfg: PPOTrainingConfig, ppo: Any, spaces: tuple[Any, Any], log: Callable[[str], None]) -> Any:
+    """The driver's learner (``num_learners=0``) or one learner actor with its queue (1)."""
+    make_module = lambda: build_module(cfg.env_runner, *spaces)  # noqa: E731
+    kwargs = {"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)}
+    if cfg.num_learners == 0:
+        group = LearnerGroup(make_module, ppo, learner_class=ppo_learner_class(cfg.framework), learner_kwargs=kwargs)
+        return _LocalLearner(group)
+    return LearnerQueue(
+        make_module, ppo, learner_class=ppo_learner_class(cfg.framework), learner_kwargs=kwargs,
+        queue_size=cfg.async_samples.learner_queue_size, num_cpus=cfg.num_cpus_per_learner, log=log,
+    )  # fmt: skip
 
 
 def check_async(cfg: PPOTrainingConfig) -> None:
     """ConfigError (one line) for what the asynchronous loop does not take yet."""
     if multi_agent_runner(cfg.env_runner) is not None:
         raise ConfigError("the asynchronous loop trains single-agent envs for now (a multi-agent env trains with PPO)")
-    if cfg.num_learners != 0:
+    if cfg.num_learners > 1:
         raise ConfigError(
-            f"the asynchronous loop has one local learner for now: 'num_learners' must be 0 (got {cfg.num_learners})"
+            f"the asynchronous loop has one learner for now: 'num_learners' must be 0 (the driver's) or 1 (an "
+            f"actor with a queue of updates) (got {cfg.num_learners})"
         )
     if cfg.ppo.observation_filter is not None:
         raise ConfigError(

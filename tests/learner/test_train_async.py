@@ -79,27 +79,45 @@ def test_every_step_is_learned_from_once_or_counted_and_no_fragment_exceeds_the_
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_a_runner_killed_mid_run_is_replaced_and_what_it_was_sampling_counted_lost() -> None:
+def test_a_killed_runner_and_a_killed_learner_actor_are_replaced_and_what_they_held_counted_lost() -> None:
+    """Runner 1 killed at update 4: replaced, what it was sampling counted lost. With
+    ``num_learners=1`` the updates queue in a learner actor (at most ``learner_queue_size``),
+    killed at update 8: replaced from the last broadcast weights, the fragments queued in it
+    counted lost. The run still learns (APPO to a mean of 100)."""
     killed: list[str] = []
+    lines: list[str] = []
 
-    def kill_runner_1(record: IterationRecord) -> None:
-        if record.iteration == 4:
-            name = next(n for n in ray.util.list_named_actors() if n.endswith("-env-runner-1"))
+    def kill(record: IterationRecord) -> None:
+        suffix = {4: "-env-runner-1", 8: "-learner"}.get(record.iteration)
+        if suffix is not None:
+            name = next(n for n in ray.util.list_named_actors() if n.endswith(suffix))
             ray.kill(ray.get_actor(name))
             killed.append(name)
 
-    result = train_async(
-        config(target_return=None, max_iterations=16), log=lambda line: None, on_iteration=kill_runner_1
-    )
-    assert killed and result.iterations == 16 and result.num_env_runner_restarts == 1
+    cfg = config(target_return=100.0, max_iterations=200, num_learners=1, num_cpus_per_learner=0.5)
+    result = train_async(cfg, log=lines.append, on_iteration=kill)
+    assert len(killed) == 2 and result.reached
+    assert result.num_env_runner_restarts == 1
     assert result.num_env_steps_lost in (256, 512)  # its request running, and the one queued behind if not begun
-    assert result.num_env_steps_sampled == result.env_steps + result.num_env_steps_dropped + result.num_env_steps_unused
+    assert result.num_learner_restarts == 1
+    assert result.num_env_steps_lost_by_learner == 256 * result.num_fragments_lost_by_learner
+    assert 1 <= result.num_fragments_lost_by_learner <= 2  # what it ran and held: at most the queue's 2
+    assert 1 <= result.max_learner_queue <= 2
+    assert result.num_env_steps_sampled == (
+        result.env_steps + result.num_env_steps_dropped + result.num_env_steps_unused
+        + result.num_env_steps_lost_by_learner
+    )  # fmt: skip
+    died = [line for line in lines if line.startswith("learner died")]
+    assert len(died) == 1 and died[0].endswith(
+        f"restarted from the last broadcast weights (restart 1), {result.num_env_steps_lost_by_learner} env "
+        "steps of its queue lost"
+    )
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"num_learners": 1}, r"^the asynchronous loop has one local learner for now: 'num_learners' must be 0"),
+        ({"num_learners": 2}, r"^the asynchronous loop has one learner for now: 'num_learners' must be 0 \(the"),
         ({"ppo": PPOConfig(observation_filter="mean_std")}, r"^the asynchronous loop takes no 'observation_filter'"),
     ],
 )

@@ -82,7 +82,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train-dqn", "--num-replay-shards", "3"], "--num-replay-shards (3) must be <= 'num_env_runners' (2): each"),
     (["train", "--async-samples.max-policy-lag", "-1"], "--async-samples.max-policy-lag must be an int >= 0"),
     (["train", "--optimizer", "async_samples", "--checkpoint-every", "2"], "--optimizer async_samples: no checkpoints"),
-    (["train", "--optimizer", "async_samples", "--num-learners", "1"], "learner for now: 'num_learners' must be 0"),
+    (["train", "--optimizer", "async_samples", "--num-learners", "2"], "'num_learners' must be 0 (the driver's) or 1"),
     (["train", "--num-learners", "8", "--num-cpus-per-learner", "1"], "num_learners x num_cpus_per_learner = 8 x"),
     (
         ["train", "--env-runner-group.custom-resources-per-env-runner", "gpu_node", "1"],
