@@ -28,3 +28,28 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     """A doctest's last shown value stays in ``builtins._`` (``sys.displayhook``); a later test must
     not see it (tyro hashes every builtin, and fails on a list there)."""
     builtins.__dict__.pop("_", None)
+
+
+HEAVY_FIRST = (
+    "tests/test_readme.py",
+    "tests/ray_sampler/sampling/test_node_loss.py",
+    "tests/ray_sampler/cli/test_cli_cluster.py",
+    "tests/ray_sampler/cli/test_cli.py",
+    "tests/ray_sampler/sampling/test_runner_failures.py",
+    "tests/examples/test_examples.py",
+    "tests/learner/test_train.py",
+)
+"""The files that take longest, in that order: run first, so that the two workers of ``-n 2
+--dist loadfile`` (which hand out whole files in collection order) do not end with one of them
+alone on a long file while the other waits."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Puts the ``HEAVY_FIRST`` files first (each file's tests keep their order)."""
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        path = Path(str(item.path)).resolve()
+        return rank.get(path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else "", len(rank))
+
+    items.sort(key=key)  # stable: the rest keep their order
