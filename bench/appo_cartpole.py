@@ -5,11 +5,14 @@
 Per seed, in one Ray session (2 CPUs), the same runners for both (2 env runners x 4 sub-envs):
 ``train_ppo`` with its defaults (128 steps per sub-env: 1,024 env steps an iteration, 8 epochs,
 minibatches of 128), then ``train_async`` (64 steps per sub-env: a 256-step fragment an update,
-4 epochs, minibatches of 128, V-trace with rho_bar = c_bar = 1, the weights out after every
-update; ``--policy-loss pg --epochs 1`` makes it IMPALA, ``--lr`` and ``--entropy-coeff`` set
-those). Prints env steps and seconds to 450 (or the budget) for each, their ratios, the
-asynchronous loop's policy lags, and each loop's runner utilization (the runners' sampling time
-over 2 x the loop's seconds). Baseline in the same run: CartPole-v1 stepped bare for the same env steps.
+8 epochs, minibatches of 128, V-trace with rho_bar = c_bar = 1, fragments more than 4 updates
+old dropped, the weights out after every update). ``--policy-loss pg --epochs 1`` makes it
+IMPALA; ``--lr``, ``--entropy-coeff``, ``--max-policy-lag`` (-1: none) and ``--fragment`` (steps
+per sub-env) set those. Prints env steps and seconds to 450 (or the budget) for each, their
+ratios, the asynchronous loop's policy lags, and each loop's runner utilization (the runners'
+sampling time over 2 x the loop's seconds). For APPO the env steps are every step sampled:
+learned from, dropped for its lag, or in flight at the end. Baseline in the same run: CartPole-v1
+stepped bare for the same env steps.
 """
 
 from __future__ import annotations
@@ -27,21 +30,24 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--max-env-steps", type=int, default=300_000)
     parser.add_argument("--policy-loss", choices=["clipped", "pg"], default="clipped", help="pg: IMPALA's loss")
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--entropy-coeff", type=float, default=0.0)
+    parser.add_argument("--max-policy-lag", type=int, default=4, help="drop older fragments; -1: none")
+    parser.add_argument("--fragment", type=int, default=64, help="steps per sub-env in a fragment")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import ray
 
     from learner.learner import PPOConfig
+    from learner.optimizers import AsyncSamplesConfig
     from learner.train_async import train_async
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     rows = []
     for seed in (int(s) for s in args.seeds.split(",")):
         sync, ppo, ppo_s = sync_ppo_to(450.0, seed, args.max_env_steps)
-        runner = dataclasses.replace(sync.env_runner, rollout_fragment_length=64)
+        runner = dataclasses.replace(sync.env_runner, rollout_fragment_length=args.fragment)
         asyn = dataclasses.replace(
             sync,
             env_runner=runner,
@@ -52,7 +58,8 @@ def main() -> None:
                 entropy_coeff=args.entropy_coeff,
                 policy_loss=args.policy_loss,
             ),
-            max_iterations=args.max_env_steps // 256,
+            max_iterations=args.max_env_steps // (4 * args.fragment),
+            async_samples=AsyncSamplesConfig(max_policy_lag=None if args.max_policy_lag < 0 else args.max_policy_lag),
         )
         t0 = time.perf_counter()
         appo = train_async(asyn, log=lambda line: None)
@@ -63,7 +70,8 @@ def main() -> None:
         print(
             f"seed {seed}: sync PPO {ppo.env_steps} env steps ({'reached' if ppo.reached else 'budget'}) "
             f"in {ppo_s:.1f} s; "
-            f"async APPO {appo.env_steps} ({'reached' if appo.reached else 'budget'}) in {appo_s:.1f} s, "
+            f"async APPO {appo.num_env_steps_sampled} sampled ({appo.env_steps} learned from, "
+            f"{appo.num_env_steps_dropped} dropped) ({'reached' if appo.reached else 'budget'}) in {appo_s:.1f} s, "
             f"{appo.iterations} updates, policy lag median {median_lag} max {max(lags)}, "
             f"runner utilization {appo.runner_utilization:.2f}",
             flush=True,
@@ -73,11 +81,11 @@ def main() -> None:
     print(f"\n{header}  utilization sync  utilization async")
     for seed, ppo, ppo_s, appo, appo_s, _, _ in rows:
         print(
-            f"{seed:>4}  {ppo.env_steps:>14}  {ppo_s:>6.1f}  {appo.env_steps:>15}  {appo_s:>7.1f}  "
-            f"{appo.env_steps / ppo.env_steps:>16.2f}  {appo_s / ppo_s:>12.2f}  {ppo.runner_utilization:>16.2f}  "
-            f"{appo.runner_utilization:>17.2f}"
+            f"{seed:>4}  {ppo.env_steps:>14}  {ppo_s:>6.1f}  {appo.num_env_steps_sampled:>15}  {appo_s:>7.1f}  "
+            f"{appo.num_env_steps_sampled / ppo.env_steps:>16.2f}  {appo_s / ppo_s:>12.2f}  "
+            f"{ppo.runner_utilization:>16.2f}  {appo.runner_utilization:>17.2f}"
         )
-    steps = max(row[3].env_steps for row in rows)
+    steps = max(row[3].num_env_steps_sampled for row in rows)
     bare = raw_stepping_s("CartPole-v1", steps, num_envs=4)
     print(f"baseline: {steps} env steps of CartPole-v1 stepped bare (4 sub-envs, one process): {bare:.1f} s")
 
