@@ -75,3 +75,34 @@ def test_each_runner_fills_one_shard_and_a_killed_shard_alone_is_restored_with_i
                 assert [s[3] for s in stamps] == list(range(stamps[0][3], stamps[0][3] + len(stamps)))
     finally:
         replay.stop()
+
+
+def test_a_shard_killed_under_the_learners_pull_is_restored_alone_and_the_update_owed() -> None:
+    """The learner's pull reads every shard's mass first, so a dead shard fails it whichever shard
+    would have been drawn: the update returns None (owed), only that shard is restored (empty: no
+    checkpoint, so every step it acknowledged is lost), and the next pull draws from the live one."""
+    from learner.dqn import DQNConfig, DQNLearner
+    from learner.learner_group import LearnerGroup
+    from ray_sampler.sampling.config import EnvRunnerConfig
+    from tests.learner.test_dqn_replay import make_module
+
+    runner = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=16, seed=0)
+    replay = SupervisedReplay(
+        ReplayConfig(min_size_to_sample=64, prioritized=True, seed=0), num_shards=2, timeout_s=30, num_cpus=0
+    )
+    learners = LearnerGroup(make_module, DQNConfig(), learner_class=DQNLearner)
+    try:
+        with EnvRunnerGroup(runner, GROUP) as runners:
+            for _ in range(2):  # 2 runners x 2 sub-envs x 16 steps a call: 64 steps in each shard
+                replay.sample_to_replay(runners)
+            assert replay.update_from_replay(learners, 4, 16, prioritized=True) is not None
+            live = replay.actors[1]
+            kill_and_wait(replay.actors[0])
+            assert replay.update_from_replay(learners, 4, 16, prioritized=True) is None
+            assert replay.actors[1] is live and replay.metrics.num_env_steps_lost_by_shard == (64, 0)
+            assert [m.num_env_steps for m in replay.call_each("get_metrics")] == [0, 64]
+            update = replay.update_from_replay(learners, 4, 16, prioritized=True)
+            assert update is not None and update.num_gradient_steps == 4
+    finally:
+        replay.stop()
+        learners.stop()
