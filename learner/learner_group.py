@@ -145,13 +145,7 @@ class LearnerGroup:
     def _bundle_options(self, index: int) -> dict[str, Any]:
         if self._placement_group is None:
             return {}
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        return {
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=self._placement_group, placement_group_bundle_index=index
-            )
-        }
+        return {"scheduling_strategy": self._placement_group.scheduling_strategy(index)}
 
     def colocated_options(self) -> dict[str, Any]:
         """Actor options that put a CPU-free actor (the replay) beside the learners: in the first

@@ -38,10 +38,12 @@ from ray_sampler.validate import check_enum
 
 __all__ = [
     "AUTOSCALING_ENV_VAR",
+    "Bundles",
     "Demand",
     "PlacementStrategy",
     "check_demands",
     "cluster_autoscales",
+    "lend_bundles",
     "never_fits",
     "release",
     "reserve",
@@ -164,7 +166,10 @@ def cluster_autoscales() -> bool:
 def check_demands(demands: Sequence[Demand]) -> None:
     """Raises InsufficientResourcesError if ``demands`` can never fit this cluster beside what this
     process already holds (see the module docstring); on an autoscaling cluster it only logs that
-    they must wait for new nodes."""
+    they must wait for new nodes. In a process lent a placement group (``lend_bundles``) there is
+    nothing to check: the bundles are reserved already, and ``reserve`` says if they are too few."""
+    if _lender is not None:
+        return
     totals, nodes = _cluster_shape()
     held = [dataclasses.replace(d, fields=f"{d.fields} (held by this process)") for d in _held_now()]
     reason = never_fits(demands, totals, nodes) or never_fits([*held, *demands], totals, nodes)
@@ -179,6 +184,63 @@ def check_demands(demands: Sequence[Demand]) -> None:
     )
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Bundles:
+    """Bundles reserved by ``reserve``: placement group ``group``'s bundles ``indices`` (the k-th
+    actor of the demand goes in bundle ``indices[k]``)."""
+
+    group: Any
+    indices: tuple[int, ...]
+    lent: bool = False
+    """Bundles of a placement group this process was lent (``lend_bundles``): ``release`` gives
+    them back to the lender instead of removing the group."""
+
+    def scheduling_strategy(self, k: int) -> Any:
+        """Ray's scheduling strategy that starts an actor in the k-th bundle."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return PlacementGroupSchedulingStrategy(
+            placement_group=self.group, placement_group_bundle_index=self.indices[k]
+        )
+
+
+@dataclasses.dataclass
+class _Lender:
+    group: Any
+    free: dict[int, dict[str, float]]  # bundle index -> its resources, not lent out now
+
+
+_lender: _Lender | None = None
+
+
+def lend_bundles(group: Any, bundles: Mapping[int, Mapping[str, float]] | None) -> None:
+    """From now on ``reserve`` in this process takes its bundles from ``group``'s ``bundles`` (index
+    -> its resources) rather than making placement groups: the placement group Ray Tune reserved
+    for a trial (ray_sampler.tune). None: back to making them."""
+    global _lender
+    if bundles is None:
+        _lender = None
+        return
+    _lender = _Lender(group, {i: {r: float(v) for r, v in b.items()} for i, b in bundles.items()})
+
+
+def _borrow(demand: Demand) -> Bundles:
+    """``demand.count`` free lent bundles that hold ``demand.bundle`` each; InsufficientResourcesError if fewer."""
+    assert _lender is not None
+    wanted = {r: float(v) for r, v in demand.bundle.items() if v > 0}
+    fits = [i for i, have in sorted(_lender.free.items()) if {r: v for r, v in have.items() if v > 0} == wanted]
+    if len(fits) < demand.count:
+        shape = ", ".join(f"{v:g} {r}" for r, v in sorted(wanted.items())) or "no resources"
+        raise InsufficientResourcesError(
+            f"{demand.fields}: {demand.count} bundles of {shape} wanted, but the trial's placement group has "
+            f"{len(fits)} free (its resources are fixed when the trial starts)"
+        )
+    taken = tuple(fits[: demand.count])
+    for i in taken:
+        del _lender.free[i]
+    return Bundles(_lender.group, taken, lent=True)
+
+
 def reserve(
     demand: Demand,
     *,
@@ -186,12 +248,15 @@ def reserve(
     timeout_s: float,
     name: str = "",
     log_every_s: float = 10.0,
-) -> Any:
-    """A ready placement group of ``demand.count`` bundles (``strategy``), or
+) -> Bundles:
+    """``demand.count`` ready bundles: a new placement group (``strategy``), or
     InsufficientResourcesError after ``timeout_s`` (the group is removed: nothing stays reserved).
+    In a process lent a placement group (``lend_bundles``), its free bundles instead.
 
     Checks ``demand`` against the cluster first (``check_demands``)."""
     strategy = check_enum("placement_strategy", PlacementStrategy, strategy)
+    if _lender is not None:
+        return _borrow(demand)
     check_demands([demand])
     from ray.util.placement_group import placement_group
 
@@ -207,12 +272,12 @@ def reserve(
         if done:
             ray.get(ready)
             _held[group.id.hex()] = (_job_id(), demand)
-            return group
+            return Bundles(group, tuple(range(demand.count)))
         available = ray.available_resources()
         pending = ", ".join(f"{v:g} {r}" for r, v in sorted(bundles[0].items()))
         free = ", ".join(f"{float(available.get(r, 0.0)):.1f} {r}" for r in sorted(bundles[0]))
         if time.monotonic() >= deadline:
-            release(group)
+            release(Bundles(group, ()))
             raise InsufficientResourcesError(
                 f"{demand.fields}: {demand.count} bundles of {pending} ({strategy.value}) were not placed within "
                 f"{timeout_s:g} s; the cluster has {free} free"
@@ -227,9 +292,19 @@ def reserve(
         )
 
 
-def release(group: Any) -> None:
-    """Removes a placement group made by ``reserve`` (its reserved resources go back to the cluster)."""
+def release(bundles: Bundles) -> None:
+    """Gives back what ``reserve`` returned: removes its placement group (the resources go back to
+    the cluster), or returns lent bundles to the lender."""
+    if bundles.lent:
+        if _lender is not None and _lender.group.id == bundles.group.id:
+            for i in bundles.indices:
+                _lender.free[i] = _bundle_resources(bundles.group, i)
+        return
     from ray.util.placement_group import remove_placement_group
 
-    _held.pop(group.id.hex(), None)
-    remove_placement_group(group)
+    _held.pop(bundles.group.id.hex(), None)
+    remove_placement_group(bundles.group)
+
+
+def _bundle_resources(group: Any, index: int) -> dict[str, float]:
+    return {r: float(v) for r, v in group.bundle_specs[index].items()}

@@ -138,11 +138,15 @@ def ray_cluster(
     address: str, *, num_cpus: int, verbose: bool = False, runtime_env: dict[str, Any] | None = None
 ) -> Iterator[str]:
     """Ray for one job: attached to ``address`` (or ``RAY_ADDRESS``), which is left running, or
-    started in this process with ``num_cpus`` CPUs and stopped at the end. Yields a description.
+    started in this process with ``num_cpus`` CPUs and stopped at the end; the Ray this process is
+    connected to already, if it is (a Ray Tune trial), left as it is. Yields a description.
     Ray's own log lines (startup, token authentication, its workers' output) show only if ``verbose``.
     ``runtime_env``: the job's (every worker's) runtime env, e.g. the user's code shipped."""
     import ray
 
+    if ray.is_initialized():  # a Ray Tune trial (ray_sampler.tune): its process is connected already
+        yield f"Ray cluster of this process ({ray.cluster_resources().get('CPU', 0):g} CPUs)"
+        return
     address = check_address(address or os.environ.get("RAY_ADDRESS", "")) or "local"
     ray_logger = logging.getLogger("ray")
     level = ray_logger.level

@@ -190,6 +190,11 @@ class RunDirectory:
         if self._tb_writer is not None:
             _add_scalars(self._tb_writer, record)
 
+    def row(self, record: IterationRecord) -> dict[str, Any]:
+        """``record`` as the row ``append`` writes: metrics.csv's columns and values (None: an empty cell)."""
+        row = _row(record)
+        return {c: row.get(c) for c in (self._columns or list(row))}
+
     def close(self, *, target_return: float | None = None) -> str:
         """Closes the files and draws ``curve.png`` (with ``target_return`` as a dashed line);
         returns one line for the log: where the curve is, or how to get it (without matplotlib)."""

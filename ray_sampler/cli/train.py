@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -311,8 +312,10 @@ def local_cpus() -> int:
 def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
     """UsageError before Ray starts if the run starts its own Ray and its actors can never fit it
     (an attached cluster is checked once attached: ``check_training_resources``)."""
-    if (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local":
-        return
+    import ray
+
+    if (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local" or ray.is_initialized():
+        return  # attached, or a Ray Tune trial (its placement group holds the actors' resources)
     cpus = {"CPU": float(local_cpus())}
     demands = training_demands(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     reason = never_fits(demands, cpus, [cpus])
@@ -372,9 +375,15 @@ def _check_multi_agent_flags(command: TrainPPO | TrainDQN, cfg: Any, multi_agent
             raise UsageError(f"--global-state state: {e}") from None
 
 
-def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
+def run_training(
+    command: TrainPPO | TrainDQN,
+    *,
+    on_record: Callable[[IterationRecord, RunDirectory, Path | None], None] | None = None,
+) -> TrainResult:
     """Runs a parsed training command on its Ray cluster, with a progress display and a run
-    directory (config.toml, metrics.csv, curve.png); returns what it reached."""
+    directory (config.toml, metrics.csv, curve.png); returns what it reached. ``on_record(record,
+    run_dir, checkpoint)`` gets each record once its row is in metrics.csv, with the checkpoint
+    directory saved at that iteration (None: none was)."""
     cfg = command.to_config()
     if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is not Optimizer.SYNC_SAMPLES:
         if command.checkpoint_every or command.resume is not None:
@@ -448,11 +457,16 @@ def run_training(command: TrainPPO | TrainDQN) -> TrainResult:
         )
         progress = TrainingProgress(sys.stdout, plain=True if command.plain else None, **budget)
         last: list[IterationRecord] = []  # only the latest record: a run's records stay in metrics.csv
+        saved = [latest_checkpoint(run_dir.path / "checkpoints")]  # the newest checkpoint reported
 
         def on_iteration(record: IterationRecord) -> None:
             last[:] = [record]
             run_dir.append(record)
             progress.update(record)
+            if on_record is not None:
+                found = latest_checkpoint(run_dir.path / "checkpoints")
+                on_record(record, run_dir, found if found != saved[0] else None)
+                saved[0] = found
 
         loop_options: dict[str, Any] = {
             "log": progress.log,

@@ -42,29 +42,25 @@ class RunnerPlacement:
         if not indices:
             return
         self._num_groups += 1
-        group = reserve(
+        bundles = reserve(
             runner_demand(self._config, len(indices)),
             strategy=self._config.placement_strategy,
             timeout_s=self._config.actor_start_timeout_s,
             name=f"{self._name_prefix}-runners-{self._num_groups}",
         )
-        for bundle_index, index in enumerate(indices):
-            self._bundles[index] = (group, bundle_index)
+        for k, index in enumerate(indices):
+            self._bundles[index] = (bundles, k)
 
     def options(self, index: int) -> dict[str, Any]:
         """The actor options that start runner ``index`` in its bundle."""
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        group, bundle_index = self._bundles[index]
+        bundles, k = self._bundles[index]
         return {
             # A runner gets several calls a second for hours: their task events would pile up in the
             # GCS (77% growth in 5 minutes measured); failures still come back as exceptions.
             "enable_task_events": False,
             "num_cpus": self._config.num_cpus_per_env_runner,
             "resources": dict(self._config.custom_resources_per_env_runner),
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=group, placement_group_bundle_index=bundle_index
-            ),
+            "scheduling_strategy": bundles.scheduling_strategy(k),
         }
 
     def unplaced(self, indices: list[int]) -> list[int]:
@@ -77,9 +73,9 @@ class RunnerPlacement:
         tables: dict[int, Any] = {}
         found = []
         for index in indices:
-            group, bundle_index = self._bundles[index]
-            table = tables.setdefault(id(group), placement_group_table(group))
-            node = (table.get("bundles_to_node_id") or {}).get(bundle_index)
+            bundles, k = self._bundles[index]
+            table = tables.setdefault(id(bundles.group), placement_group_table(bundles.group))
+            node = (table.get("bundles_to_node_id") or {}).get(bundles.indices[k])
             if table.get("state") != "CREATED" or node not in alive:
                 found.append(index)
         return found

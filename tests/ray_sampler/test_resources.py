@@ -15,6 +15,7 @@ from ray_sampler.resources import (
     PlacementStrategy,
     check_demands,
     cluster_autoscales,
+    lend_bundles,
     never_fits,
     release,
     reserve,
@@ -131,3 +132,33 @@ def test_a_reservation_of_an_earlier_ray_job_is_not_counted(monkeypatch: pytest.
     monkeypatch.setitem(held, "this-job", (this_job, everything))
     with pytest.raises(InsufficientResourcesError, match=r"\(held by this process\)"):
         check_demands([learner])
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_lent_bundles_serve_reserve_until_they_run_out_and_release_gives_them_back() -> None:
+    """A Ray Tune trial's placement group (ray_sampler.tune): bundle 0 is the trial's, the others
+    are lent; ``reserve`` hands them out by shape, makes no group of its own, and refuses in one
+    line when none is left."""
+    before = idle_cpus()
+    group = placement_group([{"CPU": 1.0}, {"CPU": 0.5}, {"CPU": 0.5}, {"CPU": 1.0}])
+    ray.get(group.ready(), timeout=30)
+    lend_bundles(group, {i: group.bundle_specs[i] for i in (1, 2, 3)})
+    try:
+        runners = reserve(
+            Demand("num_env_runners x num_cpus_per_env_runner", 2, {"CPU": 0.5}), strategy="SPREAD", timeout_s=5
+        )
+        assert runners.group.id == group.id and runners.indices == (1, 2) and runners.lent
+        learner = reserve(Demand("num_learners x num_cpus_per_learner", 1, {"CPU": 1.0}), strategy="PACK", timeout_s=5)
+        assert learner.indices == (3,)
+        assert ray.available_resources().get("CPU", 0.0) == before - 3  # only the trial's group holds CPUs
+        with pytest.raises(
+            InsufficientResourcesError,
+            match=r"^n x c: 1 bundles of 0\.5 CPU wanted, but the trial's placement group has 0 free",
+        ):
+            reserve(Demand("n x c", 1, {"CPU": 0.5}), strategy="PACK", timeout_s=5)
+        release(runners)  # back to the lender, the group stays
+        assert reserve(Demand("n x c", 2, {"CPU": 0.5}), strategy="PACK", timeout_s=5).indices == (1, 2)
+    finally:
+        lend_bundles(None, None)
+        remove_placement_group(group)
+    assert cpus_back_to(before)
