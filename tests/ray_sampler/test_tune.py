@@ -133,3 +133,24 @@ def test_a_bad_search_space_is_refused_in_one_line_before_any_trial(space: dict[
 def test_an_unknown_loop_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^'algo' must be one of \['dqn', 'ppo'\] \(got 'sac'\)"):
         check_param_space("sac", {})
+
+
+def test_a_dqn_trial_reports_its_rows_and_a_checkpoint_with_its_replay(tmp_path: Path) -> None:
+    from ray import tune
+
+    space = {
+        "env_runner_group.num_env_runners": 1,
+        "max_env_steps": 1000,
+        "target_return": "none",
+        "checkpoint_every": 1,
+        "replay.min_size_to_sample": 200,
+    }
+    (result,) = tuner("dqn", space, run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
+    assert result.error is None
+    (run,) = run_dirs(result.path)
+    csv_rows = read_metrics(run)
+    assert csv_rows and csv_rows[-1]["env_steps"] >= 1000
+    assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)
+    with result.checkpoint.as_directory() as saved:
+        (checkpoint,) = (Path(saved) / "run" / "checkpoints").iterdir()
+        assert (checkpoint / "replay.parquet").is_file()
