@@ -86,7 +86,7 @@ def test_a_trial_reports_its_rows_and_checkpoints_uses_its_bundles_and_resumes_a
     killer.start()
     results = tuner(
         "ppo",
-        {**BASE, "max_iterations": 6},
+        {**BASE, "max_iterations": 5},
         run_config=tune.RunConfig(
             storage_path=str(tmp_path), name="killed", verbose=0, failure_config=tune.FailureConfig(max_failures=1)
         ),
@@ -97,20 +97,20 @@ def test_a_trial_reports_its_rows_and_checkpoints_uses_its_bundles_and_resumes_a
     resumed = [run for run in run_dirs(result.path) if run.name.startswith("restored-")]
     assert len(resumed) == 1
     csv_rows = read_metrics(resumed[0])
-    assert [row["iteration"] for row in csv_rows] == [1, 2, 3, 4, 5, 6]  # no gap, no repeat
+    assert [row["iteration"] for row in csv_rows] == [1, 2, 3, 4, 5]  # no gap, no repeat
     steps = [row["env_steps"] for row in csv_rows]
-    assert steps == sorted(steps) and len(set(steps)) == 6
+    assert steps == sorted(steps) and len(set(steps)) == 5
     # Tune's progress.csv may also keep a row the killed attempt reported after the checkpoint
     # Tune restored (a race inside Tune: seen once in about ten runs); the last row of each
     # iteration is the run's.
     tune_rows = result.metrics_dataframe.to_dict("records")
     last = {row["iteration"]: row for row in tune_rows}
-    assert sorted(last) == [1, 2, 3, 4, 5, 6] and len(tune_rows) <= 7
+    assert sorted(last) == [1, 2, 3, 4, 5] and len(tune_rows) <= 6
     assert_same_rows([last[i] for i in sorted(last)], csv_rows)
     with result.checkpoint.as_directory() as saved:  # the newest: the run's own checkpoint, config and curve
         folder = Path(saved) / "run"
-        assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["ckpt-0000006"]
-        assert (folder / "config.toml").is_file() and len(read_metrics(folder)) == 6
+        assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["ckpt-0000005"]
+        assert (folder / "config.toml").is_file() and len(read_metrics(folder)) == 5
     assert placement_groups_named("-runners-") <= runner_groups_before
     assert cpus_back_to(before)
 
@@ -140,7 +140,7 @@ def test_a_dqn_trial_reports_its_rows_and_a_checkpoint_with_its_replay(tmp_path:
 
     space = {
         "env_runner_group.num_env_runners": 1,
-        "max_env_steps": 1000,
+        "max_env_steps": 600,
         "target_return": "none",
         "checkpoint_every": 1,
         "replay.min_size_to_sample": 200,
@@ -149,7 +149,7 @@ def test_a_dqn_trial_reports_its_rows_and_a_checkpoint_with_its_replay(tmp_path:
     assert result.error is None
     (run,) = run_dirs(result.path)
     csv_rows = read_metrics(run)
-    assert csv_rows and csv_rows[-1]["env_steps"] >= 1000
+    assert csv_rows and csv_rows[-1]["env_steps"] >= 600
     assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)
     with result.checkpoint.as_directory() as saved:
         (checkpoint,) = (Path(saved) / "run" / "checkpoints").iterdir()
