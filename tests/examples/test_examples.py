@@ -221,3 +221,18 @@ def test_pettingzoo_simple_spread_example_trains_one_shared_policy_with_a_centra
         lines[-1],
     ), lines[-3:]
     assert lines[-2].startswith("budget used (no target): summed return -")
+
+
+def test_tune_example_sweeps_two_dqn_trials_with_their_checkpoints(tmp_path: Path, ray_address: str) -> None:
+    """Two DQN trials (the replay in each trial, its file in each checkpoint), then the best."""
+    args = ["--algo", "dqn", "--lrs", "1e-3", "5e-4", "--budget", "600", "--results", str(tmp_path)]
+    lines = run("tune_ppo_cartpole.py", *args, ray_address=ray_address)
+    trials = [line for line in lines if line.startswith("dqn.lr ")]
+    assert len(trials) == 2, lines[-5:]
+    for lr, line in zip(("0.0005", "0.001"), trials, strict=True):
+        assert re.fullmatch(rf"dqn\.lr {lr}: mean return \d+\.\d after \d+ env steps \(checkpoint: yes\)", line)
+    assert re.fullmatch(r"best: dqn\.lr (0\.001|0\.0005), mean return \d+\.\d", lines[-1])
+    replays = sorted(tmp_path.glob("dqn/*/checkpoint_*/run/checkpoints/*/replay.parquet"))
+    assert {p.parts[-6] for p in replays} and len(
+        {p.parts[-6] for p in replays}
+    ) == 2  # each trial's checkpoints hold its replay

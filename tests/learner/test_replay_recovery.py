@@ -51,7 +51,7 @@ def assert_stamps_continuous(replay: SupervisedReplay) -> None:
         assert all(s[:3] == stamps[0][:3] for s in stamps)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_a_replay_killed_at_a_random_point_comes_back_and_counts_the_loss_exactly(tmp_path: Path, seed: int) -> None:
     rng = np.random.default_rng(seed)
     path = tmp_path / "replay.parquet"

@@ -31,19 +31,17 @@ def config(env: Any = "CartPole-v1", **kwargs: Any) -> PPOTrainingConfig:
 
 
 @pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize(("policy_loss", "target"), [("clipped", 150.0), ("pg", 60.0)], ids=["appo", "impala"])
-def test_learns_cartpole_with_runners_that_never_wait(policy_loss: str, target: float) -> None:
-    """APPO (the clipped surrogate) and IMPALA (the plain policy gradient, one pass over each
-    fragment as it comes: a smaller target within the same budget), both on V-trace's advantages,
-    through ``train_ppo`` with ``optimizer="async_samples"``.
+def test_impala_learns_cartpole_with_runners_that_never_wait() -> None:
+    """IMPALA (the plain policy gradient, one pass over each fragment as it comes), on V-trace's
+    advantages, through ``train_ppo`` with ``optimizer="async_samples"``. APPO's learning signal
+    (the clipped surrogate, to a mean of 100) is checked with a learner actor, through a killed
+    runner and a killed learner, below.
 
     IMPALA's settings: at lr 2e-3 without an entropy bonus it missed 60 in 200 updates at 2 of 5
     seeds (its policy collapsed); at lr 1e-3 with a bonus of 0.01 it reached 60 in 38-48 updates at 8
     of 8 seeds, and in 84-89 with two busy loops on the same 2 cores (longer policy lags)."""
-    if policy_loss == "clipped":
-        ppo = PPOConfig(num_epochs=4, minibatch_size=128, seed=0, policy_loss=policy_loss)
-    else:
-        ppo = PPOConfig(num_epochs=1, minibatch_size=128, seed=0, policy_loss=policy_loss, lr=1e-3, entropy_coeff=0.01)
+    target = 60.0
+    ppo = PPOConfig(num_epochs=1, minibatch_size=128, seed=0, policy_loss="pg", lr=1e-3, entropy_coeff=0.01)
     result = train_ppo(
         config(target_return=target, max_iterations=200, ppo=ppo, optimizer="async_samples"), log=lambda line: None
     )
