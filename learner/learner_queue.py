@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from learner.metrics import PPOUpdateMetrics
+from ray_sampler.data.multi_agent_columnar import unpack_columnar
 from ray_sampler.errors import RaySamplerError
 from ray_sampler.validate import check_int
 
@@ -40,6 +41,11 @@ class LearnerFailedError(RaySamplerError):
 class _Queued:
     ref: Any
     num_env_steps: int
+
+
+def _update_from_columnar(learner: Any, col: Any) -> Any:
+    """In the learner actor: one update on a runner's columnar chunks (read from the object store)."""
+    return learner.update_from_episodes(unpack_columnar(col))
 
 
 class LearnerQueue:
@@ -95,12 +101,20 @@ class LearnerQueue:
             raise
         return actor
 
-    def submit(self, episodes: list[Any], num_env_steps: int) -> list[tuple[PPOUpdateMetrics, int]]:
-        """Queues one update on ``episodes``; returns (metrics, env steps) of the updates that
-        finished meanwhile (it waits for the oldest while the queue is full). A dead actor's queue
-        is counted lost and the actor replaced; ``episodes`` then go to the replacement."""
+    def submit(self, episodes: Any, num_env_steps: int) -> list[tuple[PPOUpdateMetrics, int]]:
+        """Queues one update on ``episodes`` (a list of episodes, or the ObjectRef of a runner's
+        columnar chunks: the actor reads them from the object store, the driver never holds them);
+        returns (metrics, env steps) of the updates that finished meanwhile (it waits for the oldest
+        while the queue is full). A dead actor's queue is counted lost and the actor replaced;
+        ``episodes`` then go to the replacement."""
+        import ray
+
         done = self._finished(wait_for=len(self.pending) - self.queue_size + 1)
-        self.pending.append(_Queued(self.actor.update_from_episodes.remote(episodes), num_env_steps))
+        if isinstance(episodes, ray.ObjectRef):
+            ref = self.actor.__ray_call__.remote(_update_from_columnar, episodes)
+        else:
+            ref = self.actor.update_from_episodes.remote(episodes)
+        self.pending.append(_Queued(ref, num_env_steps))
         self.max_queued = max(self.max_queued, len(self.pending))
         return done
 
@@ -141,6 +155,9 @@ class LearnerQueue:
             except ray.exceptions.RayActorError as e:
                 self._replace(e)
                 break
+            except ray.exceptions.ObjectLostError:  # its runner died and its chunks with it: counted lost
+                self.num_fragments_lost += 1
+                self.num_env_steps_lost += head.num_env_steps
             self.pending.popleft()
             self._failures_in_a_row = 0
             wait_for -= 1

@@ -23,9 +23,11 @@ calls' ``duration_s`` over ``num_runners x`` the loop's seconds), the figure the
 loop exists to raise.
 
 With ``num_learners=1`` the updates run in a learner actor with a bounded queue
-(learner/learner_queue.py): the driver sends each fragment and collects the next while the actor
-updates, waits while ``learner_queue_size`` updates are queued, and a learner that dies is
-replaced from the weights of the last broadcast, its queued fragments counted lost.
+(learner/learner_queue.py): each runner puts its fragment in the object store itself and answers
+with its reference (``chunks_by_ref``), the driver passes the reference on (it never holds the
+fragment) and collects the next while the actor updates, waits while ``learner_queue_size``
+updates are queued, and a learner that dies is replaced from the weights of the last broadcast,
+its queued fragments counted lost.
 
 Not yet: more than one learner, multi-agent envs, the mean/std filter, stateful modules,
 checkpoints (each refused in one line).
@@ -38,6 +40,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
+
+import ray
 
 from learner.frameworks import ppo_learner_class
 from learner.learner_group import LearnerGroup
@@ -87,7 +91,8 @@ class AsyncTrainResult(PPOTrainResult):
     num_learner_restarts: int = 0
     """Learner actors replaced after dying (``num_learners=1``)."""
     num_fragments_lost_by_learner: int = 0
-    """Fragments queued in a learner actor when it died: never learned from."""
+    """Fragments queued in a learner actor when it died, or whose runner died before the actor read
+    them from the object store: never learned from."""
     num_env_steps_lost_by_learner: int = 0
     """Their env steps (``num_env_steps_sampled`` = used + dropped + unused + these)."""
     max_learner_queue: int = 0
@@ -131,6 +136,7 @@ def train_async(
     lags = Counter[int]()
     timings = {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "busy_s": 0.0}
     submitted, updates = 0, 0  # updates sent to the learner, and finished
+    by_ref = cfg.num_learners == 1  # runners put their chunks in the object store; the learner actor reads them
 
     def report(finished: list[tuple[PPOUpdateMetrics, int]], lag: int) -> None:
         nonlocal updates
@@ -157,7 +163,7 @@ def train_async(
         loop_start, num_runners = time.perf_counter(), runners.num_env_runners
         while submitted < cfg.max_iterations and not tracker.reached:
             t0 = time.perf_counter()
-            answers = runners.sample_columnar(min_answers=1)
+            answers = runners.sample_columnar(min_answers=1, chunks_by_ref=by_ref)
             timings["sample_s"] += time.perf_counter() - t0
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:
                 log(line)
@@ -170,16 +176,17 @@ def train_async(
                     continue
                 lag = submitted - updates_at_version.get(metrics.weights_version, 0)
                 lags[lag] += 1
-                episodes = unpack_columnar(col)
                 if async_config.max_policy_lag is not None and lag > async_config.max_policy_lag:
                     counts["dropped_fragments"] += 1
                     counts["dropped"] += metrics.num_env_steps
                     continue
+                # A learner actor gets the runner's ObjectRef: the driver never holds the chunks.
+                fragment: Any = col if isinstance(col, ray.ObjectRef) else unpack_columnar(col)
                 if on_fragment is not None:
-                    on_fragment(episodes, lag)
+                    on_fragment(unpack_columnar(ray.get(col)) if isinstance(col, ray.ObjectRef) else fragment, lag)
                 counts["max_in_flight"] = max(counts["max_in_flight"], runners.num_requests_in_flight)
                 t1 = time.perf_counter()
-                finished = learner.submit(episodes, metrics.num_env_steps)
+                finished = learner.submit(fragment, metrics.num_env_steps)
                 submitted += 1
                 if submitted % async_config.broadcast_interval == 0:
                     weights = learner.refresh()

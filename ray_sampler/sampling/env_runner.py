@@ -246,6 +246,11 @@ class EnvRunner:
         result = self._collect(request)
         if isinstance(result, list):
             result = episodes_to_columnar(result) if result else None
+        if request.chunks_by_ref and result is not None:  # the driver only passes the reference on
+            import ray
+
+            running = dataclasses.replace(self.metrics, running_episode_ids=self._tally.running_episode_ids)
+            return ray.put(result), running  # type: ignore[return-value]
         return result, self.metrics
 
     def collect_to(self, replay: Any, request: SampleRequest) -> RunnerMetrics:

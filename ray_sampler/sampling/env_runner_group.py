@@ -151,9 +151,12 @@ class EnvRunnerGroup:
         force_reset: bool = False,
         timeout_s: float | None = None,
         min_answers: int | None = None,
+        chunks_by_ref: bool = False,
     ) -> list[Answer]:
         """Like ``sample`` but gives each runner's (columnar object, metrics) as shipped, plus one
-        entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``."""
+        entry (worker_index None) for the unfinished episodes of runners stopped by ``scale``.
+        With ``chunks_by_ref`` a runner's columnar object is an ObjectRef the runner put (the
+        ``scale`` entry's stays an object): pass it to another actor, which reads it from the store."""
         check_optional(check_int, "min_answers", min_answers, minimum=1)
         request = SampleRequest(
             num_timesteps=num_timesteps,
@@ -161,6 +164,7 @@ class EnvRunnerGroup:
             explore=explore,
             random_actions=random_actions,
             force_reset=force_reset,
+            chunks_by_ref=chunks_by_ref,
         )
         return self._sample(request, None, timeout_s, min_answers)
 

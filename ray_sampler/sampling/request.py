@@ -32,6 +32,9 @@ class SampleRequest:
     """Take uniformly random actions (the module's outputs are still recorded)."""
     force_reset: bool = False
     """Reset every sub-env before sampling."""
+    chunks_by_ref: bool = False
+    """The runner puts its chunks in the object store itself and answers with their ObjectRef (and
+    its running episodes), so the driver can hand them to a learner actor without holding them."""
 
     def __post_init__(self) -> None:
         if self.num_timesteps is not None and self.num_episodes is not None:
@@ -41,6 +44,7 @@ class SampleRequest:
         check_bool("explore", self.explore)
         check_bool("random_actions", self.random_actions)
         check_bool("force_reset", self.force_reset)
+        check_bool("chunks_by_ref", self.chunks_by_ref)
 
     def num_env_steps(self, *, rollout_fragment_length: int, num_envs: int) -> int:
         """The env steps a step-counting call collects: ``num_timesteps`` (default

@@ -242,7 +242,8 @@ class RunnerFleet:
         metrics = dataclasses.replace(metrics, request=request)
         # Only a collect_to answer reports the steps held for a dead replay (a collect leaves them held).
         held = metrics.num_env_steps_held_for_replay if isinstance(result, RunnerMetrics) else None
-        self.failures.track(index, col, metrics, num_env_steps_held=held)
+        # Chunks answered by reference (``chunks_by_ref``): the runner reports its running episodes.
+        self.failures.track(index, None if isinstance(col, ray.ObjectRef) else col, metrics, num_env_steps_held=held)
         return col, metrics
 
     # ---------------------------------------------------------------- failures and lifecycle

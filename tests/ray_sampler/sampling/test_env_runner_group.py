@@ -128,6 +128,23 @@ def test_the_first_answer_can_be_taken_and_weights_sent_without_waiting() -> Non
         assert group.sample(timeout_s=60) and set(group.metrics.weights_versions.values()) == {version}
 
 
+def test_chunks_by_reference_stay_in_the_object_store_and_a_dead_runners_episodes_count_abandoned() -> None:
+    """``chunks_by_ref``: each runner puts its chunks in the object store and answers with the
+    reference (what the asynchronous loop hands to its learner actor); the steps are those of a
+    plain call, continuous, and a runner killed afterwards still has its running episodes counted
+    abandoned (the runner reports them, as the driver never reads its chunks)."""
+    with stamp_group(2) as group:
+        answers = group.sample_columnar(chunks_by_ref=True) + group.sample_columnar(chunks_by_ref=True)
+        assert all(isinstance(col, ray.ObjectRef) for col, _ in answers)
+        cols = [ray.get(col) for col, _ in answers]
+        assert [c.num_env_steps for c in cols] == [m.num_env_steps for _, m in answers] == [8] * 4
+        assert_steps_once_and_continuous([ep for c in cols for ep in columnar_to_episodes(c)])
+        ray.kill(group.actor(1))
+        group.sample_columnar(chunks_by_ref=True)
+        assert group.metrics.num_env_runner_restarts == 1
+        assert group.metrics.num_episodes_abandoned == 2  # runner 1's two sub-envs' episodes in progress
+
+
 def test_deadline_with_no_answer_raises_and_keeps_requests() -> None:
     with stamp_group(1, env_config={"slow_worker": 1, "sleep_s": 0.05}, rollout_fragment_length=10) as group:
         with pytest.raises(SampleTimeoutError, match=r"no env runner answered within the deadline \(runners \[1\]"):
