@@ -3,7 +3,8 @@
 ``ray-sampler train`` (the main job) trains PPO with remote env runners on a Ray cluster started in
 this process (or the one ``--address`` names); ``train-dqn`` trains DQN through a replay actor;
 ``sample`` only samples with the runners; ``demo`` builds, cuts, joins and packs real episodes
-without Ray; ``plot`` draws the learning curves of run directories.
+without Ray; ``plot`` draws the learning curves of run directories; ``tune`` runs a sweep of
+trials with Ray Tune.
 
 Every option comes from a typed config (``ray_sampler.cli.options``, with tyro): ``ray-sampler
 COMMAND --help`` lists them with their docs and choices. A usage error is one line on stderr and
@@ -72,12 +73,19 @@ def _plot(args: list[str], prog: str) -> Any:
     return run_plot(parse(PlotCommand, args, prog=prog, description=PlotCommand.__doc__ or ""))
 
 
+def _tune(args: list[str], prog: str) -> Any:
+    from ray_sampler.cli.sweep import TuneCommand, run_sweep
+
+    return run_sweep(parse(TuneCommand, args, prog=prog, description=TuneCommand.__doc__ or ""))
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "train": (_train, "train PPO with remote env runners (the main job)"),
     "train-dqn": (_train_dqn, "train DQN: env runners -> replay actor -> learners"),
     "sample": (_sample, "sample with a group of env runners and print the throughput"),
     "demo": (_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
     "plot": (_plot, "draw the learning curves of run directories on one figure"),
+    "tune": (_tune, "run a sweep of training trials with Ray Tune (search space in a TOML file)"),
 }
 """Each command: (run(args, prog), one line of help)."""
 

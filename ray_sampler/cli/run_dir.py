@@ -224,6 +224,13 @@ class RunDirectory:
             self.close()
 
 
+def write_config(path: Path | str, config: Mapping[str, Any]) -> None:
+    """Replaces the ``config.toml`` of the run directory ``path`` with ``config`` (atomically): a run
+    resumed with other values of options that may change mid-run (a population-based training
+    trial that took another trial's checkpoint)."""
+    _write_atomic(Path(path) / CONFIG_FILE, _config_toml(config))
+
+
 def load_config(path: Path | str) -> dict[str, Any]:
     """The config a run directory's ``config.toml`` holds (``path``: the directory or the file),
     exactly as ``RunDirectory.create`` got it, None values included."""

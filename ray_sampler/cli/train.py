@@ -326,6 +326,16 @@ def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQ
         )
 
 
+def check_optimizer(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
+    """UsageError for an asynchronous optimizer's run that saves or resumes checkpoints (none yet)
+    or whose settings it refuses."""
+    if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is not Optimizer.SYNC_SAMPLES:
+        if command.checkpoint_every or command.resume is not None:
+            name = Optimizer(cfg.optimizer).value
+            raise UsageError(f"--optimizer {name}: no checkpoints yet (drop --checkpoint-every and --resume)")
+        (check_async if cfg.optimizer is Optimizer.ASYNC_SAMPLES else check_async_gradients)(cfg)
+
+
 def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
     """UsageError before Ray starts if the algorithm's module cannot be built for the env's spaces
     (DQN on continuous actions, say)."""
@@ -385,11 +395,7 @@ def run_training(
     run_dir, checkpoint)`` gets each record once its row is in metrics.csv, with the checkpoint
     directory saved at that iteration (None: none was)."""
     cfg = command.to_config()
-    if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is not Optimizer.SYNC_SAMPLES:
-        if command.checkpoint_every or command.resume is not None:
-            name = Optimizer(cfg.optimizer).value
-            raise UsageError(f"--optimizer {name}: no checkpoints yet (drop --checkpoint-every and --resume)")
-        (check_async if cfg.optimizer is Optimizer.ASYNC_SAMPLES else check_async_gradients)(cfg)
+    check_optimizer(command, cfg)
     check_module_builds(command, cfg)
     check_fits_locally(command, cfg)
     multi_agent = cfg.env_runner.multi_agent

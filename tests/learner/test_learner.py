@@ -50,6 +50,27 @@ def test_learner_state_round_trip() -> None:
         np.testing.assert_array_equal(v, b.module.get_state()[k])
 
 
+def test_a_state_loaded_with_another_lr_steps_with_the_new_lr() -> None:
+    """Population-based training mutates ``lr`` and loads another trial's state: the moments come
+    from the state, the step size from the config (the first update's step is lr-sized)."""
+    runner = cartpole_runner()
+    spaces = (runner.observation_space, runner.action_space)
+    a = Learner(MLPModule(*spaces, seed=0), PPOConfig(lr=1e-3))
+    a.update_from_episodes(runner.sample())
+    episodes = runner.sample()
+    steps = {}
+    for lr in (1e-3, 4e-3):
+        b = Learner(MLPModule(*spaces, seed=1), PPOConfig(lr=lr, num_epochs=1, minibatch_size=2048))
+        b.set_state(a.get_state())
+        assert b.optimizer.lr == lr and b.optimizer.t == a.optimizer.t
+        before = b.module.get_state()
+        b.update_from_episodes(episodes)
+        steps[lr] = max(float(np.abs(v - before[k]).max()) for k, v in b.module.get_state().items())
+    # One Adam step with the same moments and gradients: each parameter moves lr times the same
+    # factor, so the largest move scales with lr (float32 arithmetic: 1e-4 relative)
+    assert steps[4e-3] == pytest.approx(4 * steps[1e-3], rel=1e-4)
+
+
 def test_minibatch_plan_covers_every_row_once() -> None:
     plan = minibatch_plan(10, 3, np.random.default_rng(0))
     assert sorted(np.concatenate(plan).tolist()) == list(range(10)) and [len(p) for p in plan] == [3, 3, 4]

@@ -187,6 +187,22 @@ class TestPPOState:
         assert state["optimizer"]["m"].keys() == state["optimizer"]["v"].keys() == state["module"].keys()
         assert all(state["optimizer"]["v"][k].any() for k in state["module"])
 
+    def test_a_checkpoint_loaded_with_another_lr_steps_with_the_new_lr(self, tmp_path: Path) -> None:
+        """Population-based training mutates ``lr`` and loads another trial's checkpoint: the
+        moments come from the checkpoint, the step size from the config."""
+        params, batch = ppo_problem(ACTION_SPACES[0])
+        a = ppo_learner(ACTION_SPACES[0], params, PPOConfig(num_epochs=1, minibatch_size=8, lr=1e-3))
+        a.update_from_batch(batch)
+        state = round_trip_through_a_checkpoint(a.get_state(), tmp_path)
+        b = TorchPPOLearner(
+            TorchMLPModule(OBS_SPACE, ACTION_SPACES[0], hidden_sizes=(5, 4), seed=9),
+            PPOConfig(num_epochs=1, minibatch_size=8, lr=4e-3),
+        )
+        b.set_state(state)
+        assert [g["lr"] for g in b.optimizer.optimizer.param_groups] == [4e-3]
+        for k, m in state["optimizer"]["m"].items():
+            np.testing.assert_array_equal(b.get_state()["optimizer"]["m"][k], m, err_msg=k)
+
     def test_round_trip_through_a_checkpoint_continues_identically(self, tmp_path: Path) -> None:
         params, batch = ppo_problem(ACTION_SPACES[0])
         config = PPOConfig(num_epochs=2, minibatch_size=8)

@@ -1,6 +1,7 @@
 """ray_sampler.tune: a Ray Tune trial runs the training command by dotted config path, reports
 every metrics.csv row and its checkpoints to Tune, takes its runners' bundles from the trial's
-placement group, resumes after its process is killed; a bad space fails before any trial. (A
+placement group, resumes after its process is killed; an APPO trial (no checkpoints) reports its
+rows; a bad space fails before any trial. (A
 sweep of two DQN trials runs in examples/tune_ppo_cartpole.py, run by tests/examples/test_examples.py.)"""
 
 from __future__ import annotations
@@ -124,8 +125,9 @@ def test_a_trial_reports_its_rows_and_checkpoints_uses_its_bundles_and_resumes_a
         ({"ppo.lr": "grid"}, r"^--ppo\.lr"),
         ({"max_iterations": {"grid_search": [2, 0]}}, r"^--max-iterations must be an int >= 1 \(got 0\)"),
         ({"env_runner_group.num_env_runners": 40}, r"^a trial of .* can never be placed: one trial = 1 x 21 CPU"),
+        ({"optimizer": "async_samples"}, r"^--optimizer async_samples: no checkpoints yet"),
     ],
-    ids=["no_such_option", "bad_value", "bad_grid_value", "never_fits"],
+    ids=["no_such_option", "bad_value", "bad_grid_value", "never_fits", "async_with_checkpoints"],
 )
 def test_a_bad_search_space_is_refused_in_one_line_before_any_trial(space: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
@@ -135,3 +137,22 @@ def test_a_bad_search_space_is_refused_in_one_line_before_any_trial(space: dict[
 def test_an_unknown_loop_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^'algo' must be one of \['dqn', 'ppo'\] \(got 'sac'\)"):
         check_param_space("sac", {})
+
+
+def test_a_trial_of_the_asynchronous_loop_reports_its_rows(tmp_path: Path) -> None:
+    """APPO (runners that never wait) as a trial: no checkpoints (the asynchronous loops save none
+    yet), every row reported, the same as its run directory's."""
+    from ray import tune
+
+    space = {k: v for k, v in BASE.items() if k != "checkpoint_every"}
+    results = tuner(
+        "ppo",
+        {**space, "optimizer": "async_samples", "max_iterations": 3},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="appo", verbose=0),
+    ).fit()
+    (result,) = results
+    assert result.error is None and result.checkpoint is None
+    (run,) = run_dirs(result.path)
+    csv_rows = read_metrics(run)
+    assert [row["iteration"] for row in csv_rows] == [1, 2, 3]
+    assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)

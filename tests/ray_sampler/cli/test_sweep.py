@@ -1,0 +1,350 @@
+"""``ray-sampler tune``: a sweep from a TOML file, on a ``ray start`` cluster (3 CPUs, dashboard on
+localhost) the command attaches to.
+
+- ASHA over four learning rates: the best trial reaches the target, the summary names it, and each
+  trial ASHA stopped had its placement group removed and its actors dead while another trial still
+  ran (Ray's state API, polled by a separate process through the dashboard).
+- Ctrl-C stops the sweep (exit 130, the state kept) and ``--resume`` finishes it: the trial that was
+  cut off goes on from its checkpoint with no gap and no repeated row.
+- Population-based training: a trial that exploits another carries the other's curve and
+  checkpoint on, with the mutated options in its config.toml, inside their declared ranges.
+- A bad sweep file is one line, exit status 2, before Ray starts."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ray_sampler.cli import EXIT_INTERRUPTED, EXIT_USAGE, main
+from ray_sampler.cli.run_dir import load_config, read_metrics
+from ray_sampler.cli.sweep import ClampToRange, trial_run_dir
+from tests.ray_start import RayStartCluster
+
+CLI = [sys.executable, "-m", "ray_sampler", "tune"]
+CPUS = 3  # a trial: 1 (its process, the learner) + 0.5 (its runner): two at a time
+
+POLLER = """
+import json, os, sys, time
+from ray.util.state import list_actors, list_placement_groups
+url, out, stop = sys.argv[1:4]
+with open(out, "w") as f:
+    while not os.path.exists(stop):
+        try:
+            actors = list_actors(address=url, limit=10000, detail=True, raise_on_missing_output=False)
+            groups = list_placement_groups(address=url, limit=10000, raise_on_missing_output=False)
+        except Exception as e:  # the dashboard busy: the next poll
+            f.write(json.dumps({"error": str(e)}) + "\\n")
+        else:
+            f.write(json.dumps({
+                "actors": [[a.actor_id, a.class_name, a.pid, a.placement_group_id, a.state] for a in actors],
+                "groups": {g.placement_group_id: g.state for g in groups},
+            }) + "\\n")
+        f.flush()
+        time.sleep(0.25)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayStartCluster]:
+    with RayStartCluster(num_cpus=CPUS) as started:
+        yield started
+
+
+def sweep_file(path: Path, text: str, config: str | None = None) -> Path:
+    """``text``, then (given ``config``) the [config] every test sweep shares and ``config``'s lines."""
+    body = textwrap.dedent(text) if config is None else textwrap.dedent(text) + COMMON + textwrap.dedent(config)
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+COMMON = """
+[config]
+env_runner_group.num_env_runners = 1
+env_runner_group.num_cpus_per_env_runner = 0.5
+stop_window = 20
+"""
+
+
+def trials_of(sweep_dir: Path) -> dict[str, dict]:
+    """summary.csv's rows by trial id."""
+    with open(sweep_dir / "summary.csv", newline="", encoding="utf-8") as f:
+        return {row["trial"]: row for row in csv.DictReader(f)}
+
+
+def tune_rows(trial_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines() if line]
+
+
+def test_asha_stops_bad_trials_frees_their_actors_and_names_the_best(cluster: RayStartCluster, tmp_path: Path) -> None:
+    config = sweep_file(
+        tmp_path / "asha.toml",
+        """
+        algo = "ppo"
+        scheduler = "asha"
+        """,
+        """
+        max_iterations = 16
+        target_return = 100.0
+
+        [space]
+        ppo.lr = { grid = [1e-5, 3e-3, 3e-5, 2e-3] }
+
+        [asha]
+        grace_period = 3
+        reduction_factor = 2
+        """,
+    )
+    polls, stop = tmp_path / "polls.jsonl", tmp_path / "stop"
+    poller = subprocess.Popen(
+        [sys.executable, "-c", POLLER, cluster.dashboard_url, str(polls), str(stop)], env=cluster.env
+    )
+    try:
+        done = subprocess.run(
+            [*CLI, "--config", str(config), "--address", cluster.address, "--sweeps-dir", str(tmp_path),
+             "--name", "asha"],
+            env=cluster.env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        stop.touch()
+        poller.wait(timeout=30)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sweep_dir = tmp_path / "asha"
+    trials = trials_of(sweep_dir)
+    assert len(trials) == 4
+    best = min(trials.values(), key=lambda t: int(t["rank"]))
+    assert best["status"] == "reached" and float(best["best_return_mean"]) >= 100.0
+    assert max(float(t["best_return_mean"]) for t in trials.values()) == float(best["best_return_mean"])
+    assert f"best: trial {best['trial']} (ppo.lr={float(best['ppo.lr']):.4g}): best_return_mean" in done.stdout
+    stopped = [t for t in trials.values() if t["status"] == "stopped"]
+    assert stopped, trials  # lr 1e-5 and 3e-5 cannot keep up with 2e-3 and 3e-3 after 3 iterations
+    assert (sweep_dir / "curves.png").stat().st_size > 0
+    for trial in trials.values():  # each trial's run directory under the sweep's
+        assert Path(trial["run_dir"]).parent.parent == sweep_dir
+        assert [r["iteration"] for r in read_metrics(trial["run_dir"])] == list(range(1, int(trial["iterations"]) + 1))
+
+    snapshots = [json.loads(line) for line in polls.read_text().splitlines()]
+    snapshots = [s for s in snapshots if "actors" in s]
+    assert snapshots
+    for trial in stopped:
+        pids = {row["pid"] for row in tune_rows(Path(trial["run_dir"]).parent)}
+        groups = {a[3] for s in snapshots for a in s["actors"] if a[2] in pids and a[1] == "ImplicitFunc"}
+        assert len(groups) == 1, (trial, groups)
+        (group,) = groups
+        released = [
+            s for s in snapshots
+            if s["groups"].get(group) == "REMOVED" and all(a[4] == "DEAD" for a in s["actors"] if a[3] == group)
+        ]  # fmt: skip
+        # ... while another trial was still running: its resources freed for the rest of the sweep
+        assert any(
+            any(a[1] == "ImplicitFunc" and a[4] == "ALIVE" and a[3] != group for a in s["actors"]) for s in released
+        ), f"trial {trial['trial']}: group {group} never seen removed while the sweep went on"
+        assert sum(a[3] == group for a in snapshots[-1]["actors"]) >= 2  # the trial's process and its runner
+    assert all(state == "REMOVED" for state in snapshots[-1]["groups"].values())
+
+
+def test_ctrl_c_keeps_the_sweep_and_resume_finishes_it_from_the_checkpoints(
+    cluster: RayStartCluster, tmp_path: Path
+) -> None:
+    config = sweep_file(
+        tmp_path / "fifo.toml",
+        """
+        algo = "ppo"
+        """,
+        """
+        max_iterations = 8
+        target_return = "none"
+        checkpoint_every = 1
+
+        [space]
+        ppo.lr = { grid = [1e-3, 2e-3] }
+        """,
+    )
+    args = [*CLI, "--config", str(config), "--address", cluster.address, "--sweeps-dir", str(tmp_path), "--name", "cut"]
+    log = tmp_path / "cut.log"
+    sweep_dir = tmp_path / "cut"
+    with open(log, "w") as out_file:
+        process = subprocess.Popen(args, env=cluster.env, stdout=out_file, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 240
+        while process.poll() is None and time.monotonic() < deadline:  # Ctrl-C once a trial has 3 rows
+            rows = [tune_rows(d) for d in sweep_dir.glob("ray_sampler_ppo_*") if (d / "result.json").is_file()]
+            if rows and max(len(r) for r in rows) >= 3:
+                break
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+    out = log.read_text()
+    assert code == EXIT_INTERRUPTED, out
+    assert f"go on with: ray-sampler tune --resume {sweep_dir}" in out
+    cut = {t["trial"]: t for t in trials_of(sweep_dir).values()}
+    assert "unfinished" in {t["status"] for t in cut.values()}, cut
+
+    resumed = subprocess.run(
+        [*CLI, "--resume", str(sweep_dir), "--address", cluster.address], env=cluster.env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    trials = trials_of(sweep_dir)
+    assert {t["status"] for t in trials.values()} == {"done"}
+    for trial in trials.values():
+        assert [r["iteration"] for r in read_metrics(trial["run_dir"])] == list(range(1, 9))
+    resumed_runs = [t for t in trials.values() if Path(t["run_dir"]).name.startswith("restored-")]
+    assert resumed_runs, "no trial resumed from a checkpoint"
+
+
+def test_pbt_exploits_carry_the_curve_and_mutate_only_within_range(cluster: RayStartCluster, tmp_path: Path) -> None:
+    config = sweep_file(
+        tmp_path / "pbt.toml",
+        """
+        algo = "ppo"
+        scheduler = "pbt"
+        """,
+        """
+        max_iterations = 9  # the last perturbation (8) leaves an iteration to run
+        target_return = "none"
+
+        [space]
+        ppo.lr = { grid = [1e-5, 3e-3] }
+
+        [pbt]
+        perturbation_interval = 2
+        quantile_fraction = 0.5
+        resample_probability = 0.5
+        [pbt.mutations]
+        ppo.lr = { loguniform = [1e-4, 5e-3] }
+        ppo.clip_param = { uniform = [0.1, 0.3] }
+        ppo.entropy_coeff = { choice = [0.0, 0.01] }
+        """,
+    )
+    done = subprocess.run(
+        [*CLI, "--config", str(config), "--address", cluster.address, "--sweeps-dir", str(tmp_path), "--name", "pbt"],
+        env=cluster.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sweep_dir = tmp_path / "pbt"
+    exploits = [json.loads(line) for line in (sweep_dir / "pbt_global.txt").read_text().splitlines()]
+    assert exploits, "no trial exploited another"
+    trials = trials_of(sweep_dir)
+    assert all(t["status"] == "done" for t in trials.values())
+    for trial in trials.values():
+        run = Path(trial["run_dir"])
+        assert [r["iteration"] for r in read_metrics(run)] == list(range(1, 10))
+    # The exploiting trial (the lr 1e-5 one, behind at each perturbation): its newest run goes on
+    # from the donor's checkpoint, so its first rows are the donor's; its config.toml holds the
+    # mutated values Tune reports, each within its declared range.
+    for exploit in exploits:
+        new_config = exploit[5]
+        assert 1e-4 <= new_config["ppo.lr"] <= 5e-3
+        assert 0.1 <= new_config["ppo.clip_param"] <= 0.3
+        assert new_config["ppo.entropy_coeff"] in (0.0, 0.01)
+    loser = next(t for t in trials.values() if Path(t["run_dir"]).name.startswith("restored-"))
+    run = Path(loser["run_dir"])
+    saved = load_config(run)
+    last_config = tune_rows(run.parent)[-1]["config"]
+    assert saved["ppo"]["lr"] == last_config["ppo.lr"] and saved["ppo"]["clip_param"] == last_config["ppo.clip_param"]
+    donor = next(t for t in trials.values() if t is not loser)
+    donor_rows, loser_rows = read_metrics(donor["run_dir"]), read_metrics(run)
+    first_exploit = min(e[3] for e in exploits)  # the donor's iteration it was cloned at
+    for mine, theirs in zip(loser_rows[:first_exploit], donor_rows[:first_exploit], strict=True):
+        assert mine["env_steps"] == theirs["env_steps"] and mine["episodes"] == theirs["episodes"]
+
+
+def test_the_pbt_explore_step_keeps_values_in_their_ranges() -> None:
+    clamp = ClampToRange(
+        {"ppo.lr": {"loguniform": [1e-4, 1e-2]}, "ppo.num_epochs": {"randint": [2, 9]}, "x": {"choice": [1]}}
+    )
+    assert clamp({"ppo.lr": 0.012, "ppo.num_epochs": 9.6, "x": 5}) == {"ppo.lr": 0.01, "ppo.num_epochs": 8, "x": 5}
+    assert clamp({"ppo.lr": 5e-5, "ppo.num_epochs": 1.2}) == {"ppo.lr": 1e-4, "ppo.num_epochs": 2}
+    assert clamp({"ppo.lr": 3e-3, "ppo.num_epochs": 4.4}) == {"ppo.lr": 3e-3, "ppo.num_epochs": 4}
+
+
+def test_a_trial_run_directory_is_the_one_with_the_most_rows(tmp_path: Path) -> None:
+    for name, rows in (("ppo-a", 3), ("restored-b", 5), ("restored-c", 2)):
+        (tmp_path / name).mkdir()
+        lines = ["iteration,env_steps"] + [f"{i},{i * 10}" for i in range(1, rows + 1)]
+        (tmp_path / name / "metrics.csv").write_text("\n".join(lines) + "\n")
+    assert trial_run_dir(tmp_path) == tmp_path / "restored-b"
+    assert trial_run_dir(tmp_path / "restored-c" / "none") is None
+
+
+PPO, DQN = 'algo = "ppo"\n', 'algo = "dqn"\n'
+BAD_SWEEPS = [
+    ("", "'algo' is missing (allowed: ppo, dqn)"),
+    ('algo = "a2c"', "algo must be ppo or dqn (got 'a2c')"),
+    (PPO + 'schedule = "asha"', "unknown key 'schedule' (allowed: algo, metric, mode,"),
+    (PPO + 'scheduler = "hyperband"', "scheduler must be one of fifo, asha, pbt (got 'hyperband')"),
+    (PPO + 'metric = "reward"', "metric must be a metrics.csv column ("),
+    (PPO + 'num_samples = 0', "num_samples must be an integer >= 1 (got 0)"),
+    (PPO + '[space]\nppo.lr = 0.001', "space.ppo.lr: a searched option is one domain, such as"),
+    (PPO + '[space]\nppo.lr = { loguniform = [0, 1e-2] }', "space.ppo.lr: loguniform takes [low, high]"),
+    (PPO + '[space]\nppo.lr = { normal = [0, 1] }', "space.ppo.lr: 'normal' is no domain (allowed: choice, grid,"),
+    (
+        PPO + '[space]\nppo.num_epochs = { randint = [4.5, 8] }',
+        "space.ppo.num_epochs: randint takes [low, high] (integers",
+    ),
+    (
+        PPO + '[config]\nppo.lr = { choice = [1e-3] }',
+        "config.ppo.lr: a fixed value goes here; a domain goes under [space]",
+    ),
+    (
+        PPO + '[config]\nppo.lr = 1e-3\n[space]\nppo.lr = { choice = [1e-3] }',
+        "'ppo.lr' is both fixed ([config]) and searched",
+    ),
+    (PPO + '[space]\nppo.lrr = { choice = [1e-3] }', "'ppo.lrr' is no option"),
+    (PPO + '[space]\nppo.lr = { choice = [-1.0] }', "--ppo.lr must be a finite number > 0 (got -1.0)"),
+    (
+        PPO + '[asha]\ngrace = 2',
+        "[asha]: unknown key 'grace' (allowed: time_attr, max_t, grace_period, reduction_factor)",
+    ),
+    (PPO + 'scheduler = "pbt"', "pbt.mutations: population-based training needs at least one option to mutate"),
+    (
+        PPO + 'scheduler = "pbt"\n[pbt.mutations]\nppo.observation_filter = { choice = ["mean_std"] }',
+        "pbt.mutations: 'ppo.observation_filter' cannot change mid-run, so population-based training may not",
+    ),
+    (
+        DQN + 'scheduler = "pbt"\n[pbt.mutations]\nreplay.capacity = { choice = [1000, 2000] }',
+        "'replay.capacity' cannot change mid-run",
+    ),
+    (PPO + 'scheduler = "pbt"\n[pbt.mutations]\nppo.lr = { grid = [1e-3] }', "a mutation is a choice or a range"),
+    (
+        PPO + 'scheduler = "pbt"\n[pbt]\nquantile_fraction = 0.7\n[pbt.mutations]\nppo.lr = { choice = [1e-3] }',
+        "pbt.quantile_fraction must be a number > 0 and <= 0.5 (got 0.7)",
+    ),
+    (PPO + '[asha]\ntime_attr = "episodes"', "asha.time_attr must be one of iteration, env_steps, elapsed_s"),
+    ("algo = [", "is not valid TOML"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_SWEEPS)
+def test_a_bad_sweep_file_is_one_line_naming_the_key(
+    text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = sweep_file(tmp_path / "sweep.toml", text)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", "--config", str(config), "--sweeps-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == EXIT_USAGE
+    assert err.count("\n") == 1 and err.startswith("ray-sampler tune: error: ") and message in err, err
+    assert list(tmp_path.iterdir()) == [config]  # no sweep directory made
+
+
+def test_resume_and_config_are_one_or_the_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for args, message in (
+        ([], "--config FILE starts a sweep and --resume DIR goes on with one: give one of them"),
+        (
+            ["--resume", str(tmp_path)],
+            f"--resume: a sweep directory with a sweep.toml is allowed (got {str(tmp_path)!r})",
+        ),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["tune", *args])
+        assert exit_info.value.code == EXIT_USAGE
+        assert message in capsys.readouterr().err
