@@ -47,7 +47,9 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
   first output line, up to its first digit (the figures differ between machines), must begin a
   line of what it really printed.
 - ``toml``: a ``--config`` file: ``train`` or ``train-dqn`` must read it into a training config
-  (without starting anything); ``text``: shown output and diagrams, not code.
+  (without starting anything); or, with a top-level ``algo``, a sweep file of ``ray-sampler tune``:
+  it must read as one, and its first trial's options must build the training command; ``text``:
+  shown output and diagrams, not code.
 
 No block is skipped. Links: every relative link target is a file or directory of the repository
 and an anchor after ``#`` is one of its headings; no ``http://`` or ``https://`` appears outside
@@ -298,9 +300,14 @@ def test_toml_block(block: Block, tmp_path: Path) -> None:
     from ray_sampler.cli.options import UsageError
     from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args
 
-    tomllib.loads(block.text)
+    data = tomllib.loads(block.text)
     path = tmp_path / "config.toml"
     path.write_text(block.text)
+    if "algo" in data:  # a sweep file
+        from ray_sampler.cli.sweep import check_sweep_file
+
+        check_sweep_file(path)
+        return
     errors = []
     for command in (TrainPPO, TrainDQN):
         try:

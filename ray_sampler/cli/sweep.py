@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import sys
 import tomllib
@@ -43,7 +44,7 @@ from ray_sampler.cli.options import UsageError
 from ray_sampler.cli.ray_cluster import ray_cluster
 from ray_sampler.cli.run_dir import LOSS_PREFIX, RETURN_PREFIX, load_config, read_metrics
 from ray_sampler.cli.train import TrainDQN, TrainPPO, job_runtime_env, local_cpus
-from ray_sampler.cli.trials import check_mutations, check_param_space, command_of, trainable
+from ray_sampler.cli.trials import check_mutations, check_param_space, command_of, trainable, trial_resources
 from ray_sampler.errors import ConfigError
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "ClampToRange",
     "Sweep",
     "TuneCommand",
+    "all_trials_fit",
+    "check_sweep_file",
     "read_sweep",
     "run_sweep",
 ]
@@ -309,8 +312,8 @@ def _checked_pbt(sweep: Sweep) -> Sweep:
     return dataclasses.replace(sweep, pbt=pbt, config=config)
 
 
-def _scheduler(sweep: Sweep, budget: int) -> Any:
-    from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+def _scheduler(sweep: Sweep, budget: int, *, all_fit: bool = False) -> Any:
+    from ray.tune.schedulers import ASHAScheduler
 
     if sweep.scheduler == "asha":
         table = sweep.asha
@@ -325,7 +328,8 @@ def _scheduler(sweep: Sweep, budget: int) -> Any:
         )
     if sweep.scheduler == "pbt":
         table = sweep.pbt
-        return PopulationBasedTraining(
+        return _pbt_class()(
+            all_fit=all_fit,
             time_attr=sweep.time_attr,
             perturbation_interval=table.get("perturbation_interval", 4),
             quantile_fraction=table.get("quantile_fraction", 0.25),
@@ -334,6 +338,29 @@ def _scheduler(sweep: Sweep, budget: int) -> Any:
             custom_explore_fn=ClampToRange(sweep.mutations),
         )
     return None
+
+
+def _pbt_class() -> type:
+    """Tune's PopulationBasedTraining, without its time sharing when every trial fits at once.
+
+    At a trial's perturbation point Tune pauses it if another trial waits (pending, or paused
+    by an exploit), so that trials which do not fit at once take turns. Each pause stops the
+    trial's process and restarts it from its checkpoint. When the cluster holds every trial at
+    once, a waiting trial starts anyway, and those pauses only cost restarts: on CartPole they
+    made a sweep several times slower. ``all_fit`` (the population's bundles fit the cluster's
+    resources) turns them into ``CONTINUE``."""
+    from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
+
+    class PBT(PopulationBasedTraining):
+        def __init__(self, *, all_fit: bool, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.all_fit = all_fit
+
+        def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+            decision = super().on_trial_result(tune_controller, trial, result)
+            return TrialScheduler.CONTINUE if self.all_fit and decision == TrialScheduler.PAUSE else decision
+
+    return PBT
 
 
 def _mutation(where: str, spec: Mapping[str, Any]) -> Any:
@@ -432,7 +459,7 @@ def run_sweep(command: TuneCommand) -> Any:
     param_space = sweep.param_space()
     first = command_of(sweep.algo, {k: _first(v) for k, v in param_space.items()})  # before Ray starts
     budget = _budget(sweep, first)
-    attached = (command.address or "") not in ("", "local")
+    attached = (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local"
     runtime_env, _ = job_runtime_env(first, attached=attached)
     cluster = ray_cluster(
         command.address, num_cpus=command.num_cpus or local_cpus(), verbose=command.verbose, runtime_env=runtime_env
@@ -456,6 +483,14 @@ def run_sweep(command: TuneCommand) -> Any:
     return results
 
 
+def check_sweep_file(path: Path) -> Sweep:
+    """The sweep in ``path``, checked as ``ray-sampler tune`` checks it before Ray starts (its first
+    trial's training command built); UsageError (one line) otherwise."""
+    sweep = read_sweep(path)
+    _budget(sweep, command_of(sweep.algo, {k: _first(v) for k, v in sweep.param_space().items()}))
+    return sweep
+
+
 def _first(value: Any) -> Any:
     """A value of a param_space entry to build the first trial's command with."""
     from ray.tune.search.sample import Domain
@@ -466,8 +501,6 @@ def _first(value: Any) -> Any:
 
 
 def _fit(sweep: Sweep, path: Path, first: TrainPPO | TrainDQN, budget: int, *, resume: bool, verbose: bool) -> Any:
-    import os
-
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 
@@ -485,7 +518,7 @@ def _fit(sweep: Sweep, path: Path, first: TrainPPO | TrainDQN, budget: int, *, r
                 metric=sweep.metric,
                 mode=sweep.mode,
                 num_samples=sweep.num_samples,
-                scheduler=_scheduler(sweep, budget),
+                scheduler=_scheduler(sweep, budget, all_fit=all_trials_fit(sweep)),
                 search_alg=BasicVariantGenerator(random_state=sweep.seed),
                 max_concurrent_trials=sweep.max_concurrent_trials or None,
                 reuse_actors=False,
@@ -503,6 +536,24 @@ def _fit(sweep: Sweep, path: Path, first: TrainPPO | TrainDQN, budget: int, *, r
             ),
         )
     return tuner.fit()
+
+
+def all_trials_fit(sweep: Sweep) -> bool:
+    """Whether the cluster's resources hold every trial of the sweep at once (their bundles summed)."""
+    import ray
+    from ray.tune.search.sample import Domain
+
+    space = sweep.param_space()
+    grid = math.prod(len(v["grid_search"]) for v in space.values() if isinstance(v, Mapping) and "grid_search" in v)
+    count = grid * sweep.num_samples
+    if sweep.max_concurrent_trials and sweep.max_concurrent_trials < count:
+        return False
+    first = {k: _first(v) for k, v in space.items()}
+    need = trial_resources(sweep.algo, first).required_resources
+    have = ray.cluster_resources()
+    if any(isinstance(v, Domain | Mapping) for k, v in space.items() if "num_" in k):
+        return False  # trial sizes differ: no sum to compare
+    return all(have.get(r, 0.0) >= count * v for r, v in need.items())
 
 
 def _progress_callback(sweep: Sweep) -> Any:

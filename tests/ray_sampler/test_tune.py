@@ -156,3 +156,38 @@ def test_a_trial_of_the_asynchronous_loop_reports_its_rows(tmp_path: Path) -> No
     csv_rows = read_metrics(run)
     assert [row["iteration"] for row in csv_rows] == [1, 2, 3]
     assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)
+
+
+def test_a_multi_agent_trial_reports_each_modules_return_and_checkpoints(tmp_path: Path) -> None:
+    """The multi-agent loop as a trial: per-module return columns reach Tune as metrics.csv has
+    them, and its checkpoints go to Tune."""
+    from ray import tune
+
+    results = tuner(
+        "ppo",
+        {**BASE, "env": "ma-cartpole:2", "policy_mapping": "per-agent", "max_iterations": 2},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="ma", verbose=0),
+    ).fit()
+    (result,) = results
+    assert result.error is None and result.checkpoint is not None
+    (run,) = run_dirs(result.path)
+    csv_rows = read_metrics(run)
+    assert [row["iteration"] for row in csv_rows] == [1, 2]
+    returns = sorted(c for c in csv_rows[0] if c.startswith("return/"))
+    assert returns == ["return/agent/0", "return/agent/1", "return/module/0", "return/module/1"]
+    assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)
+
+
+def test_pbt_takes_turns_only_when_the_population_does_not_fit_at_once(tmp_path: Path) -> None:
+    """On the session's 4 CPUs: two trials of 1.5 CPUs fit at once (PBT's pauses for waiting
+    trials are turned off), three do not (Tune's time sharing stays)."""
+    from ray_sampler.cli.sweep import all_trials_fit, read_sweep
+
+    path = tmp_path / "pbt.toml"
+    for lrs, fit in (("[1e-3, 2e-3]", True), ("[1e-3, 2e-3, 3e-3]", False)):
+        path.write_text(
+            'algo = "ppo"\nscheduler = "pbt"\n[config]\nenv_runner_group.num_env_runners = 1\n'
+            f"env_runner_group.num_cpus_per_env_runner = 0.5\n[space]\nppo.lr = {{ grid = {lrs} }}\n"
+            "[pbt.mutations]\nppo.lr = { choice = [1e-3, 2e-3] }\n"
+        )
+        assert all_trials_fit(read_sweep(path)) is fit, lrs

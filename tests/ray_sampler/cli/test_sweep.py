@@ -26,7 +26,7 @@ import pytest
 
 from ray_sampler.cli import EXIT_INTERRUPTED, EXIT_USAGE, main
 from ray_sampler.cli.run_dir import load_config, read_metrics
-from ray_sampler.cli.sweep import ClampToRange, trial_run_dir
+from ray_sampler.cli.sweep import ClampToRange, check_sweep_file, trial_run_dir
 from tests.ray_start import RayStartCluster
 
 CLI = [sys.executable, "-m", "ray_sampler", "tune"]
@@ -208,14 +208,15 @@ def test_pbt_exploits_carry_the_curve_and_mutate_only_within_range(cluster: RayS
         scheduler = "pbt"
         """,
         """
-        max_iterations = 9  # the last perturbation (8) leaves an iteration to run
+        max_iterations = 17  # the last perturbation (16) leaves an iteration to run
         target_return = "none"
+        ppo.num_epochs = 16  # slower iterations: the two trials overlap even when one starts late
 
         [space]
         ppo.lr = { grid = [1e-5, 3e-3] }
 
         [pbt]
-        perturbation_interval = 2
+        perturbation_interval = 4
         quantile_fraction = 0.5
         resample_probability = 0.5
         [pbt.mutations]
@@ -236,25 +237,28 @@ def test_pbt_exploits_carry_the_curve_and_mutate_only_within_range(cluster: RayS
     assert all(t["status"] == "done" for t in trials.values())
     for trial in trials.values():
         run = Path(trial["run_dir"])
-        assert [r["iteration"] for r in read_metrics(run)] == list(range(1, 10))
-    # The exploiting trial (the lr 1e-5 one, behind at each perturbation): its newest run goes on
-    # from the donor's checkpoint, so its first rows are the donor's; its config.toml holds the
-    # mutated values Tune reports, each within its declared range.
+        assert [r["iteration"] for r in read_metrics(run)] == list(range(1, 18))
+    # Each exploit's new options within their declared ranges
     for exploit in exploits:
         new_config = exploit[5]
         assert 1e-4 <= new_config["ppo.lr"] <= 5e-3
         assert 0.1 <= new_config["ppo.clip_param"] <= 0.3
         assert new_config["ppo.entropy_coeff"] in (0.0, 0.01)
-    loser = next(t for t in trials.values() if Path(t["run_dir"]).name.startswith("restored-"))
-    run = Path(loser["run_dir"])
-    saved = load_config(run)
-    last_config = tune_rows(run.parent)[-1]["config"]
-    assert saved["ppo"]["lr"] == last_config["ppo.lr"] and saved["ppo"]["clip_param"] == last_config["ppo.clip_param"]
-    donor = next(t for t in trials.values() if t is not loser)
-    donor_rows, loser_rows = read_metrics(donor["run_dir"]), read_metrics(run)
-    first_exploit = min(e[3] for e in exploits)  # the donor's iteration it was cloned at
-    for mine, theirs in zip(loser_rows[:first_exploit], donor_rows[:first_exploit], strict=True):
-        assert mine["env_steps"] == theirs["env_steps"] and mine["episodes"] == theirs["episodes"]
+    # The last exploit (pbt_global.txt: trial, donor, donor's iteration, trial's, old and new
+    # config): the trial's newest run directory starts from the donor's checkpoint, and its
+    # config.toml holds the new options, which Tune reports for the rows after it.
+    trial, donor, at, _, _, new_config = exploits[-1]
+    by_index = {int(t["trial"].split("_")[1]): t for t in trials.values()}
+    run = Path(by_index[int(trial.split("_")[0])]["run_dir"])
+    assert run.name.startswith("restored-")
+    saved = load_config(run)["ppo"]
+    for key in ("lr", "clip_param", "entropy_coeff"):
+        assert saved[key] == new_config[f"ppo.{key}"], key
+    assert tune_rows(run.parent)[-1]["config"]["ppo.lr"] == saved["lr"]
+    donor_run = Path(by_index[int(donor.split("_")[0])]["run_dir"])
+    if not any(e[0] == donor and e[3] > at for e in exploits):  # the donor kept its line after `at`
+        mine, theirs = read_metrics(run)[:at], read_metrics(donor_run)[:at]
+        assert [(r["episodes"], r["return_mean"]) for r in mine] == [(r["episodes"], r["return_mean"]) for r in theirs]
 
 
 def test_the_pbt_explore_step_keeps_values_in_their_ranges() -> None:
@@ -348,3 +352,13 @@ def test_resume_and_config_are_one_or_the_other(tmp_path: Path, capsys: pytest.C
             main(["tune", *args])
         assert exit_info.value.code == EXIT_USAGE
         assert message in capsys.readouterr().err
+
+
+def test_the_example_sweep_file_reads_and_the_sweep_page_shows_it() -> None:
+    root = Path(__file__).resolve().parents[3]
+    example = root / "examples" / "sweep_cartpole.toml"
+    sweep = check_sweep_file(example)
+    assert (sweep.algo, sweep.scheduler, sweep.num_samples) == ("ppo", "asha", 4)
+    assert sorted(sweep.space) == ["ppo.entropy_coeff", "ppo.lr"]
+    body = example.read_text()[example.read_text().index('algo = "ppo"') :]
+    assert body in (root / "docs" / "tune.md").read_text()
