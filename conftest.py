@@ -35,6 +35,7 @@ HEAVY_FIRST = (
     "tests/ray_sampler/sampling/test_node_loss.py",
     "tests/ray_sampler/cli/test_cli_cluster.py",
     "tests/ray_sampler/cli/test_cli.py",
+    "tests/ray_sampler/cli/test_sweep.py",
     "tests/ray_sampler/sampling/test_runner_failures.py",
     "tests/examples/test_examples.py",
     "tests/learner/test_train.py",
