@@ -158,6 +158,10 @@ class LearnerQueue:
             except ray.exceptions.ObjectLostError:  # its runner died and its chunks with it: counted lost
                 self.num_fragments_lost += 1
                 self.num_env_steps_lost += head.num_env_steps
+                self._log(
+                    f"a fragment was lost with its runner before the learner read it: {head.num_env_steps} env "
+                    "steps lost"
+                )
             self.pending.popleft()
             self._failures_in_a_row = 0
             wait_for -= 1

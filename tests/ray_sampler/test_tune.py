@@ -34,6 +34,9 @@ BASE = {
 }
 
 
+MULTI_AGENT = {"env": "ma-cartpole:2", "policy_mapping": "per-agent"}
+
+
 def run_dirs(trial_path: str | Path) -> list[Path]:
     return sorted(p.parent for p in Path(trial_path).rglob("metrics.csv") if p.parent.name != "run")
 
@@ -56,7 +59,7 @@ def placement_groups_named(part: str) -> set[str]:
 
 
 def test_a_trial_reports_its_rows_and_checkpoints_uses_its_bundles_and_resumes_after_a_kill(tmp_path: Path) -> None:
-    """One trial, its process killed after two iterations: Tune restarts it from its newest
+    """One multi-agent trial, its process killed after two iterations: Tune restarts it from its newest
     checkpoint, its run directory goes on without a gap or a repeated row, every row Tune holds
     is the run's, its runner took the trial's bundle (no placement group of its own), and the
     trial's CPUs come back at the end."""
@@ -87,7 +90,9 @@ def test_a_trial_reports_its_rows_and_checkpoints_uses_its_bundles_and_resumes_a
     killer.start()
     results = tuner(
         "ppo",
-        {**BASE, "max_iterations": 5, "keep_checkpoints": 10},  # every one kept: the first is the restored one
+        # A multi-agent run (two agents, a module each): every one of its checkpoints kept (the first
+        # is the restored one)
+        {**BASE, **MULTI_AGENT, "max_iterations": 5, "keep_checkpoints": 10},
         run_config=tune.RunConfig(
             storage_path=str(tmp_path), name="killed", verbose=0, failure_config=tune.FailureConfig(max_failures=1)
         ),
@@ -99,6 +104,8 @@ def test_a_trial_reports_its_rows_and_checkpoints_uses_its_bundles_and_resumes_a
     assert len(resumed) == 1
     csv_rows = read_metrics(resumed[0])
     assert [row["iteration"] for row in csv_rows] == [1, 2, 3, 4, 5]  # no gap, no repeat
+    returns = sorted(c for c in csv_rows[0] if c.startswith("return/"))  # each module's and agent's
+    assert returns == ["return/agent/0", "return/agent/1", "return/module/0", "return/module/1"]
     steps = [row["env_steps"] for row in csv_rows]
     assert steps == sorted(steps) and len(set(steps)) == 5
     # Tune's own progress.csv after a restart: it holds at least every row reported since the
@@ -155,26 +162,6 @@ def test_a_trial_of_the_asynchronous_loop_reports_its_rows(tmp_path: Path) -> No
     (run,) = run_dirs(result.path)
     csv_rows = read_metrics(run)
     assert [row["iteration"] for row in csv_rows] == [1, 2, 3]
-    assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)
-
-
-def test_a_multi_agent_trial_reports_each_modules_return_and_checkpoints(tmp_path: Path) -> None:
-    """The multi-agent loop as a trial: per-module return columns reach Tune as metrics.csv has
-    them, and its checkpoints go to Tune."""
-    from ray import tune
-
-    results = tuner(
-        "ppo",
-        {**BASE, "env": "ma-cartpole:2", "policy_mapping": "per-agent", "max_iterations": 2},
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="ma", verbose=0),
-    ).fit()
-    (result,) = results
-    assert result.error is None and result.checkpoint is not None
-    (run,) = run_dirs(result.path)
-    csv_rows = read_metrics(run)
-    assert [row["iteration"] for row in csv_rows] == [1, 2]
-    returns = sorted(c for c in csv_rows[0] if c.startswith("return/"))
-    assert returns == ["return/agent/0", "return/agent/1", "return/module/0", "return/module/1"]
     assert_same_rows(result.metrics_dataframe.to_dict("records"), csv_rows)
 
 
