@@ -42,9 +42,16 @@ from learner.train_dqn import DQNTrainingConfig
 from ray_sampler.cli.curve import draw_curves
 from ray_sampler.cli.options import UsageError
 from ray_sampler.cli.ray_cluster import ray_cluster
-from ray_sampler.cli.run_dir import LOSS_PREFIX, RETURN_PREFIX, load_config, read_metrics
-from ray_sampler.cli.train import TrainDQN, TrainPPO, job_runtime_env, local_cpus
-from ray_sampler.cli.trials import check_mutations, check_param_space, command_of, trainable, trial_resources
+from ray_sampler.cli.run_dir import load_config, read_metrics
+from ray_sampler.cli.train import TrainDQN, TrainPPO, config_of, job_runtime_env, local_cpus
+from ray_sampler.cli.trials import (
+    RESTORED_PREFIX,
+    check_mutations,
+    check_param_space,
+    command_of,
+    trainable,
+    trial_resources,
+)
 from ray_sampler.errors import ConfigError
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "Sweep",
     "TuneCommand",
     "all_trials_fit",
+    "check_scheduler",
     "check_sweep_file",
     "read_sweep",
     "run_sweep",
@@ -108,8 +116,10 @@ class Sweep:
 
     @property
     def time_attr(self) -> str:
-        table = self.asha if self.scheduler == "asha" else self.pbt
-        return str(table.get("time_attr", "iteration" if self.algo == "ppo" else "env_steps"))
+        """ASHA counts in the trials' budget's unit (dqn: env steps); PBT in iterations."""
+        if self.scheduler == "asha":
+            return str(self.asha.get("time_attr", "iteration" if self.algo == "ppo" else "env_steps"))
+        return str(self.pbt.get("time_attr", "iteration"))
 
     def param_space(self) -> dict[str, Any]:
         """Tune's param_space: the fixed options, then one Tune domain per searched option (and,
@@ -144,6 +154,8 @@ def _flat(table: Mapping[str, Any], where: str, *, leaves_are_domains: bool) -> 
     one key is a domain's name is a leaf."""
     out: dict[str, Any] = {}
     for key, value in table.items():
+        if isinstance(value, Mapping) and not value:
+            raise UsageError(f"{where}.{key}: an empty table (a value, or a domain: {', '.join(DOMAINS)})")
         if leaves_are_domains and isinstance(value, Mapping) and len(value) == 1:
             ((name, args),) = value.items()
             if name not in DOMAINS and isinstance(args, list):
@@ -242,12 +254,9 @@ def read_sweep(
     if algo not in ("ppo", "dqn"):
         raise UsageError(f"algo must be ppo or dqn (got {algo!r})")
     metric = data.get("metric", "return_mean")
-    if not isinstance(metric, str) or not (
-        metric in _METRIC_COLUMNS or metric.startswith((RETURN_PREFIX, LOSS_PREFIX))
-    ):
+    if metric not in _METRIC_COLUMNS:
         raise UsageError(
-            f"metric must be a metrics.csv column ({', '.join(_METRIC_COLUMNS)}, {RETURN_PREFIX}..., "
-            f"{LOSS_PREFIX}...; got {metric!r})"
+            f"metric must be a metrics.csv column of every run ({', '.join(_METRIC_COLUMNS)}; got {metric!r})"
         )
     mode = data.get("mode", "max")
     if mode not in ("max", "min"):
@@ -295,6 +304,7 @@ def _checked_pbt(sweep: Sweep) -> Sweep:
     for key, spec in mutations.items():
         if next(iter(spec)) == "grid":
             raise UsageError(f"pbt.mutations.{key}: a mutation is a choice or a range, not a grid")
+        _mutation(f"pbt.mutations.{key}", spec)  # its arguments
     try:
         check_mutations(sweep.algo, mutations)
     except ConfigError as e:
@@ -312,30 +322,74 @@ def _checked_pbt(sweep: Sweep) -> Sweep:
     return dataclasses.replace(sweep, pbt=pbt, config=config)
 
 
-def _scheduler(sweep: Sweep, budget: int, *, all_fit: bool = False) -> Any:
+def check_scheduler(sweep: Sweep, first: TrainPPO | TrainDQN) -> dict[str, Any]:
+    """The scheduler's settings, checked before Ray starts (UsageError naming the key): ASHA's
+    rungs, and each PBT mutation's range as options the trials accept at both ends."""
+    if sweep.scheduler == "asha":
+        table = sweep.asha
+        budget_key = "max_iterations" if sweep.algo == "ppo" else "max_env_steps"
+        if "max_t" not in table and budget_key in sweep.space:
+            raise UsageError(f"asha.max_t: give it when the trials' budget ({budget_key}) is searched")
+        max_t = _int("asha.max_t", table.get("max_t", _budget(sweep, first)), 1)
+        grace = _int("asha.grace_period", table.get("grace_period", max(1, max_t // 8)), 1)
+        if grace > max_t:
+            raise UsageError(f"asha.grace_period must be <= max_t ({max_t}; got {grace})")
+        factor = _number("asha.reduction_factor", table.get("reduction_factor", 2), 1.0, 100.0, open_low=True)
+        return {"time_attr": sweep.time_attr, "max_t": max_t, "grace_period": grace, "reduction_factor": factor}
+    if sweep.scheduler == "pbt":
+        options = config_of(first)
+        ints = [
+            k
+            for k in sweep.mutations
+            if isinstance(_option(options, k), int) and not isinstance(_option(options, k), bool)
+        ]
+        return {
+            "time_attr": sweep.time_attr,
+            "perturbation_interval": sweep.pbt.get("perturbation_interval", 4),
+            "quantile_fraction": sweep.pbt.get("quantile_fraction", 0.25),
+            "resample_probability": sweep.pbt.get("resample_probability", 0.25),
+            "integers": ints,
+        }
+    return {}
+
+
+def check_mutation_ends(sweep: Sweep) -> None:
+    """UsageError (naming the mutation) if the trials refuse a value at either end of a PBT
+    mutation's range, or one of its choices: checked before any draw of it."""
+    if sweep.scheduler != "pbt":
+        return
+    base = {**sweep.config, **{k: _first(_domain(f"space.{k}", v)) for k, v in sweep.space.items()}}
+    for key, spec in sweep.mutations.items():
+        ((name, args),) = spec.items()
+        ends = list(args) if name == "choice" else [args[0], args[1] - 1 if "randint" in name else args[1]]
+        for end in ends:
+            try:
+                command_of(sweep.algo, {**base, key: end})
+            except ConfigError as e:
+                raise UsageError(f"pbt.mutations.{key}: {end!r} is refused: {e}") from None
+
+
+def _option(options: Mapping[str, Any], key: str) -> Any:
+    """A dotted key's value in a nested config (a run's config.toml)."""
+    table: Any = options
+    for part in key.split("."):
+        table = table.get(part) if isinstance(table, Mapping) else None
+    return table
+
+
+def _scheduler(sweep: Sweep, settings: dict[str, Any], *, all_fit: bool = False) -> Any:
     from ray.tune.schedulers import ASHAScheduler
 
     if sweep.scheduler == "asha":
-        table = sweep.asha
-        max_t = _int("asha.max_t", table.get("max_t", budget), 1)
-        return ASHAScheduler(
-            time_attr=sweep.time_attr,
-            max_t=max_t,
-            grace_period=_int("asha.grace_period", table.get("grace_period", max(1, max_t // 8)), 1),
-            reduction_factor=_number(
-                "asha.reduction_factor", table.get("reduction_factor", 2), 1.0, 100.0, open_low=True
-            ),
-        )
+        return ASHAScheduler(**settings)
     if sweep.scheduler == "pbt":
-        table = sweep.pbt
+        settings = dict(settings)
+        integers = settings.pop("integers")
         return _pbt_class()(
             all_fit=all_fit,
-            time_attr=sweep.time_attr,
-            perturbation_interval=table.get("perturbation_interval", 4),
-            quantile_fraction=table.get("quantile_fraction", 0.25),
-            resample_probability=table.get("resample_probability", 0.25),
             hyperparam_mutations={k: _mutation(f"pbt.mutations.{k}", v) for k, v in sweep.mutations.items()},
-            custom_explore_fn=ClampToRange(sweep.mutations),
+            custom_explore_fn=ClampToRange(sweep.mutations, integers=integers),
+            **settings,
         )
     return None
 
@@ -366,27 +420,35 @@ def _pbt_class() -> type:
 def _mutation(where: str, spec: Mapping[str, Any]) -> Any:
     """What PBT mutates an option with: a choice's list (it moves to a neighbouring value), a
     range's domain (it scales the value by 0.8 or 1.2, or draws anew; ``ClampToRange`` keeps it in range)."""
+    domain = _domain(where, spec)  # its arguments checked
     ((name, args),) = spec.items()
-    return list(args) if name == "choice" else _domain(where, spec)
+    return list(args) if name == "choice" else domain
 
 
 class ClampToRange:
-    """PBT's explore step, after Tune's: a perturbed value back into its declared range (a
-    ``randint`` one rounded), so no mutation makes a config the trial would refuse."""
+    """PBT's explore step, after Tune's: a perturbed value back into its declared range, rounded
+    for a ``randint`` or an integer option (``integers``) and onto a ``quniform``'s step, so no
+    mutation makes a config the trial would refuse."""
 
-    def __init__(self, mutations: Mapping[str, Any]) -> None:
+    def __init__(self, mutations: Mapping[str, Any], *, integers: list[str] | tuple[str, ...] = ()) -> None:
         self.ranges = {
             k: (name, args) for k, spec in mutations.items() for name, args in spec.items() if name != "choice"
         }
+        self.integers = set(integers)
 
     def __call__(self, config: dict[str, Any]) -> dict[str, Any]:
         for key, (name, args) in self.ranges.items():
             if key in config and isinstance(config[key], int | float):
                 low, high = args[0], args[1]
+                value = config[key]
+                if name == "quniform":
+                    value = round(value / args[2]) * args[2]
                 if name in ("randint", "lograndint"):
-                    config[key] = int(min(max(round(config[key]), low), high - 1))
+                    config[key] = int(min(max(round(value), low), high - 1))
+                elif key in self.integers:
+                    config[key] = int(min(max(round(value), math.ceil(low)), math.floor(high)))
                 else:
-                    config[key] = float(min(max(config[key], low), high))
+                    config[key] = float(min(max(value, low), high))
         return config
 
 
@@ -456,16 +518,18 @@ def run_sweep(command: TuneCommand) -> Any:
             raise UsageError(f"--name: the sweep directory {str(path)!r} exists (--resume {path} goes on with it)")
     if command.num_cpus is not None:
         _int("--num-cpus", command.num_cpus, 1)
+    check_mutation_ends(sweep)
     param_space = sweep.param_space()
-    first = command_of(sweep.algo, {k: _first(v) for k, v in param_space.items()})  # before Ray starts
-    budget = _budget(sweep, first)
+    check_param_space(sweep.algo, param_space)  # before Ray starts: every grid value and choice, a draw of the rest
+    first = command_of(sweep.algo, {k: _first(v) for k, v in param_space.items()})
+    settings = check_scheduler(sweep, first)
     attached = (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local"
     runtime_env, _ = job_runtime_env(first, attached=attached)
     cluster = ray_cluster(
         command.address, num_cpus=command.num_cpus or local_cpus(), verbose=command.verbose, runtime_env=runtime_env
     )
     with cluster as where:
-        check_param_space(sweep.algo, param_space)  # every grid value, a sample of each domain; and the fit
+        check_param_space(sweep.algo, param_space)  # again, now that Ray is up: whether a trial can ever fit
         if command.resume is None:
             path.mkdir(parents=True)
             (path / SWEEP_FILE).write_text(tomli_w.dumps(sweep.to_toml()), encoding="utf-8")
@@ -474,7 +538,7 @@ def run_sweep(command: TuneCommand) -> Any:
             f"{len(sweep.space) or 'no'} searched option(s) ({where})\nsweep directory: {path}",
             flush=True,
         )
-        results = _fit(sweep, path, first, budget, resume=command.resume is not None, verbose=command.verbose)
+        results = _fit(sweep, path, first, settings, resume=command.resume is not None, verbose=command.verbose)
         trials = summarize(sweep, results, path)
         interrupted = any(t["status"] == "unfinished" for t in trials)
         if interrupted:
@@ -487,7 +551,9 @@ def check_sweep_file(path: Path) -> Sweep:
     """The sweep in ``path``, checked as ``ray-sampler tune`` checks it before Ray starts (its first
     trial's training command built); UsageError (one line) otherwise."""
     sweep = read_sweep(path)
-    _budget(sweep, command_of(sweep.algo, {k: _first(v) for k, v in sweep.param_space().items()}))
+    check_mutation_ends(sweep)
+    check_param_space(sweep.algo, sweep.param_space())
+    check_scheduler(sweep, command_of(sweep.algo, {k: _first(v) for k, v in sweep.param_space().items()}))
     return sweep
 
 
@@ -500,7 +566,9 @@ def _first(value: Any) -> Any:
     return value.sample() if isinstance(value, Domain) else value
 
 
-def _fit(sweep: Sweep, path: Path, first: TrainPPO | TrainDQN, budget: int, *, resume: bool, verbose: bool) -> Any:
+def _fit(
+    sweep: Sweep, path: Path, first: TrainPPO | TrainDQN, settings: dict[str, Any], *, resume: bool, verbose: bool
+) -> Any:
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 
@@ -518,7 +586,7 @@ def _fit(sweep: Sweep, path: Path, first: TrainPPO | TrainDQN, budget: int, *, r
                 metric=sweep.metric,
                 mode=sweep.mode,
                 num_samples=sweep.num_samples,
-                scheduler=_scheduler(sweep, budget, all_fit=all_trials_fit(sweep)),
+                scheduler=_scheduler(sweep, settings, all_fit=all_trials_fit(sweep)),
                 search_alg=BasicVariantGenerator(random_state=sweep.seed),
                 max_concurrent_trials=sweep.max_concurrent_trials or None,
                 reuse_actors=False,
@@ -590,12 +658,11 @@ def _value(value: Any) -> str:
 
 
 def trial_run_dir(trial_path: Path) -> Path | None:
-    """The trial's newest run directory (a restarted or exploited trial has one per start; the
-    newest holds the whole curve it carries on)."""
-    runs = [
-        (len(read_metrics(p.parent)), p.stat().st_mtime_ns, p.parent) for p in Path(trial_path).glob("*/metrics.csv")
-    ]
-    return max(runs)[2] if runs else None
+    """The trial's newest run directory: a restarted or exploited trial has one per start (the
+    first, then ``restored-<start time>-...`` ones), and the newest holds the whole curve it
+    carries on."""
+    runs = [p.parent for p in Path(trial_path).glob("*/metrics.csv")]
+    return max(runs, key=lambda d: (d.name.startswith(RESTORED_PREFIX), d.name)) if runs else None
 
 
 def summarize(sweep: Sweep, results: Any, path: Path) -> list[dict[str, Any]]:
@@ -617,7 +684,7 @@ def summarize(sweep: Sweep, results: Any, path: Path) -> list[dict[str, Any]]:
         config = _run_options(run_dir, [*sweep.config, *sweep.space, *sweep.mutations]) if run_dir else {}
         cfg = command_of(sweep.algo, config).to_config() if config else None
         target = _target(cfg) if cfg is not None else target
-        status = _status(result, last, cfg, target) if cfg is not None else "unfinished"
+        status = "error" if result.error is not None else _status(result, last, cfg, target) if cfg else "unfinished"
         trial_id = _trial_id(Path(result.path))
         trials.append(
             {
@@ -663,13 +730,7 @@ def summarize(sweep: Sweep, results: Any, path: Path) -> list[dict[str, Any]]:
 def _run_options(run_dir: Path, keys: list[str]) -> dict[str, Any]:
     """The dotted ``keys``' values in a run directory's config.toml (a trial's config)."""
     saved = load_config(run_dir)
-    out: dict[str, Any] = {}
-    for key in keys:
-        table: Any = saved
-        for part in key.split("."):
-            table = table.get(part) if isinstance(table, Mapping) else None
-        out[key] = table
-    return out
+    return {key: _option(saved, key) for key in keys}
 
 
 def _trial_id(trial_path: Path) -> str:
@@ -685,8 +746,6 @@ def _target(cfg: Any) -> float | None:
 
 def _status(result: Any, last: Mapping[str, Any], cfg: Any, target: float | None) -> str:
     """done (its budget used), reached (its target), stopped (early, by the scheduler), error or unfinished."""
-    if result.error is not None:
-        return "error"
     if not (result.metrics or {}).get("done", False):
         return "unfinished"
     if target is not None and float(last.get("best_return_mean", math.nan)) >= target:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ filter, the runners, the seeds, the exploration schedule) is fixed for a run's l
 DRIVER_BUNDLE = {"CPU": 1.0}
 """Bundle 0 of a trial's placement group: the trial's own process (the driver of its run)."""
 
+RESTORED_PREFIX = "restored-"
+"""A trial's run directory rebuilt from a Tune checkpoint: ``restored-<ns since the epoch>-<random>``."""
 RUN_FOLDER = "run"
 """In a Tune checkpoint: the run directory's config.toml, metrics.csv and one checkpoint."""
 
@@ -148,11 +151,14 @@ def trial_resources(algo: str, config: Mapping[str, Any]) -> Any:
 
 
 def _samples(value: Any) -> list[Any]:
-    """The values of a search-space entry to check: every grid value, one sample of a domain."""
-    from ray.tune.search.sample import Domain
+    """The values of a search-space entry to check: every grid value and choice, one sample of
+    another domain."""
+    from ray.tune.search.sample import Categorical, Domain
 
     if isinstance(value, Mapping) and set(value) == {"grid_search"}:
         return list(value["grid_search"])
+    if isinstance(value, Categorical):
+        return list(value.categories)
     if isinstance(value, Domain):
         return [value.sample()]
     return [value]
@@ -160,7 +166,7 @@ def _samples(value: Any) -> list[Any]:
 
 def check_param_space(algo: str, param_space: Mapping[str, Any]) -> None:
     """The one-line ConfigError a trial of this space would raise, before any starts: each key an
-    option, each grid value and one sample of each domain accepted; and, with Ray running, a trial
+    option, each grid value and choice and one sample of each other domain accepted; and, with Ray running, a trial
     whose placement group can never fit the cluster refused."""
     if not isinstance(param_space, Mapping):
         raise ConfigError(f"'param_space' must be a dict of option paths to values (got {type(param_space).__name__})")
@@ -227,7 +233,9 @@ def _run_trial(algo: str, config: dict[str, Any]) -> None:
     if checkpoint is None:
         command = command_of(algo, config, "--runs-dir", str(trial_dir), "--plain")
     else:
-        restored = Path(tempfile.mkdtemp(prefix="restored-", dir=trial_dir))
+        # Named in start order (``trial_run_dir`` takes the newest): Tune's copy of a trial's files
+        # does not keep their times
+        restored = Path(tempfile.mkdtemp(prefix=f"{RESTORED_PREFIX}{time.time_ns():020d}-", dir=trial_dir))
         with checkpoint.as_directory() as saved:
             shutil.copytree(Path(saved) / RUN_FOLDER, restored, dirs_exist_ok=True)
         command = command_of(algo, config, "--resume", str(restored), "--plain")

@@ -89,13 +89,14 @@ def test_asha_stops_bad_trials_frees_their_actors_and_names_the_best(cluster: Ra
         """
         algo = "ppo"
         scheduler = "asha"
+        max_concurrent_trials = 2
         """,
         """
         max_iterations = 16
         target_return = 100.0
 
         [space]
-        ppo.lr = { grid = [1e-5, 3e-3, 3e-5, 2e-3] }
+        ppo.lr = { grid = [3e-3, 1e-5, 2e-3, 3e-5] }  # two at a time: a good and a bad one, twice
 
         [asha]
         grace_period = 3
@@ -133,6 +134,7 @@ def test_asha_stops_bad_trials_frees_their_actors_and_names_the_best(cluster: Ra
     snapshots = [json.loads(line) for line in polls.read_text().splitlines()]
     snapshots = [s for s in snapshots if "actors" in s]
     assert snapshots
+    freed_mid_sweep = []
     for trial in stopped:
         pids = {row["pid"] for row in tune_rows(Path(trial["run_dir"]).parent)}
         groups = {a[3] for s in snapshots for a in s["actors"] if a[2] in pids and a[1] == "ImplicitFunc"}
@@ -142,11 +144,17 @@ def test_asha_stops_bad_trials_frees_their_actors_and_names_the_best(cluster: Ra
             s for s in snapshots
             if s["groups"].get(group) == "REMOVED" and all(a[4] == "DEAD" for a in s["actors"] if a[3] == group)
         ]  # fmt: skip
-        # ... while another trial was still running: its resources freed for the rest of the sweep
-        assert any(
-            any(a[1] == "ImplicitFunc" and a[4] == "ALIVE" and a[3] != group for a in s["actors"]) for s in released
-        ), f"trial {trial['trial']}: group {group} never seen removed while the sweep went on"
+        assert released, f"trial {trial['trial']}: group {group} never seen removed with its actors dead"
         assert sum(a[3] == group for a in snapshots[-1]["actors"]) >= 2  # the trial's process and its runner
+        # ... while another trial was still running: its resources freed for the rest of the sweep
+        freed_mid_sweep += [
+            trial["trial"]
+            for s in released[:1]
+            if any(a[1] == "ImplicitFunc" and a[4] == "ALIVE" and a[3] != group for a in s["actors"])
+        ]
+    # The last bad trial (3e-5) is stopped at the first rung, below the two before it, while the
+    # good one started beside it still runs; a bad trial stopped as the sweep ends is not counted.
+    assert freed_mid_sweep, "no stopped trial's group was seen removed while another trial ran"
     assert all(state == "REMOVED" for state in snapshots[-1]["groups"].values())
 
 
@@ -235,7 +243,11 @@ def test_pbt_cut_off_by_ctrl_c_resumes_and_its_exploits_carry_the_curve_within_r
         assert [(r["episodes"], r["return_mean"]) for r in mine] == [(r["episodes"], r["return_mean"]) for r in theirs]
 
 
-def test_the_pbt_explore_step_keeps_values_in_their_ranges() -> None:
+def test_the_pbt_explore_step_keeps_values_in_their_ranges_and_types() -> None:
+    integer = ClampToRange({"ppo.num_epochs": {"uniform": [2, 16]}, "q": {"quniform": [0.0, 1.0, 0.25]}},
+                           integers=["ppo.num_epochs"])  # fmt: skip
+    assert integer({"ppo.num_epochs": 9.6, "q": 0.4}) == {"ppo.num_epochs": 10, "q": 0.5}  # an int option stays one
+    assert integer({"ppo.num_epochs": 19.2, "q": 1.3}) == {"ppo.num_epochs": 16, "q": 1.0}
     clamp = ClampToRange(
         {"ppo.lr": {"loguniform": [1e-4, 1e-2]}, "ppo.num_epochs": {"randint": [2, 9]}, "x": {"choice": [1]}}
     )
@@ -244,13 +256,17 @@ def test_the_pbt_explore_step_keeps_values_in_their_ranges() -> None:
     assert clamp({"ppo.lr": 3e-3, "ppo.num_epochs": 4.4}) == {"ppo.lr": 3e-3, "ppo.num_epochs": 4}
 
 
-def test_a_trial_run_directory_is_the_one_with_the_most_rows(tmp_path: Path) -> None:
-    for name, rows in (("ppo-a", 3), ("restored-b", 5), ("restored-c", 2)):
+def test_a_trials_run_directory_is_its_newest_start(tmp_path: Path) -> None:
+    """By start order (the first run, then restored-<start ns>-... ones), not by rows: a later
+    start from an older checkpoint holds fewer."""
+    names = (("ppo-CartPole-v1-20261127-120000", 3), ("restored-01795787000000000000-ab", 5),
+             ("restored-01795787100000000000-cd", 2))  # fmt: skip
+    for name, rows in names:
         (tmp_path / name).mkdir()
         lines = ["iteration,env_steps"] + [f"{i},{i * 10}" for i in range(1, rows + 1)]
         (tmp_path / name / "metrics.csv").write_text("\n".join(lines) + "\n")
-    assert trial_run_dir(tmp_path) == tmp_path / "restored-b"
-    assert trial_run_dir(tmp_path / "restored-c" / "none") is None
+    assert trial_run_dir(tmp_path) == tmp_path / names[2][0]
+    assert trial_run_dir(tmp_path / names[0][0] / "none") is None
 
 
 PPO, DQN = 'algo = "ppo"\n', 'algo = "dqn"\n'
@@ -259,7 +275,24 @@ BAD_SWEEPS = [
     ('algo = "a2c"', "algo must be ppo or dqn (got 'a2c')"),
     (PPO + 'schedule = "asha"', "unknown key 'schedule' (allowed: algo, metric, mode,"),
     (PPO + 'scheduler = "hyperband"', "scheduler must be one of fifo, asha, pbt (got 'hyperband')"),
-    (PPO + 'metric = "reward"', "metric must be a metrics.csv column ("),
+    (PPO + 'metric = "reward"', "metric must be a metrics.csv column of every run ("),
+    (PPO + 'metric = "loss/vf_los"', "metric must be a metrics.csv column of every run ("),
+    (PPO + '[space]\nppo.lr = {}', "space.ppo.lr: an empty table (a value, or a domain: choice,"),
+    (PPO + '[space]\nppo.lr = { choice = [1e-3, -1.0] }', "--ppo.lr must be a finite number > 0 (got -1.0)"),
+    (PPO + '[space]\nppo.lr = { grid = [1e-3, -1.0] }', "--ppo.lr must be a finite number > 0 (got -1.0)"),
+    (
+        PPO + 'scheduler = "asha"\n[config]\nmax_iterations = 10\n[asha]\ngrace_period = 50',
+        "asha.grace_period must be <= max_t (10; got 50)",
+    ),
+    (PPO + 'scheduler = "asha"\n[space]\nmax_iterations = { grid = [20, 40] }', "asha.max_t: give it when the trials'"),
+    (
+        PPO + 'scheduler = "pbt"\n[pbt.mutations]\nppo.gamma = { uniform = [0.9, 1.5] }',
+        "pbt.mutations.ppo.gamma: 1.5 is refused: --ppo.gamma must be",
+    ),
+    (
+        PPO + 'scheduler = "pbt"\n[pbt.mutations]\nppo.lr = { choice = 5 }',
+        "pbt.mutations.ppo.lr: choice takes a non-empty list",
+    ),
     (PPO + 'num_samples = 0', "num_samples must be an integer >= 1 (got 0)"),
     (PPO + '[space]\nppo.lr = 0.001', "space.ppo.lr: a searched option is one domain, such as"),
     (PPO + '[space]\nppo.lr = { loguniform = [0, 1e-2] }', "space.ppo.lr: loguniform takes [low, high]"),
