@@ -10,8 +10,11 @@ A checkpoint is a directory ``ckpt-<iteration>`` under the run's ``checkpoints/`
   content (``sha256``, over the canonical JSON of everything else in it);
 - ``replay.parquet`` (DQN): the replay buffer, in the replay's own checked Parquet format; a
   multi-agent DQN run's is a folder ``replay/`` (a Parquet file per module and a digested JSON
-  record), every file of which ``state.json`` hashes.
+  record), every file of which ``state.json`` hashes;
+- ``policy/``: the policy at that iteration, as ``ray_sampler.policy.Policy.save`` writes it (module
+  weights, connector states and what rebuilds them), loadable with no Ray and no run config.
 
+The file form (JSON + npz, digests, atomic writes) is ``ray_sampler.data.state_files``'.
 Nothing is pickled: loading a checkpoint can never run code. A checkpoint is written into a
 temporary directory, each file fsynced, then renamed into place, so a crash leaves either the
 whole new checkpoint or none (the temporary directory is removed on the next save); the newest
@@ -34,24 +37,26 @@ its content (and so its digest) or is not JSON.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
-import json
 import math
 import os
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ray_sampler.data.state_files import StateFileError, decode, encode, fsync_dir, read_verified, write_verified
 from ray_sampler.errors import ConfigError
 from ray_sampler.validate import check_int
 
+if TYPE_CHECKING:
+    from ray_sampler.policy import Policy
+
 __all__ = [
     "FORMAT",
+    "POLICY_FOLDER",
     "REPLAY_FILE",
     "REPLAY_FOLDER",
     "CheckpointError",
@@ -63,13 +68,13 @@ __all__ = [
 
 FORMAT = "ray-sampler-checkpoint/2"
 """The ``format`` of ``state.json``; another one is refused (/1 had no digest of its own)."""
-_ARRAY = "__ndarray__"
-_FLOAT = "__float__"  # NaN and inf, which JSON does not have
 _PREFIX = "ckpt-"
 REPLAY_FILE = "replay.parquet"
 """A single-agent DQN checkpoint's replay buffer."""
 REPLAY_FOLDER = "replay"
 """A multi-agent DQN checkpoint's replay buffer (a folder: replay.multi_agent_persistence)."""
+POLICY_FOLDER = "policy"
+"""The policy a checkpoint holds (``ray_sampler.policy``: loadable without Ray or the run's config)."""
 
 
 class CheckpointError(ConfigError):
@@ -108,46 +113,6 @@ class TrainingState:
     """Multi-agent: the windows of returns per module and per agent (``IterationRecord.returns_by``)."""
     replay_path: Path | None = None
     """The replay buffer's Parquet file (DQN), or folder (multi-agent DQN), when loaded."""
-
-
-def _encode(value: Any, arrays: dict[str, np.ndarray], path: str) -> Any:
-    """``value`` as JSON, its arrays moved into ``arrays`` under their path."""
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise CheckpointError(f"checkpoint: {path} is an object array (only plain arrays are saved)")
-        arrays[path] = value
-        return {_ARRAY: path}
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise CheckpointError(f"checkpoint: {path} has keys that are not strings")
-        return {k: _encode(v, arrays, f"{path}/{k}") for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_encode(v, arrays, f"{path}/{i}") for i, v in enumerate(value)]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return {_FLOAT: repr(value)}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    raise CheckpointError(f"checkpoint: {path} is a {type(value).__name__}, which is not saved")
-
-
-def _decode(value: Any, arrays: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {_ARRAY}:
-            return arrays[value[_ARRAY]]
-        if set(value) == {_FLOAT}:
-            return float(value[_FLOAT])
-        return {k: _decode(v, arrays) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_decode(v, arrays) for v in value]
-    return value
-
-
-def _content_digest(meta: dict[str, Any]) -> str:
-    """SHA-256 of ``meta`` as canonical JSON (sorted keys, no spaces): what ``state.json`` holds,
-    whatever its layout."""
-    return hashlib.sha256(json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 # Each field of state.json and the types a loop can resume from (int is a float where a float is saved).
@@ -197,29 +162,6 @@ def _check_fields(path: Path, values: dict[str, Any]) -> None:
             raise CheckpointError(f"{where}: {name} is a {type(value).__name__} (a number is saved)")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write(path: Path, data: bytes) -> None:
-    with path.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Checkpointer:
     """Saves a run's checkpoints into ``directory`` every ``every`` iterations (0: never on its
     own; ``save`` still works), keeping the newest ``keep``."""
@@ -236,11 +178,16 @@ class Checkpointer:
         return self.every > 0 and iteration % self.every == 0
 
     def save(
-        self, state: TrainingState, *, save_replay: Callable[[str], Any] | None = None, replay_name: str = REPLAY_FILE
+        self,
+        state: TrainingState,
+        *,
+        save_replay: Callable[[str], Any] | None = None,
+        replay_name: str = REPLAY_FILE,
+        policy: Policy | None = None,
     ) -> Path:
         """Writes ``state`` (and, with ``save_replay(path)``, the replay buffer at ``replay_name``: a
-        file, or a folder such as a multi-agent replay's, every file of which is hashed) as a new
-        checkpoint; returns its directory."""
+        file, or a folder such as a multi-agent replay's, every file of which is hashed) and ``policy`` (its
+        ``policy/`` folder) as a new checkpoint; returns its directory."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for stale in self.directory.glob(f".{_PREFIX}*.tmp-*"):  # an interrupted save's leftovers
             shutil.rmtree(stale, ignore_errors=True)
@@ -250,10 +197,7 @@ class Checkpointer:
         try:
             arrays: dict[str, np.ndarray] = {}
             fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "replay_path"}
-            meta = {"format": FORMAT, **{k: _encode(v, arrays, k) for k, v in fields.items()}}
-            buffer = io.BytesIO()
-            np.savez(buffer, allow_pickle=False, **arrays)
-            _write(tmp / "state.npz", buffer.getvalue())
+            meta = {"format": FORMAT, **{k: encode(v, arrays, k, error=CheckpointError) for k, v in fields.items()}}
             if save_replay is not None:
                 # Absolute: the replay actor writes it, and an actor's working directory is not ours.
                 replay = tmp / replay_name
@@ -262,14 +206,13 @@ class Checkpointer:
                     if file.is_file():
                         with file.open("rb") as f:
                             os.fsync(f.fileno())
-            meta["files"] = {p.relative_to(tmp).as_posix(): _sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
-            meta["sha256"] = _content_digest(meta)
-            _write(tmp / "state.json", json.dumps(meta, indent=1, sort_keys=True).encode())
-            _fsync_dir(tmp)
+            if policy is not None:  # the policy as it stands at this checkpoint, loadable without the run
+                policy.save(tmp / POLICY_FOLDER)
+            write_verified(tmp, "state.json", meta, arrays)
             if final.exists():  # the same iteration saved again (a final save after a periodic one)
                 shutil.rmtree(final)
             tmp.rename(final)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -296,21 +239,10 @@ def load_checkpoint(path: Path, *, algo: str, env: str, observation_space: str) 
     be of ``algo`` on ``env`` with ``observation_space``; CheckpointError otherwise."""
     path = Path(path)
     try:
-        meta = json.loads((path / "state.json").read_bytes())
-    except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
-        raise CheckpointError(f"checkpoint {path} cannot be read: state.json: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint (state.json's format: {got!r})")
-    if meta.pop("sha256", None) != _content_digest(meta):
-        raise CheckpointError(f"checkpoint {path} is corrupt: state.json does not match its own digest")
-    files = meta.get("files")
-    if not isinstance(files, dict) or "state.npz" not in files:
-        raise CheckpointError(f"checkpoint {path}: state.json lists no files")
-    for name, digest in files.items():
-        file = path / str(name)
-        if not file.is_file() or _sha256(file) != digest:
-            raise CheckpointError(f"checkpoint {path} is corrupt: {name} is missing or does not match its hash")
+        meta, arrays = read_verified(path, "state.json", fmt=FORMAT, what="checkpoint")
+    except StateFileError as e:
+        raise CheckpointError(str(e)) from None
+    files = meta["files"]
     kind = (meta.get("algo"), meta.get("env"), meta.get("observation_space"))
     if kind != (algo, env, observation_space):
         raise CheckpointError(
@@ -318,9 +250,7 @@ def load_checkpoint(path: Path, *, algo: str, env: str, observation_space: str) 
             f"on {env} with observations {observation_space}: resume it with its own config (--resume RUN_DIR)"
         )
     try:
-        with np.load(path / "state.npz", allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-        values = {k: _decode(meta[k], arrays) for k in meta if k not in ("format", "files")}
+        values = {k: decode(meta[k], arrays) for k in meta if k not in ("format", "files")}
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint {path} is corrupt: state.json: {type(e).__name__}: {e}") from None
     _check_fields(path, values)

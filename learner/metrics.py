@@ -48,7 +48,8 @@ class _FieldMapping(Mapping[str, Any]):
         return len(self._field_names())
 
     def _field_names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(self))  # type: ignore[arg-type]  # subclasses are dataclasses
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]  # subclasses are dataclasses
+        return tuple(f.name for f in fields if f.metadata.get("mapping", True))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,6 +182,10 @@ class TrainResult(_FieldMapping):
     """Wall time of the loop."""
     returns_by: dict[str, float] = dataclasses.field(default_factory=dict)
     """Multi-agent: the last record's mean returns per module and per agent (``IterationRecord.returns_by``)."""
+    policy: Any = dataclasses.field(default=None, metadata={"mapping": False})
+    """The final policy (``ray_sampler.policy.Policy``, or ``MultiAgentPolicy``): the weights and connector
+    states the runners last acted with, ready to ``compute_actions`` or ``save``; None if it could not be
+    built (logged). Not in the result's mapping view (its figures only)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -20,6 +21,7 @@ from connectors.common import MeanStdFilter
 from connectors.env_to_module import EnvToModulePiece, env_to_module_observation_space
 from learner.checkpoint import Checkpointer, CheckpointError, TrainingState
 from learner.frameworks import Framework, ppo_learner_class, with_framework
+from learner.keep_policy import PolicyKeeper, run_info
 from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
@@ -34,6 +36,8 @@ from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.sampling.placement import runner_demand
+from ray_sampler.sampling.policies import build_multi_agent_policy
+from ray_sampler.sampling.runner_build import build_policy
 from ray_sampler.validate import check_enum, check_int, check_number, check_type, replace_field
 
 __all__ = [
@@ -428,6 +432,7 @@ def train_ppo(
     checkpointer: Checkpointer | None = None,
     resume: TrainingState | None = None,
     on_train_result: Callable[[TrainingLoop], None] | None = None,
+    policy_dir: Path | None = None,
 ) -> PPOTrainResult:
     """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
@@ -438,13 +443,20 @@ def train_ppo(
     RNG), connector states, counters and the stop rule's window. ``on_train_result`` is called after
     each iteration's record, with a ``TrainingLoop``.
 
+    However the loop ends (its budget, its target, Ctrl-C), the policy the runners act with is built
+    and returned in the result's ``policy`` (and written to ``policy_dir`` when given); with a
+    ``checkpointer``, a last checkpoint is saved then too. Every checkpoint holds the policy of its
+    iteration (``policy/``).
+
     A config whose ``optimizer`` is ``"async_samples"`` is trained by ``learner.train_async.train_async``,
     one whose ``optimizer`` is ``"async_gradients"`` by ``learner.train_async_gradients.train_async_gradients``."""
     if cfg.optimizer is not Optimizer.SYNC_SAMPLES:
         if on_train_result is not None:
             raise ConfigError("the asynchronous loops take no 'on_train_result' (they have no TrainingLoop)")
         loop = ASYNC_LOOPS[Optimizer(cfg.optimizer)]
-        return loop(cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume)
+        return loop(
+            cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume, policy_dir=policy_dir
+        )
     ma_runner = multi_agent_runner(cfg.env_runner)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
@@ -454,6 +466,7 @@ def train_ppo(
             pieces = (*ma_runner.env_to_module_connectors, MeanStdFilter())
             ma_runner = dataclasses.replace(ma_runner, env_to_module_connectors=pieces)
         agents, spaces_by_module = probe_multi_agent(ma_runner)
+        policy_runner = ma_runner
         modules = build_multi_rl_module(ma_runner, spaces_by_module)
         observation_space = repr({mid: sp[0] for mid, sp in spaces_by_module.items()})
         return_keys = [f"module/{mid}" for mid in modules] + [f"agent/{aid}" for aid in agents]
@@ -483,6 +496,7 @@ def train_ppo(
         # The module sees what the runners' env-to-module pieces make of the observations (e.g. a stack).
         module_spaces = (env_to_module_observation_space(spaces[0], cfg.env_runner.env_to_module_connectors), spaces[1])
         runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
+        policy_runner = runner_config
         make_learners = lambda: LearnerGroup(  # noqa: E731
             lambda: build_module(cfg.env_runner, *module_spaces),
             cfg.ppo,
@@ -503,6 +517,32 @@ def train_ppo(
     it, done = 0, {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # done: before a resume
     agent_steps = 0
     completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
+
+    def make_policy() -> Any:
+        info = run_info(
+            "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
+            iteration=completed[0], env_steps=completed[1],
+        )  # fmt: skip
+        connector_states = runners.merged_connector_states
+        if ma_runner is not None:
+            weights = learners.get_weights()
+            return build_multi_agent_policy(
+                policy_runner, spaces_by_module, agents, weights=weights, connector_states=connector_states, info=info
+            )
+        return build_policy(
+            policy_runner, *spaces, weights=learners.get_weights(), connector_state=connector_states, info=info
+        )
+
+    keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    saved_at = -1  # the iteration of the newest checkpoint this loop saved
+
+    def save_checkpoint() -> None:
+        nonlocal saved_at
+        if cfg.env_runner.env_to_module_connectors or filtered:
+            runners.sync_connector_states()  # the filters' statistics, merged, go in the checkpoint
+        assert checkpointer is not None
+        checkpointer.save(state(), policy=keeper.build())
+        saved_at = completed[0]
 
     def state() -> TrainingState:
         group = runners.metrics
@@ -558,9 +598,7 @@ def train_ppo(
             )
             completed = (it, steps)
             if checkpointer is not None and checkpointer.due(it):
-                if cfg.env_runner.env_to_module_connectors or filtered:
-                    runners.sync_connector_states()  # the filters' statistics, merged, go in the checkpoint
-                checkpointer.save(state())
+                save_checkpoint()
             if on_iteration is not None:
                 on_iteration(record)
             else:
@@ -577,14 +615,18 @@ def train_ppo(
                 on_train_result(TrainingLoop(it, record, runners, learners))
             if tracker.reached:
                 break
+        if checkpointer is not None and saved_at != completed[0] and completed[0] > 0:
+            save_checkpoint()  # the run's end is kept, not only the last periodic checkpoint
+        policy = keeper.final()
     except KeyboardInterrupt:
-        if checkpointer is not None and completed[0] > 0:  # what the finished iterations made is kept
-            checkpointer.save(state())
+        if checkpointer is not None and completed[0] > 0 and saved_at != completed[0]:
+            save_checkpoint()  # what the finished iterations made is kept
+        keeper.final()
         raise
     finally:
         learners.stop()
         runners.stop()
-    return PPOTrainResult(
+    result = PPOTrainResult(
         **tracker.finish(steps, log),
         iterations=it,
         sample_s=timings["sample_s"],
@@ -593,3 +635,4 @@ def train_ppo(
         agent_steps=agent_steps if ma_runner is not None else steps,
         runner_utilization=timings["runner_s"] / max(num_runners * (timings["sample_s"] + timings["update_s"]), 1e-9),
     )
+    return dataclasses.replace(result, policy=policy)

@@ -39,11 +39,13 @@ import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import ray
 
-from learner.frameworks import ppo_learner_class
+from learner.frameworks import Framework, ppo_learner_class
+from learner.keep_policy import PolicyKeeper, run_info
 from learner.learner_group import LearnerGroup
 from learner.learner_queue import LearnerQueue
 from learner.metrics import IterationRecord, PPOTrainResult, PPOUpdateMetrics
@@ -60,9 +62,10 @@ from learner.train import (
 from ray_sampler.data.multi_agent_columnar import unpack_columnar
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import BatchMode
-from ray_sampler.sampling.env_creator import probe_env
+from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.runner_build import build_policy
 
 __all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "check_async", "train_async"]
 
@@ -107,12 +110,15 @@ def train_async(
     on_fragment: Callable[[list[Any], int], None] | None = None,
     checkpointer: Any = None,
     resume: Any = None,
+    policy_dir: Path | None = None,
 ) -> AsyncTrainResult:
     """Trains with asynchronous samples (see the module docstring; ``cfg.async_samples`` holds the
     loop's knobs, whatever ``cfg.optimizer`` says) until ``target_return`` or ``max_iterations``
     updates (one per fragment learned from). ``on_iteration`` gets each update's record (without
     one, a line to ``log``); ``on_fragment(episodes, policy_lag)`` each fragment the learner takes,
-    before the update. ``checkpointer`` and ``resume`` must be None for now (refused in one line)."""
+    before the update. ``checkpointer`` and ``resume`` must be None for now (refused in one line).
+    The result holds the final policy (the learner's weights once its queue is drained), also
+    written to ``policy_dir`` when given, however the loop ends."""
     async_config = cfg.async_samples
     check_async(cfg)
     if checkpointer is not None or resume is not None:
@@ -137,6 +143,15 @@ def train_async(
     timings = {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "busy_s": 0.0}
     submitted, updates = 0, 0  # updates sent to the learner, and finished
     by_ref = cfg.num_learners == 1  # runners put their chunks in the object store; the learner actor reads them
+
+    def make_policy() -> Any:
+        info = run_info(
+            "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
+            iteration=updates, env_steps=counts["used"],
+        )  # fmt: skip
+        return build_policy(cfg.env_runner, *spaces, weights=learner.refresh(), info=info)
+
+    keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
 
     def report(finished: list[tuple[PPOUpdateMetrics, int]], lag: int) -> None:
         nonlocal updates
@@ -201,10 +216,14 @@ def train_async(
             counts["sampled"] += metrics.num_env_steps
             counts["unused"] += metrics.num_env_steps
         lost, restarts = runners.metrics.num_env_steps_lost, runners.metrics.num_env_runner_restarts
+        policy = keeper.final()
+    except KeyboardInterrupt:
+        keeper.final()
+        raise
     finally:
         learner.stop()
         runners.stop()
-    return AsyncTrainResult(
+    result = AsyncTrainResult(
         **dataclasses.asdict(tracker.finish(counts["used"], log)),
         iterations=updates,
         sample_s=timings["sample_s"],
@@ -225,6 +244,7 @@ def train_async(
         num_env_steps_lost_by_learner=learner.num_env_steps_lost,
         max_learner_queue=learner.max_queued,
     )
+    return dataclasses.replace(result, policy=policy)
 
 
 class _LocalLearner:

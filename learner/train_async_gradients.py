@@ -31,12 +31,14 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray
 
-from learner.frameworks import ppo_learner_class
+from learner.frameworks import Framework, ppo_learner_class
+from learner.keep_policy import PolicyKeeper, run_info
 from learner.metrics import IterationRecord, PPOTrainResult
 from learner.optimizers import Optimizer
 from learner.train import (
@@ -49,8 +51,9 @@ from learner.train import (
 )
 from ray_sampler.errors import ConfigError, EnvRunnerFailedError
 from ray_sampler.sampling.config import BatchMode
-from ray_sampler.sampling.env_creator import probe_env
+from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
+from ray_sampler.sampling.runner_build import build_policy
 from ray_sampler.sampling.runner_fleet import restart_config
 
 __all__ = ["AsyncGradientsResult", "GradientWorker", "check_async_gradients", "train_async_gradients"]
@@ -121,10 +124,12 @@ def train_async_gradients(
     on_iteration: Callable[[IterationRecord], None] | None = None,
     checkpointer: Any = None,
     resume: Any = None,
+    policy_dir: Path | None = None,
 ) -> AsyncGradientsResult:
     """Trains with asynchronous gradients (see the module docstring) until ``target_return`` or
     ``max_iterations`` updates (one per gradient applied). ``on_iteration`` gets each update's
-    record (without one, a line to ``log``)."""
+    record (without one, a line to ``log``). The result holds the final policy (the central
+    module's weights), also written to ``policy_dir`` when given, however the loop ends."""
     check_async_gradients(cfg)
     if checkpointer is not None or resume is not None:
         raise ConfigError("the asynchronous-gradients loop saves and resumes no checkpoints yet")
@@ -152,6 +157,16 @@ def train_async_gradients(
     inflight: dict[ray.ObjectRef, int] = {}
     version, restarts, update_s, busy_s = 0, 0, 0.0, 0.0
     max_staleness = cfg.async_gradients.max_staleness
+
+    def make_policy() -> Any:
+        info = run_info(
+            "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
+            iteration=version, env_steps=counts["used"],
+        )  # fmt: skip
+        spaces = (probe.observation_space, probe.action_space)
+        return build_policy(cfg.env_runner, *spaces, weights=central.module.get_state(), info=info)
+
+    keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
 
     def send(index: int, weights_ref: ray.ObjectRef) -> None:
         workers[index].set_weights.remote(weights_ref, version)
@@ -210,10 +225,14 @@ def train_async_gradients(
                 continue
             counts["sampled"] += answer.num_env_steps
             counts["unused"] += answer.num_env_steps
+        policy = keeper.final()
+    except KeyboardInterrupt:
+        keeper.final()
+        raise
     finally:
         for worker in workers.values():
             ray.kill(worker)
-    return AsyncGradientsResult(
+    result = AsyncGradientsResult(
         **dataclasses.asdict(tracker.finish(counts["used"], log)),
         iterations=version,
         sample_s=loop_s - update_s,
@@ -228,6 +247,7 @@ def train_async_gradients(
         num_worker_restarts=restarts,
         runner_utilization=busy_s / max(num_workers * loop_s, 1e-9),
     )
+    return dataclasses.replace(result, policy=policy)
 
 
 def check_async_gradients(cfg: PPOTrainingConfig) -> None:

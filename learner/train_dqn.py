@@ -28,6 +28,7 @@ from connectors.connector_v2 import piece_name
 from learner.checkpoint import REPLAY_FILE, REPLAY_FOLDER, Checkpointer, TrainingState
 from learner.dqn import DQNConfig
 from learner.frameworks import Framework, dqn_learner_class, with_framework
+from learner.keep_policy import PolicyKeeper, run_info
 from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import DQNTrainResult, IterationRecord
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
@@ -50,6 +51,8 @@ from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
+from ray_sampler.sampling.policies import build_multi_agent_policy
+from ray_sampler.sampling.runner_build import build_policy
 from ray_sampler.validate import (
     check_callable,
     check_enum,
@@ -186,8 +189,10 @@ def train_dqn(
     on_iteration: Callable[[IterationRecord], None] | None = None,
     checkpointer: Checkpointer | None = None,
     resume: TrainingState | None = None,
+    policy_dir: Path | None = None,
 ) -> DQNTrainResult:
-    """Trains until ``target_return`` or ``max_env_steps``; returns what it reached.
+    """Trains until ``target_return`` or ``max_env_steps``; returns what it reached, with the final
+    policy (greedy with ``explore=False``), also written to ``policy_dir`` when given.
 
     At most every ``log_every_s`` seconds, and at the end, the loop reports: a record to
     ``on_iteration`` (its ``iteration`` counts these reports), or without one a line to ``log``.
@@ -199,7 +204,7 @@ def train_dqn(
     if ma_runner is not None:
         return _train_multi_agent_dqn(
             cfg, ma_runner, log=log, log_every_s=log_every_s, on_iteration=on_iteration, checkpointer=checkpointer,
-            resume=resume,
+            resume=resume, policy_dir=policy_dir,
         )  # fmt: skip
     if resume is not None and resume.replay_path is not None:  # the replay actor restores from its path
         working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
@@ -245,7 +250,18 @@ def train_dqn(
             **tracker.checkpoint_fields(),
         )
         name = REPLAY_FILE if cfg.num_replay_shards == 1 else REPLAY_FOLDER
-        checkpointer.save(state, save_replay=replay.save, replay_name=name)
+        checkpointer.save(state, save_replay=replay.save, replay_name=name, policy=keeper.build())
+        saved[0] = reports
+
+    def make_policy() -> Any:
+        info = run_info(
+            "dqn", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
+            iteration=reports, env_steps=steps,
+        )  # fmt: skip
+        return build_policy(cfg.env_runner, *spaces, weights=learners.get_weights(), info=info)
+
+    keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    saved = [-1]  # the report of the newest checkpoint this loop saved
 
     try:
         if resume is not None:
@@ -300,9 +316,11 @@ def train_dqn(
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
         replay_received = sum(m.num_env_steps_received for m in replay.call_each("get_metrics"))
+        policy = keeper.end(save if checkpointer is not None and reports > 0 else None, is_saved=saved[0] == reports)
     except KeyboardInterrupt:
-        if checkpointer is not None and replay is not None and runners is not None and reports > 0:
-            save()  # the state as it is now: the counters and the replay agree up to the runners' in-flight steps
+        # The state as it is now: the counters and the replay agree up to the runners' in-flight steps.
+        started = checkpointer is not None and replay is not None and runners is not None and reports > 0
+        keeper.end(save if started else None, is_saved=saved[0] == reports)
         raise
     finally:  # whatever was started stops, also when starting the rest failed
         learners.stop()
@@ -318,6 +336,7 @@ def train_dqn(
         num_replay_restarts=replay.metrics.num_replay_restarts,
         num_env_steps_lost=replay.metrics.num_env_steps_lost,
         num_env_steps_lost_by_shard=replay.metrics.num_env_steps_lost_by_shard,
+        policy=policy,
     )
 
 
@@ -394,6 +413,7 @@ def _train_multi_agent_dqn(
     on_iteration: Callable[[IterationRecord], None] | None,
     checkpointer: Checkpointer | None,
     resume: TrainingState | None,
+    policy_dir: Path | None,
 ) -> DQNTrainResult:
     """Independent DQN per trained module: the runners add their chunks to a MultiAgentReplayActor,
     and each trained module's learners pull batches of their own agents' n-step transitions
@@ -454,7 +474,23 @@ def _train_multi_agent_dqn(
                       "owed": owed},
             **tracker.checkpoint_fields(),
         )  # fmt: skip
-        checkpointer.save(state, save_replay=lambda path: ray.get(replay.save.remote(path)), replay_name=REPLAY_FOLDER)
+        checkpointer.save(
+            state,
+            save_replay=lambda path: ray.get(replay.save.remote(path)),
+            replay_name=REPLAY_FOLDER,
+            policy=keeper.build(),
+        )
+        saved[0] = reports
+
+    def make_policy() -> Any:
+        info = run_info(
+            "dqn", env_name(runner_config.env), runner_config.env_config, Framework(cfg.framework).value,
+            iteration=reports, env_steps=steps,
+        )  # fmt: skip
+        return build_multi_agent_policy(runner_config, spaces, agents, weights=learners.get_weights(), info=info)
+
+    keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    saved = [-1]  # the report of the newest checkpoint this loop saved
 
     def weights(epsilon: float, module_ids: tuple[str, ...] | None) -> dict[str, Any]:
         out = learners.get_weights(module_ids)
@@ -499,9 +535,11 @@ def _train_multi_agent_dqn(
                 )  # fmt: skip
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
         counts = ray.get(replay.get_counts.remote())
+        policy = keeper.end(save if checkpointer is not None and reports > 0 else None, is_saved=saved[0] == reports)
     except KeyboardInterrupt:
-        if checkpointer is not None and replay is not None and runners is not None and reports > 0:
-            save()
+        # The state as it is now: the counters and the replay agree up to the runners' in-flight steps.
+        started = checkpointer is not None and replay is not None and runners is not None and reports > 0
+        keeper.end(save if started else None, is_saved=saved[0] == reports)
         raise
     finally:
         learners.stop()
@@ -516,4 +554,5 @@ def _train_multi_agent_dqn(
         num_updates=num_updates,
         runner_env_steps_sent=steps_sent,
         replay_num_env_steps_received=int(counts["num_env_steps_received"]),
+        policy=policy,
     )

@@ -17,6 +17,7 @@ __all__ = [
     "FileWriteError",
     "InsufficientResourcesError",
     "MultiAgentEnvError",
+    "PolicyError",
     "RaySamplerError",
     "ReplayError",
     "SpaceError",
@@ -30,6 +31,11 @@ class RaySamplerError(Exception):
 
 class ConfigError(RaySamplerError, ValueError):
     """A config value is out of its allowed range; raised before any actor starts."""
+
+
+class PolicyError(ConfigError):
+    """A policy that cannot be saved, loaded or asked: a missing or changed file, a class it cannot
+    rebuild, observations that do not fit its space."""
 
 
 class EnvCheckError(ConfigError):

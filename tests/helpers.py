@@ -237,3 +237,21 @@ def kill_and_wait(actor: Any, *, timeout_s: float = 30.0) -> None:
             return
         time.sleep(0.01)
     raise AssertionError(f"the actor did not die within {timeout_s} s")
+
+
+def greedy_return(policy: Any, env_id: str = "CartPole-v1", *, episodes: int = 5, seed: int = 0) -> float:
+    """The mean return of ``policy`` (a ``ray_sampler.policy.Policy``) acting greedily, in this process,
+    over ``episodes`` episodes of ``env_id`` seeded ``seed``, ``seed + 1``, ... (CartPole-v1: a greedy
+    policy that learned nothing pushes one way and ends near 10; uniform random play averages 22)."""
+    env = gym.make(env_id)
+    total = 0.0
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        state, done = None, False
+        while not done:
+            action, state = policy.compute_single_action(obs, state)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+    env.close()
+    return total / episodes

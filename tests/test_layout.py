@@ -33,6 +33,7 @@ def _loaded_after(statement: str) -> set[str]:
         "from ray_sampler.data import ColumnarEpisodes, episodes_to_columnar, columnar_to_episodes",
         "from ray_sampler import SingleAgentEpisode, LookbackBuffer, ColumnarEpisodes",
         "import ray_sampler.modules",
+        "from ray_sampler.policy import Policy, MultiAgentPolicy, load_policy",
     ],
 )
 def test_data_and_modules_load_neither_ray_nor_pyarrow(statement: str) -> None:

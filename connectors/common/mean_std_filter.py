@@ -84,6 +84,10 @@ class MeanStdFilter(EnvToModulePiece):
         self.global_moments: Moments = _empty()
         self.local_moments: Moments = _empty()
 
+    def get_config(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this piece (a saved policy's; its moments are its state)."""
+        return {"update": self.update, "clip": self.clip, "epsilon": self.epsilon, "module_id": self.module_id}
+
     def normalize(self, obs: Any) -> np.ndarray:
         """``obs`` normalized with all moments known here (no update)."""
         obs = np.asarray(obs, np.float64)

@@ -35,6 +35,10 @@ class FilterObservationKeys(EnvToModulePiece):
             raise ConfigError(f"FilterObservationKeys: 'keys' must be distinct strings (got {list(keys)!r})")
         self.keys = tuple(keys)
 
+    def get_config(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this piece (a saved policy's)."""
+        return {"keys": list(self.keys)}
+
     def recompute_output_observation_space(self, observation_space: gym.Space) -> gym.Space:
         if not isinstance(observation_space, gym.spaces.Dict):
             raise ConfigError(f"FilterObservationKeys needs a Dict observation space (got {observation_space})")

@@ -57,6 +57,10 @@ class FrameStackingEnvToModule(EnvToModulePiece):
         self.fill = fill
         self.lookback_steps = self.num_frames - 1
 
+    def get_config(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this piece (a saved policy's)."""
+        return {"num_frames": self.num_frames, "fill": self.fill}
+
     def __call__(
         self,
         *,

@@ -33,6 +33,10 @@ class PrevActionsPrevRewardsEnvToModule(EnvToModulePiece):
         self.fill = fill
         self.lookback_steps = max(self.n_prev_actions, self.n_prev_rewards)
 
+    def get_config(self) -> dict[str, Any]:
+        """The keyword arguments that rebuild this piece (a saved policy's)."""
+        return {"n_prev_actions": self.n_prev_actions, "n_prev_rewards": self.n_prev_rewards, "fill": self.fill}
+
     def __call__(
         self,
         *,

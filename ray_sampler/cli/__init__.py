@@ -4,7 +4,7 @@
 this process (or the one ``--address`` names); ``train-dqn`` trains DQN through a replay actor;
 ``sample`` only samples with the runners; ``demo`` builds, cuts, joins and packs real episodes
 without Ray; ``plot`` draws the learning curves of run directories; ``tune`` runs a sweep of
-trials with Ray Tune.
+trials with Ray Tune; ``evaluate`` runs a trained policy's episodes.
 
 Every option comes from a typed config (``ray_sampler.cli.options``, with tyro): ``ray-sampler
 COMMAND --help`` lists them with their docs and choices. A usage error is one line on stderr and
@@ -79,6 +79,14 @@ def _tune(args: list[str], prog: str) -> Any:
     return run_sweep(parse(TuneCommand, args, prog=prog, description=TuneCommand.__doc__ or ""))
 
 
+def _evaluate(args: list[str], prog: str) -> Any:
+    from ray_sampler.cli.evaluate import EvaluateCommand, run_evaluate
+    from ray_sampler.cli.user_env import gather_env_config
+
+    args = gather_env_config(args)
+    return run_evaluate(parse(EvaluateCommand, args, prog=prog, description=EvaluateCommand.__doc__ or ""))
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "train": (_train, "train PPO with remote env runners (the main job)"),
     "train-dqn": (_train_dqn, "train DQN: env runners -> replay actor -> learners"),
@@ -86,6 +94,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "demo": (_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
     "plot": (_plot, "draw the learning curves of run directories on one figure"),
     "tune": (_tune, "run a sweep of training trials with Ray Tune (search space in a TOML file)"),
+    "evaluate": (_evaluate, "run a trained policy's episodes and print their returns (videos with --video)"),
 }
 """Each command: (run(args, prog), one line of help)."""
 

@@ -56,6 +56,7 @@ from ray_sampler.cli.user_env import (
     job_runtime_env,
 )
 from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.policy import POLICY_FILE
 from ray_sampler.resources import never_fits
 from ray_sampler.sampling.config import EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
@@ -479,6 +480,7 @@ def run_training(
             "on_iteration": on_iteration,
             "checkpointer": checkpointer,
             "resume": resume,
+            "policy_dir": run_dir.path / "policy",
         }
         with progress:
             try:
@@ -487,15 +489,22 @@ def run_training(
                 else:
                     result = train_dqn(cfg, **loop_options)
             except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
-                curve = run_dir.close(target_return=target)
-                progress.close(RunSummary.of(None, last[0] if last else None, run_dir=run_dir.path, notes=(curve,)))
+                notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
+                progress.close(RunSummary.of(None, last[0] if last else None, run_dir=run_dir.path, notes=notes))
                 raise
-            curve = run_dir.close(target_return=target)
-            progress.close(RunSummary.of(result, last[0] if last else None, run_dir=run_dir.path, notes=(curve,)))
+            notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
+            progress.close(RunSummary.of(result, last[0] if last else None, run_dir=run_dir.path, notes=notes))
     hint = target_hint(command, result)
     if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
         print(hint, file=sys.stderr, flush=True)
     return result
+
+
+def _policy_note(run_dir: Path) -> tuple[str, ...]:
+    """The summary's line on the final policy (none if the loop could not write it: it logged why)."""
+    if not (run_dir / "policy" / POLICY_FILE).is_file():
+        return ()
+    return (f"policy: {run_dir / 'policy'} (ray-sampler evaluate {run_dir})",)
 
 
 def algorithm_of(cfg: PPOTrainingConfig | DQNTrainingConfig) -> str:

@@ -10,9 +10,17 @@ from ray_sampler.data.spaces import check_flattenable
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules import MLPModule
 from ray_sampler.modules.rl_module import initial_state, is_stateful
+from ray_sampler.policy import Policy
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig
 
-__all__ = ["build_module", "lookback_horizon", "set_torch_threads", "vectorized_fallback", "view_lookback_steps"]
+__all__ = [
+    "build_module",
+    "build_policy",
+    "lookback_horizon",
+    "set_torch_threads",
+    "vectorized_fallback",
+    "view_lookback_steps",
+]
 
 
 def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: Any) -> Any:
@@ -40,6 +48,38 @@ def build_module(config: EnvRunnerConfig, observation_space: Any, action_space: 
     if is_stateful(module):
         _check_stateful(config, module)
     return module
+
+
+def build_policy(
+    config: EnvRunnerConfig,
+    observation_space: Any,
+    action_space: Any,
+    *,
+    weights: Any = None,
+    connector_state: Any = None,
+    seed: int | None = None,
+    info: dict[str, Any] | None = None,
+) -> Policy:
+    """The Policy a runner of ``config`` acts with on these (env) spaces: its module (built as
+    ``build_module`` builds it) loaded with ``weights``, its env-to-module pieces (copies) with
+    ``connector_state`` (the pipeline's ``get_state()``), its module-to-env pieces and settings."""
+    module_class = config.module_class or MLPModule
+    module_config = dict(config.module_config)
+    if module_class is MLPModule:
+        module_config.setdefault("seed", config.seed)
+    return Policy.build(
+        module_class,
+        observation_space=observation_space,
+        action_space=action_space,
+        module_config=module_config,
+        env_to_module_connectors=config.env_to_module_connectors,
+        module_to_env_connectors=config.module_to_env_connectors,
+        normalize_actions=config.normalize_actions,
+        seed=seed,
+        weights=weights,
+        connector_state=connector_state,
+        info=info,
+    )
 
 
 def _check_stateful(config: EnvRunnerConfig, module: Any) -> None:

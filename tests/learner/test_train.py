@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
+from learner.checkpoint import Checkpointer, load_checkpoint
 from learner.learner import PPOConfig
 from learner.train import PPOTrainingConfig, ReturnTracker, resolve_target, train_ppo
 from ray_sampler.errors import ConfigError
+from ray_sampler.policy import Policy
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 
 
@@ -127,12 +130,15 @@ def kill_runner(worker_index: int) -> None:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_ppo_keeps_training_through_a_killed_runner_and_logs_the_recovery() -> None:
+def test_ppo_keeps_training_through_a_killed_runner_and_logs_the_recovery(tmp_path: Path) -> None:
+    """Also: the run's end is a checkpoint though none was due then, and its final policy (with the
+    mean/std filter's merged moments) is the one that checkpoint holds, written to ``policy_dir``."""
     cfg = PPOTrainingConfig(
         env_runner=EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=2, rollout_fragment_length=32, seed=0),
         env_runner_group=EnvRunnerGroupConfig(
             num_env_runners=2, num_cpus_per_env_runner=0.5, delay_between_env_runner_restarts_s=0.0
         ),
+        ppo=PPOConfig(observation_filter="mean_std"),
         max_iterations=3,
         target_return=10_000.0,
     )
@@ -143,11 +149,24 @@ def test_ppo_keeps_training_through_a_killed_runner_and_logs_the_recovery() -> N
         if line.startswith("iter 1:"):
             kill_runner(1)
 
-    result = train_ppo(cfg, log=log)
+    checkpointer = Checkpointer(tmp_path / "checkpoints", every=2)
+    result = train_ppo(cfg, log=log, checkpointer=checkpointer, policy_dir=tmp_path / "policy")
     assert result.iterations == 3 and 0.0 < result.runner_utilization <= 1.0
     (failure,) = [i for i, line in enumerate(lines) if line.startswith("runner ")]
     assert re.fullmatch(r"runner 1 died \(ActorDiedError: .*\); restarted \(restart 1 of 1000\)", lines[failure])
     assert lines[failure - 1].startswith("iter 1:") and lines[failure + 1].startswith("iter 2:")
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-0000002", "ckpt-0000003"]
+    space = repr(gym.make("CartPole-v1").observation_space)
+    last = load_checkpoint(
+        tmp_path / "checkpoints" / "ckpt-0000003", algo="ppo", env="CartPole-v1", observation_space=space
+    )
+    for policy in (result.policy, Policy.from_checkpoint(tmp_path / "policy"), Policy.from_checkpoint(tmp_path)):
+        assert policy.info["iteration"] == 3 and policy.info["env_steps"] == last.env_steps == 3 * 128
+        weights = policy.module.get_state()
+        assert weights.keys() == last.learner["module"].keys()
+        assert all(np.array_equal(weights[k], last.learner["module"][k]) for k in weights)  # saved bytes: exact
+        moments = policy.env_to_module.get_state()["MeanStdFilter"]  # as the runners merged them
+        assert moments["global"]["count"] == last.connector_states["MeanStdFilter"]["global"]["count"] > 0
 
 
 @pytest.mark.usefixtures("ray_session")

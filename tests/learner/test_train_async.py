@@ -20,7 +20,7 @@ from learner.train_async import AsyncTrainResult, train_async
 from ray_sampler.errors import ConfigError
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
-from tests.helpers import stamp_creator
+from tests.helpers import greedy_return, stamp_creator
 from tests.ray_sampler.sampling.checks import stamps
 
 
@@ -50,6 +50,7 @@ def test_impala_learns_cartpole_with_runners_that_never_wait() -> None:
     assert result.reached and result.mean_return >= target  # random play: about 22
     assert result.env_steps == 256 * result.iterations  # one fragment (4 sub-envs x 64 steps) per update
     assert sum(result.policy_lags.values()) >= result.iterations and 0.0 < result.runner_utilization <= 1.0
+    assert greedy_return(result.policy) > 30  # the learner's final weights, acting greedily with no Ray
 
 
 @pytest.mark.usefixtures("ray_session")

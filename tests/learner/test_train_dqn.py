@@ -16,6 +16,7 @@ from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from replay.actor import ReplayConfig
+from tests.helpers import greedy_return
 
 DEFAULT = DQNTrainingConfig()
 
@@ -43,6 +44,7 @@ def test_dqn_learns_cartpole_through_the_replay_actor(prioritized: bool, shards:
     assert result.env_steps == 8192 and not result.reached and result.num_updates > 3000
     assert result.runner_env_steps_sent == result.replay_num_env_steps_received >= result.env_steps
     assert lines[-1].startswith("did not reach mean return 10000: ")
+    assert greedy_return(result.policy) > 30  # the run's final policy, acting greedily with no Ray
 
 
 def test_default_config_is_the_default_run() -> None:

@@ -18,11 +18,13 @@ from learner.learner import PPOConfig
 from learner.metrics import IterationRecord
 from learner.train import PPOTrainingConfig, TrainingLoop, run_observation_space, train_ppo
 from ray_sampler.errors import ConfigError
+from ray_sampler.policy import MultiAgentPolicy
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import env_name
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module
+from tests.helpers import greedy_return
 from tests.ray_sampler.ma_envs import RecallEnv, SignalEnv
 
 PER_AGENT = MultiAgentConfig(policies=("p0", "p1"), policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
@@ -49,6 +51,9 @@ def test_two_policies_learn_multi_agent_cartpole() -> None:
     assert result.returns_by["module/p0"] + result.returns_by["module/p1"] == pytest.approx(result.mean_return)
     assert lines[0].startswith("iter 1: 1024 env steps, mean return ")
     assert ", p0 " in lines[-2] and ", p1 " in lines[-2]
+    policy = result.policy  # each module's final weights, and which agent each acts for
+    assert isinstance(policy, MultiAgentPolicy) and policy.mapping == {0: "p0", 1: "p1"}
+    assert min(greedy_return(policy.policies[mid]) for mid in ("p0", "p1")) > 60  # each on one CartPole
 
 
 @pytest.mark.usefixtures("ray_session")

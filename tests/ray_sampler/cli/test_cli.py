@@ -23,7 +23,9 @@ from ray_sampler.cli.options import parse
 from ray_sampler.cli.run_dir import load_config, read_metrics
 from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args, config_of, preset_line, target_hint
 from ray_sampler.errors import ConfigError
+from ray_sampler.policy import Policy
 from ray_sampler.sampling.config import BatchMode
+from tests.helpers import greedy_return
 
 
 def test_demo_prints_what_it_did(capsys: pytest.CaptureFixture[str]) -> None:
@@ -133,9 +135,17 @@ def test_train_job_prints_progress_learns_and_keeps_a_run_directory(tmp_path: Pa
     summary = lines.index(next(line for line in lines if line.startswith("Target missed: mean return ")))
     assert lines[summary].endswith("over the last 100 episodes (target 475)")
     assert lines[summary + 1].split() == ["env", "steps", "12,288"]
-    assert lines[-1] == f"learning curve: {run_dir / 'curve.png'}"
+    assert lines[-2:] == [
+        f"policy: {run_dir / 'policy'} (ray-sampler evaluate {run_dir})",
+        f"learning curve: {run_dir / 'curve.png'}",
+    ]
     final = float(lines[summary].split("mean return ")[1].split(" ")[0])
     assert final > 60  # random play averages about 22
+    policy = Policy.from_checkpoint(run_dir)  # the final policy, loaded with no Ray
+    assert policy.info == {
+        "algo": "ppo", "env": "CartPole-v1", "env_config": {}, "framework": "numpy", "iteration": 12, "env_steps": 12288
+    }  # fmt: skip
+    assert greedy_return(policy) > 40  # greedy: an untrained policy pushes one way and ends near 10
     rows = read_metrics(run_dir)
     assert [r["iteration"] for r in rows] == list(range(1, 13)) and rows[-1]["env_steps"] == 12288
     assert rows[-1]["return_mean"] == pytest.approx(final, abs=0.05)
@@ -451,6 +461,8 @@ class TestExitCodes:
         space = repr(gym.make("CartPole-v1").observation_space)
         saved = load_checkpoint(checkpoint, algo="ppo", env="CartPole-v1", observation_space=space)
         assert saved.iteration == rows[-1]["iteration"] and saved.env_steps == rows[-1]["env_steps"]
+        for folder in (run_dir, checkpoint):  # the policy at Ctrl-C: the final one, and the checkpoint's
+            assert Policy.from_checkpoint(folder).info["iteration"] == saved.iteration
 
 
 class TestResume:
