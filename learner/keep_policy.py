@@ -17,7 +17,15 @@ from typing import Any
 from ray_sampler.data.state_files import StateFileError
 from ray_sampler.errors import ConfigError, SpaceError
 
-__all__ = ["PolicyKeeper", "run_info"]
+__all__ = ["BEST_POLICY_FOLDER", "PolicyKeeper", "best_policy_dir", "run_info"]
+
+BEST_POLICY_FOLDER = "best_policy"
+"""Beside the final policy: the policy of the best evaluation so far (runs that evaluate)."""
+
+
+def best_policy_dir(policy_dir: Path | None) -> Path | None:
+    """Where a run that evaluates keeps its best policy: ``best_policy/`` beside ``policy_dir`` (None: none)."""
+    return None if policy_dir is None else Path(policy_dir).parent / BEST_POLICY_FOLDER
 
 
 def run_info(

@@ -8,6 +8,7 @@ failed and was replaced (``EnvRunnerGroupConfig``'s restart fields). Ray must be
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -20,8 +21,9 @@ import numpy as np
 from connectors.common import MeanStdFilter
 from connectors.env_to_module import EnvToModulePiece, env_to_module_observation_space
 from learner.checkpoint import Checkpointer, CheckpointError, TrainingState
+from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, ppo_learner_class, with_framework
-from learner.keep_policy import PolicyKeeper, run_info
+from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
 from learner.learner import ObservationFilter, PPOConfig
 from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
@@ -33,6 +35,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.evaluation import EvaluationConfig
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.sampling.placement import runner_demand
@@ -43,7 +46,9 @@ from ray_sampler.validate import check_enum, check_int, check_number, check_type
 __all__ = [
     "PPOTrainingConfig",
     "ReturnTracker",
+    "StopOn",
     "TrainingLoop",
+    "check_evaluation",
     "check_stop_rule",
     "check_training_components",
     "check_training_resources",
@@ -57,7 +62,13 @@ __all__ = [
     "target_for",
     "train_ppo",
     "training_demands",
+    "training_evaluation",
 ]
+
+
+class StopOn(str, enum.Enum):
+    TRAINING = "training"
+    EVALUATION = "evaluation"
 
 
 def _default_ppo_runner() -> EnvRunnerConfig:
@@ -114,6 +125,12 @@ class PPOTrainingConfig:
     """With ``optimizer="async_samples"``: how often the weights go out, and the policy-lag bound."""
     async_gradients: AsyncGradientsConfig = dataclasses.field(default_factory=AsyncGradientsConfig)
     """With ``optimizer="async_gradients"``: the staleness bound."""
+    evaluation: EvaluationConfig = dataclasses.field(default_factory=EvaluationConfig)
+    """Evaluation runners, with RLlib's names (``evaluation_interval``, ``evaluation_duration``, ...):
+    off by default; greedy episodes on runners of their own, reported as ``evaluation/`` columns."""
+    stop_on: StopOn | str = StopOn.TRAINING
+    """Which return ``target_return`` applies to: ``"training"`` (the stop window's exploring
+    returns) or ``"evaluation"`` (the last evaluation's mean; needs evaluation on)."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
@@ -128,6 +145,19 @@ class PPOTrainingConfig:
         replace_field(self, "gradient_sync", check_enum("gradient_sync", GradientSync, self.gradient_sync))
         check_int("max_iterations", self.max_iterations, minimum=1)
         check_stop_rule(self.target_return, self.stop_window)
+        check_evaluation(self)
+
+
+def check_evaluation(cfg: Any) -> None:
+    """A training config's ``evaluation`` and ``stop_on`` (a replace_field on ``cfg``): the target on the
+    evaluation return needs evaluation on."""
+    check_type("evaluation", cfg.evaluation, EvaluationConfig)
+    replace_field(cfg, "stop_on", check_enum("stop_on", StopOn, cfg.stop_on))
+    if cfg.stop_on is StopOn.EVALUATION and not cfg.evaluation.is_on:
+        raise ConfigError(
+            "'stop_on' 'evaluation' needs evaluation on: 'evaluation.evaluation_interval' must be >= 1 (got "
+            f"{cfg.evaluation.evaluation_interval})"
+        )
 
 
 def check_stop_rule(target_return: float | str | None, stop_window: int) -> None:
@@ -169,21 +199,31 @@ def check_training_components(env_runner: Any, env_runner_group: Any) -> None:
 
 
 def training_demands(
-    env_runner_group: EnvRunnerGroupConfig, num_learners: int, num_cpus_per_learner: float
+    env_runner_group: EnvRunnerGroupConfig,
+    num_learners: int,
+    num_cpus_per_learner: float,
+    evaluation: EvaluationConfig | None = None,
 ) -> list[Demand]:
-    """What a training loop's runner and learner actors reserve (the replay actor reserves no CPU)."""
+    """What a training loop's runner, learner and remote evaluation runner actors reserve (the replay
+    actor reserves no CPU; evaluation runners take the training runners' resources each)."""
     demands = [runner_demand(env_runner_group, env_runner_group.num_env_runners)]
     if num_learners:
         demands.append(Demand("num_learners x num_cpus_per_learner", num_learners, {"CPU": num_cpus_per_learner}))
+    if evaluation is not None and evaluation.is_on and evaluation.evaluation_num_env_runners:
+        each = runner_demand(env_runner_group, evaluation.evaluation_num_env_runners)
+        demands.append(dataclasses.replace(each, fields="evaluation_num_env_runners x num_cpus_per_env_runner"))
     return demands
 
 
 def check_training_resources(
-    env_runner_group: EnvRunnerGroupConfig, num_learners: int, num_cpus_per_learner: float
+    env_runner_group: EnvRunnerGroupConfig,
+    num_learners: int,
+    num_cpus_per_learner: float,
+    evaluation: EvaluationConfig | None = None,
 ) -> None:
-    """Raises InsufficientResourcesError before any actor starts if the runners and learner actors
-    together can never fit the cluster (``ray_sampler.resources``)."""
-    check_demands(training_demands(env_runner_group, num_learners, num_cpus_per_learner))
+    """Raises InsufficientResourcesError before any actor starts if the runners, learner actors and
+    evaluation runners together can never fit the cluster (``ray_sampler.resources``)."""
+    check_demands(training_demands(env_runner_group, num_learners, num_cpus_per_learner, evaluation))
 
 
 def env_spaces(env: str | Callable[..., Any], env_config: dict[str, Any] | None = None) -> tuple[gym.Space, gym.Space]:
@@ -214,6 +254,9 @@ class ReturnTracker:
         self._last_record = (self.start, 0)
         self.returns_by: dict[str, deque[float]] = {}
         """Multi-agent: a window per module (``module/<id>``) and per agent (``agent/<id>``)."""
+        self.stop_on_evaluation = False
+        """Whether the target applies to ``evaluation_mean`` (the last evaluation's mean return)."""
+        self.evaluation_mean = float("nan")
 
     def expect(self, keys: list[str]) -> None:
         """Windows for these ``returns_by`` keys from the start (a record then has every key, NaN
@@ -231,7 +274,14 @@ class ReturnTracker:
             self.best = self.mean
 
     def record(
-        self, iteration: int, env_steps: int, *, losses: Mapping[str, Any], restarts: int = 0, lost: int = 0
+        self,
+        iteration: int,
+        env_steps: int,
+        *,
+        losses: Mapping[str, Any],
+        restarts: int = 0,
+        lost: int = 0,
+        evaluation: Mapping[str, float] | None = None,
     ) -> IterationRecord:
         """This iteration's record for ``on_iteration`` (throughput since the previous record)."""
         now = time.perf_counter()
@@ -253,6 +303,7 @@ class ReturnTracker:
             num_env_steps_lost=lost,
             losses={k: float(v) for k, v in losses.items() if isinstance(v, float | int) and not isinstance(v, bool)},
             returns_by={k: float(np.mean(v)) if v else float("nan") for k, v in self.returns_by.items()},
+            evaluation=dict(evaluation or {}),
         )
 
     @property
@@ -265,7 +316,11 @@ class ReturnTracker:
 
     @property
     def reached(self) -> bool:
-        return self.target_return is not None and self.count == self.window and self.mean >= self.target_return
+        if self.target_return is None:
+            return False
+        if self.stop_on_evaluation:
+            return self.evaluation_mean >= self.target_return
+        return self.count == self.window and self.mean >= self.target_return
 
     @property
     def elapsed(self) -> float:
@@ -293,6 +348,8 @@ class ReturnTracker:
     def describe(self) -> str:
         """The stop rule in words, for the run's first lines."""
         rule = f"mean return of the last {self.window} finished episodes"
+        if self.stop_on_evaluation and self.target_return is not None:
+            return f"stop once an evaluation's mean return reaches {self.target_return:g}; the {rule} is reported"
         if self.target_return is None:
             return f"no target return: the run uses its budget; the {rule} is reported"
         return f"stop once the {rule} reaches {self.target_return:g}"
@@ -303,6 +360,10 @@ class ReturnTracker:
         word = "summed" if self.returns_by else "mean"  # a multi-agent run: the sum over every agent
         if self.target_return is None:
             log(f"budget used (no target): {word} return {tail}")
+        elif self.stop_on_evaluation:
+            verdict = "reached" if self.reached else "did not reach"
+            last = f"(last {self.evaluation_mean:.1f})"
+            log(f"{verdict} evaluation return {self.target_return:g} {last}; training: {tail}")
         else:
             log(f"{'reached' if self.reached else 'did not reach'} {word} return {self.target_return:g}: {tail}")
         return TrainResult(
@@ -418,6 +479,32 @@ class TrainingLoop:
         self.learners.remove_module(module_id)
 
 
+def training_evaluation(
+    cfg: Any,
+    runner: EnvRunnerConfig,
+    learners: Any,
+    runners: Any,
+    make_policy: Callable[[Any, Any], Any],
+    *,
+    policy_dir: Path | None,
+    return_keys: list[str],
+    log: Callable[[str], None],
+) -> TrainingEvaluation:
+    """A loop's evaluation (``cfg.evaluation``) of what ``learners`` and ``runners`` hold now; the best
+    policy goes beside ``policy_dir`` (``best_policy/``)."""
+    return TrainingEvaluation(
+        cfg.evaluation,
+        runner,
+        weights=learners.get_weights,
+        connector_states=lambda: runners.merged_connector_states if runners is not None else None,
+        make_policy=make_policy,
+        best_dir=best_policy_dir(policy_dir),
+        return_keys=tuple(return_keys),
+        group=cfg.env_runner_group,
+        log=log,
+    )
+
+
 ASYNC_LOOPS: dict[Optimizer, Callable[..., PPOTrainResult]] = {}
 """The asynchronous optimizers' loops, by optimizer: each module registers its own on import
 (learner/train_async.py, learner/train_async_gradients.py; the ``learner`` package imports both),
@@ -458,7 +545,7 @@ def train_ppo(
             cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume, policy_dir=policy_dir
         )
     ma_runner = multi_agent_runner(cfg.env_runner)
-    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
     filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
     learners: Any
     if ma_runner is not None:  # one module per policy: a LearnerGroup per trained module
@@ -518,22 +605,22 @@ def train_ppo(
     agent_steps = 0
     completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
 
-    def make_policy() -> Any:
+    def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
+        """The policy of ``weights`` and ``connector_states`` (None: the learners' and runners' now)."""
         info = run_info(
             "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
             iteration=completed[0], env_steps=completed[1],
         )  # fmt: skip
-        connector_states = runners.merged_connector_states
+        weights = learners.get_weights() if weights is None else weights
+        states = runners.merged_connector_states if connector_states is None else connector_states
         if ma_runner is not None:
-            weights = learners.get_weights()
             return build_multi_agent_policy(
-                policy_runner, spaces_by_module, agents, weights=weights, connector_states=connector_states, info=info
+                policy_runner, spaces_by_module, agents, weights=weights, connector_states=states, info=info
             )
-        return build_policy(
-            policy_runner, *spaces, weights=learners.get_weights(), connector_state=connector_states, info=info
-        )
+        return build_policy(policy_runner, *spaces, weights=weights, connector_state=states, info=info)
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    evaluation: TrainingEvaluation | None = None
     saved_at = -1  # the iteration of the newest checkpoint this loop saved
 
     def save_checkpoint() -> None:
@@ -566,8 +653,13 @@ def train_ppo(
             done.update({k: int(resume.counters.get(k, 0)) for k in done})
         runners.sync_weights(learners.get_weights())  # multi-agent: every module, frozen ones too
         num_runners = runners.num_env_runners
+        evaluation = training_evaluation(
+            cfg, policy_runner, learners, runners, make_policy, policy_dir=policy_dir, return_keys=return_keys, log=log
+        )
+        tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         while it < cfg.max_iterations:
             it += 1
+            evaluation.begin(it)
             t0 = time.perf_counter()
             episodes: list[Any] = runners.sample()  # MultiAgentEpisode chunks in a multi-agent run
             t1 = time.perf_counter()
@@ -589,14 +681,17 @@ def train_ppo(
                 learners.get_weights(trained) if trained is not None else learners.get_weights()
             )
             group = runners.metrics
+            completed = (it, steps)
+            evaluated = evaluation.end(it)
+            tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
             record = tracker.record(
                 it,
                 steps,
                 losses=ppo_losses(metrics),
                 restarts=done["num_env_runner_restarts"] + group.num_env_runner_restarts,
                 lost=done["num_env_steps_lost"] + group.num_env_steps_lost,
+                evaluation=evaluated,
             )
-            completed = (it, steps)
             if checkpointer is not None and checkpointer.due(it):
                 save_checkpoint()
             if on_iteration is not None:
@@ -615,15 +710,15 @@ def train_ppo(
                 on_train_result(TrainingLoop(it, record, runners, learners))
             if tracker.reached:
                 break
-        if checkpointer is not None and saved_at != completed[0] and completed[0] > 0:
-            save_checkpoint()  # the run's end is kept, not only the last periodic checkpoint
-        policy = keeper.final()
-    except KeyboardInterrupt:
-        if checkpointer is not None and completed[0] > 0 and saved_at != completed[0]:
-            save_checkpoint()  # what the finished iterations made is kept
-        keeper.final()
+        can_save = checkpointer is not None and completed[0] > 0
+        policy = keeper.end(save_checkpoint if can_save else None, is_saved=saved_at == completed[0])
+    except KeyboardInterrupt:  # what the finished iterations made is kept
+        can_save = checkpointer is not None and completed[0] > 0
+        keeper.end(save_checkpoint if can_save else None, is_saved=saved_at == completed[0])
         raise
     finally:
+        if evaluation is not None:
+            evaluation.stop()
         learners.stop()
         runners.stop()
     result = PPOTrainResult(

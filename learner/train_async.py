@@ -44,8 +44,9 @@ from typing import Any
 
 import ray
 
+from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, ppo_learner_class
-from learner.keep_policy import PolicyKeeper, run_info
+from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
 from learner.learner_group import LearnerGroup
 from learner.learner_queue import LearnerQueue
 from learner.metrics import IterationRecord, PPOTrainResult, PPOUpdateMetrics
@@ -54,6 +55,7 @@ from learner.train import (
     ASYNC_LOOPS,
     PPOTrainingConfig,
     ReturnTracker,
+    StopOn,
     multi_agent_runner,
     ppo_losses,
     target_for,
@@ -144,14 +146,21 @@ def train_async(
     submitted, updates = 0, 0  # updates sent to the learner, and finished
     by_ref = cfg.num_learners == 1  # runners put their chunks in the object store; the learner actor reads them
 
-    def make_policy() -> Any:
+    def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
         info = run_info(
             "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
             iteration=updates, env_steps=counts["used"],
         )  # fmt: skip
-        return build_policy(cfg.env_runner, *spaces, weights=learner.refresh(), info=info)
+        weights = learner.refresh() if weights is None else weights
+        return build_policy(cfg.env_runner, *spaces, weights=weights, info=info)
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    broadcast: dict[str, Any] = {}  # the weights the runners were sent last: what an evaluation evaluates
+    best_dir = best_policy_dir(policy_dir)
+    evaluation = TrainingEvaluation(  # off: starts nothing; on, it starts in the loop's try below
+        dataclasses.replace(cfg.evaluation, evaluation_interval=0), cfg.env_runner, weights=dict, connector_states=dict
+    )
+    tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
 
     def report(finished: list[tuple[PPOUpdateMetrics, int]], lag: int) -> None:
         nonlocal updates
@@ -160,9 +169,12 @@ def train_async(
             counts["used"] += steps
             timings["learner_connector_s"] += update.learner_connector_s
             group = runners.metrics
+            evaluated = evaluation.end(updates)
+            tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
+            evaluation.begin(updates + 1)
             record = tracker.record(
                 updates, counts["used"], losses=ppo_losses(update), restarts=group.num_env_runner_restarts,
-                lost=group.num_env_steps_lost + learner.num_env_steps_lost,
+                lost=group.num_env_steps_lost + learner.num_env_steps_lost, evaluation=evaluated,
             )  # fmt: skip
             if on_iteration is not None:
                 on_iteration(record)
@@ -174,7 +186,13 @@ def train_async(
                 )
 
     try:
-        updates_at_version = {runners.sync_weights(learner.refresh()): 0}
+        evaluation = TrainingEvaluation(
+            cfg.evaluation, cfg.env_runner, weights=lambda: broadcast["weights"], connector_states=lambda: None,
+            make_policy=make_policy, best_dir=best_dir, group=cfg.env_runner_group, log=log,
+        )  # fmt: skip
+        broadcast["weights"] = learner.refresh()
+        updates_at_version = {runners.sync_weights(broadcast["weights"]): 0}
+        evaluation.begin(1)
         loop_start, num_runners = time.perf_counter(), runners.num_env_runners
         while submitted < cfg.max_iterations and not tracker.reached:
             t0 = time.perf_counter()
@@ -204,7 +222,7 @@ def train_async(
                 finished = learner.submit(fragment, metrics.num_env_steps)
                 submitted += 1
                 if submitted % async_config.broadcast_interval == 0:
-                    weights = learner.refresh()
+                    weights = broadcast["weights"] = learner.refresh()
                     finished += learner.take_finished()
                     updates_at_version[runners.sync_weights(weights, wait=False)] = submitted
                 timings["update_s"] += time.perf_counter() - t1
@@ -221,6 +239,7 @@ def train_async(
         keeper.final()
         raise
     finally:
+        evaluation.stop()
         learner.stop()
         runners.stop()
     result = AsyncTrainResult(

@@ -37,14 +37,16 @@ from typing import Any
 import numpy as np
 import ray
 
+from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, ppo_learner_class
-from learner.keep_policy import PolicyKeeper, run_info
+from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
 from learner.metrics import IterationRecord, PPOTrainResult
 from learner.optimizers import Optimizer
 from learner.train import (
     ASYNC_LOOPS,
     PPOTrainingConfig,
     ReturnTracker,
+    StopOn,
     check_training_resources,
     multi_agent_runner,
     target_for,
@@ -133,7 +135,7 @@ def train_async_gradients(
     check_async_gradients(cfg)
     if checkpointer is not None or resume is not None:
         raise ConfigError("the asynchronous-gradients loop saves and resumes no checkpoints yet")
-    check_training_resources(cfg.env_runner_group, 0, 0.0)
+    check_training_resources(cfg.env_runner_group, 0, 0.0, cfg.evaluation)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     central = ppo_learner_class(cfg.framework)(
         build_module(cfg.env_runner, probe.observation_space, probe.action_space), cfg.ppo
@@ -158,21 +160,32 @@ def train_async_gradients(
     version, restarts, update_s, busy_s = 0, 0, 0.0, 0.0
     max_staleness = cfg.async_gradients.max_staleness
 
-    def make_policy() -> Any:
+    def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
         info = run_info(
             "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
             iteration=version, env_steps=counts["used"],
         )  # fmt: skip
         spaces = (probe.observation_space, probe.action_space)
-        return build_policy(cfg.env_runner, *spaces, weights=central.module.get_state(), info=info)
+        weights = central.module.get_state() if weights is None else weights
+        return build_policy(cfg.env_runner, *spaces, weights=weights, info=info)
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    evaluation = TrainingEvaluation(  # off: starts nothing; on, it starts in the loop's try below
+        dataclasses.replace(cfg.evaluation, evaluation_interval=0), cfg.env_runner, weights=dict, connector_states=dict
+    )
+    tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
 
     def send(index: int, weights_ref: ray.ObjectRef) -> None:
         workers[index].set_weights.remote(weights_ref, version)
         inflight[workers[index].compute.remote()] = index
 
     try:
+        evaluation = TrainingEvaluation(
+            cfg.evaluation, cfg.env_runner, weights=central.module.get_state, connector_states=lambda: None,
+            make_policy=make_policy, best_dir=best_policy_dir(policy_dir),
+            group=group, log=log,
+        )  # fmt: skip
+        evaluation.begin(1)
         weights_ref = ray.put(central.module.get_state())
         for i in workers:
             send(i, weights_ref)
@@ -207,8 +220,11 @@ def train_async_gradients(
                 weights_ref = ray.put(central.module.get_state())
                 update_s += time.perf_counter() - t0
                 counts["used"] += answer.num_env_steps
+                evaluated = evaluation.end(version)
+                tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
+                evaluation.begin(version + 1)
                 record = tracker.record(version, counts["used"], losses=answer.losses, restarts=restarts,
-                                        lost=counts["lost"])  # fmt: skip
+                                        lost=counts["lost"], evaluation=evaluated)  # fmt: skip
                 if on_iteration is not None:
                     on_iteration(record)
                 else:
@@ -230,6 +246,7 @@ def train_async_gradients(
         keeper.final()
         raise
     finally:
+        evaluation.stop()
         for worker in workers.values():
             ray.kill(worker)
     result = AsyncGradientsResult(

@@ -27,6 +27,7 @@ import numpy as np
 from connectors.connector_v2 import piece_name
 from learner.checkpoint import REPLAY_FILE, REPLAY_FOLDER, Checkpointer, TrainingState
 from learner.dqn import DQNConfig
+from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, dqn_learner_class, with_framework
 from learner.keep_policy import PolicyKeeper, run_info
 from learner.learner_group import GradientSync, LearnerGroup
@@ -35,6 +36,8 @@ from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from learner.replay_recovery import REPLAY_SHARD_FILE, SupervisedReplay
 from learner.train import (
     ReturnTracker,
+    StopOn,
+    check_evaluation,
     check_stop_rule,
     check_training_components,
     check_training_resources,
@@ -42,6 +45,7 @@ from learner.train import (
     restore_training,
     returns_by,
     target_for,
+    training_evaluation,
 )
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
@@ -50,6 +54,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.evaluation import EvaluationConfig
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.sampling.policies import build_multi_agent_policy
 from ray_sampler.sampling.runner_build import build_policy
@@ -151,6 +156,11 @@ class DQNTrainingConfig:
     ``(i - 1) % K``, the learners draw each batch from a shard in proportion to its size or
     priority sum, and each shard checkpoints, restores and counts its loss on its own. ``replay``
     describes the whole buffer (each shard holds 1/K of it). At most ``num_env_runners``."""
+    evaluation: EvaluationConfig = dataclasses.field(default_factory=EvaluationConfig)
+    """Evaluation runners, with RLlib's names: off by default; greedy episodes (epsilon unused) on runners
+    of their own every ``evaluation_interval`` progress reports, as ``evaluation/`` columns."""
+    stop_on: StopOn | str = StopOn.TRAINING
+    """Which return ``target_return`` applies to: ``"training"`` or ``"evaluation"`` (needs evaluation on)."""
 
     def __post_init__(self) -> None:
         check_training_components(self.env_runner, self.env_runner_group)
@@ -167,6 +177,7 @@ class DQNTrainingConfig:
         check_probability("epsilon_final", self.epsilon_final)
         check_number("updates_per_env_step", self.updates_per_env_step, minimum=0, exclusive_minimum=True)
         check_stop_rule(self.target_return, self.stop_window)
+        check_evaluation(self)
         check_number("replay_restart_timeout_s", self.replay_restart_timeout_s, minimum=0, exclusive_minimum=True)
         check_num_replay_shards(self.num_replay_shards, self.env_runner_group.num_env_runners)
         if self.batch_size < self.num_learners:
@@ -212,7 +223,7 @@ def train_dqn(
         cfg = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, checkpoint_path=str(working)))
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
-    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
     # The learners first: a space they cannot train on raises before the replay and runners start.
     learners = LearnerGroup(
         lambda: build_module(cfg.env_runner, *spaces),
@@ -253,14 +264,16 @@ def train_dqn(
         checkpointer.save(state, save_replay=replay.save, replay_name=name, policy=keeper.build())
         saved[0] = reports
 
-    def make_policy() -> Any:
+    def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
         info = run_info(
             "dqn", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
             iteration=reports, env_steps=steps,
         )  # fmt: skip
-        return build_policy(cfg.env_runner, *spaces, weights=learners.get_weights(), info=info)
+        weights = learners.get_weights() if weights is None else weights
+        return build_policy(cfg.env_runner, *spaces, weights=weights, connector_state=connector_states, info=info)
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    evaluation: TrainingEvaluation | None = None
     saved = [-1]  # the report of the newest checkpoint this loop saved
 
     try:
@@ -279,6 +292,11 @@ def train_dqn(
         )
         runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
+        evaluation = training_evaluation(
+            cfg, cfg.env_runner, learners, None, make_policy, policy_dir=policy_dir, return_keys=[], log=log
+        )
+        tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
+        evaluation.begin(1)
         while steps < cfg.max_env_steps and not tracker.reached:
             answers = replay.sample_to_replay(runners)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
@@ -309,9 +327,11 @@ def train_dqn(
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
                 counts = totals()
+                evaluated = _evaluate(evaluation, tracker, reports)
                 _report(
                     tracker, reports, steps, (counts["num_env_runner_restarts"], counts["num_env_steps_lost"]),
                     on_iteration, log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version,
+                    evaluation=evaluated,
                 )  # fmt: skip
         # What the runners sampled meanwhile is in the replay already: count it too.
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
@@ -323,6 +343,8 @@ def train_dqn(
         keeper.end(save if started else None, is_saved=saved[0] == reports)
         raise
     finally:  # whatever was started stops, also when starting the rest failed
+        if evaluation is not None:
+            evaluation.stop()
         learners.stop()
         if runners is not None:
             runners.stop()
@@ -369,18 +391,32 @@ def _report(
     num_updates: int,
     version: int,
     summed: bool = False,
+    evaluation: dict[str, float] | None = None,
 ) -> None:
     """A DQN loop's report: a record to ``on_iteration`` (``failures``: runner restarts and env
     steps lost, in all), or without one a line to ``log``."""
     if on_iteration is not None:
         losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
-        on_iteration(tracker.record(reports, steps, losses=losses, restarts=failures[0], lost=failures[1]))
+        record = tracker.record(
+            reports, steps, losses=losses, restarts=failures[0], lost=failures[1], evaluation=evaluation
+        )
+        on_iteration(record)
         return
+    evaluated = (evaluation or {}).get("episode_return_mean", math.nan)
     log(
         f"{steps} env steps, {'summed' if summed else 'mean'} return {tracker.mean:.1f} (last {tracker.count} "
-        f"episodes), epsilon {epsilon:.2f}, {num_updates} updates, loss {loss:.3f}, weights v{version}, "
-        f"{tracker.elapsed:.1f} s"
+        f"episodes){'' if math.isnan(evaluated) else f', evaluation {evaluated:.1f}'}, epsilon {epsilon:.2f}, "
+        f"{num_updates} updates, loss {loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
     )
+
+
+def _evaluate(evaluation: TrainingEvaluation, tracker: ReturnTracker, report: int) -> dict[str, float]:
+    """Report ``report``'s evaluation (one started beside it, or one run now), and a parallel one
+    started for the next report; the stop rule sees its mean."""
+    evaluated = evaluation.end(report)
+    tracker.evaluation_mean = evaluation.last.get("episode_return_mean", math.nan)
+    evaluation.begin(report + 1)
+    return evaluated
 
 
 def check_multi_agent_dqn(cfg: DQNTrainingConfig, multi_agent: Any) -> None:
@@ -429,7 +465,7 @@ def _train_multi_agent_dqn(
     stateful = [mid for mid, module in modules.items() if is_stateful(module)]
     if stateful:
         raise ConfigError(f"modules {stateful} are recurrent: a multi-agent DQN run trains stateless modules for now")
-    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
     learners = MultiAgentLearnerGroup(
         modules,
         cfg.dqn,
@@ -482,14 +518,18 @@ def _train_multi_agent_dqn(
         )
         saved[0] = reports
 
-    def make_policy() -> Any:
+    def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
         info = run_info(
             "dqn", env_name(runner_config.env), runner_config.env_config, Framework(cfg.framework).value,
             iteration=reports, env_steps=steps,
         )  # fmt: skip
-        return build_multi_agent_policy(runner_config, spaces, agents, weights=learners.get_weights(), info=info)
+        weights = learners.get_weights() if weights is None else weights
+        return build_multi_agent_policy(
+            runner_config, spaces, agents, weights=weights, connector_states=connector_states, info=info
+        )
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
+    evaluation: TrainingEvaluation | None = None
     saved = [-1]  # the report of the newest checkpoint this loop saved
 
     def weights(epsilon: float, module_ids: tuple[str, ...] | None) -> dict[str, Any]:
@@ -503,6 +543,12 @@ def _train_multi_agent_dqn(
         )  # fmt: skip
         runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
         runners.sync_weights(weights(1.0, None))  # every module; the frozen ones keep their own epsilon
+        evaluation = training_evaluation(
+            cfg, runner_config, learners, None, make_policy, policy_dir=policy_dir,
+            return_keys=[f"module/{mid}" for mid in spaces] + [f"agent/{aid}" for aid in agents], log=log,
+        )  # fmt: skip
+        tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
+        evaluation.begin(1)
         while steps < cfg.max_env_steps and not tracker.reached:
             answers = runners.sample_to_replay(replay)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
@@ -529,9 +575,10 @@ def _train_multi_agent_dqn(
                 last_log, reports = time.perf_counter(), reports + 1
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
+                evaluated = _evaluate(evaluation, tracker, reports)
                 _report(
                     tracker, reports, steps, failures(), on_iteration, log, loss=loss, epsilon=epsilon,
-                    num_updates=num_updates, version=version, summed=True,
+                    num_updates=num_updates, version=version, summed=True, evaluation=evaluated,
                 )  # fmt: skip
         steps_sent = steps + sum(m.num_env_steps for _, m in runners.collect_in_flight())
         counts = ray.get(replay.get_counts.remote())
@@ -542,6 +589,8 @@ def _train_multi_agent_dqn(
         keeper.end(save if started else None, is_saved=saved[0] == reports)
         raise
     finally:
+        if evaluation is not None:
+            evaluation.stop()
         learners.stop()
         if runners is not None:
             runners.stop()

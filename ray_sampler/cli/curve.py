@@ -24,6 +24,10 @@ _FIGSIZE_IN = (9.0, 5.0)
 _DPI = 120
 
 
+EVALUATION_COLUMN = "evaluation/episode_return_mean"
+"""The ``metrics.csv`` column of an evaluation's mean return (NaN in rows that did not evaluate)."""
+
+
 def draw_curves(
     runs: Mapping[str, Sequence[Mapping[str, Any]]],
     out: Path,
@@ -32,8 +36,9 @@ def draw_curves(
     target_return: float | None = None,
 ) -> Path:
     """Draws each run's rows (``metrics.csv`` rows, as ``read_metrics`` gives them) as one curve
-    labelled with its key (a multi-agent run's: the summed return, and a dashed curve per module),
-    and saves the PNG at ``out``; returns ``out``.
+    labelled with its key (a multi-agent run's: the summed return, and a dashed curve per module;
+    a run that evaluates: its evaluations' mean return, dotted), and saves the PNG at ``out``;
+    returns ``out``.
 
     Rows before the first finished episode (mean return NaN) are left out. Raises ``ConfigError``
     without matplotlib."""
@@ -67,6 +72,14 @@ def draw_curves(
             values = [float(r[column]) for r in kept]  # a multi-agent run: each module's own return, dashed
             module_label = column.removeprefix(_MODULE_COLUMN)
             ax.plot(steps, values, linewidth=1.2, linestyle="--", label=f"{label}: module {module_label}")
+        evaluated = [r for r in rows if not math.isnan(float(r.get(EVALUATION_COLUMN, math.nan)))]
+        if evaluated:  # a run that evaluates: the greedy return of each evaluation, a second line
+            ax.plot(
+                [int(r["env_steps"]) for r in evaluated],
+                [float(r[EVALUATION_COLUMN]) for r in evaluated],
+                color=line.get_color(), linewidth=1.4, linestyle=":", marker="s", markersize=4,
+                label=f"{label}: evaluation",
+            )  # fmt: skip
     if target_return is not None:
         ax.axhline(target_return, color="0.3", linestyle="--", linewidth=1.2, label=f"target {target_return:g}")
     ax.set_title(title)

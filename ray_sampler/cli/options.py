@@ -58,6 +58,10 @@ ALIASES = {
     ("EnvRunnerConfig", "rollout_fragment_length"): "--rollout-fragment-length",
     ("PPOConfig", "lr"): "--lr",
     ("DQNConfig", "lr"): "--lr",
+    ("EvaluationConfig", "evaluation_interval"): "--evaluation-interval",
+    ("EvaluationConfig", "evaluation_duration"): "--evaluation-duration",
+    ("EvaluationConfig", "evaluation_duration_unit"): "--evaluation-duration-unit",
+    ("EvaluationConfig", "evaluation_num_env_runners"): "--evaluation-num-env-runners",
 }
 """Short names of the options set most often, beside their full ones (``--num-env-runners`` for
 ``--env-runner-group.num-env-runners``)."""

@@ -177,6 +177,7 @@ class TrainingProgress:
         self._console = Console(file=self._stream, force_terminal=True) if is_tty else None
         self._live: Live | None = None
         self._last: IterationRecord | None = None
+        self._last_evaluation = math.nan  # the newest evaluation's mean return (NaN: none yet)
         self._last_at = time.monotonic()
         self._spinner = Spinner("dots", style="cyan")
         self._outcome: Outcome | None = None  # set by close(summary): the display's last frame shows it
@@ -191,6 +192,8 @@ class TrainingProgress:
         """Shows an iteration's record: redraws the live display, or prints its line."""
         self._check_open("update")
         self._last, self._last_at = record, time.monotonic()
+        if not math.isnan(record.evaluation.get("episode_return_mean", math.nan)):
+            self._last_evaluation = record.evaluation["episode_return_mean"]
         if self._console is None:
             self._print_plain(
                 iteration_line(record, total_env_steps=self._total_env_steps, total_iterations=self._total_iterations)
@@ -285,6 +288,7 @@ class TrainingProgress:
                     _return_word(record), (_num(record.return_mean), "bold"), _window(record), _by_module(record)
                 ),
                 Text(f"best {_num(record.best_return_mean)}"),
+                *([] if math.isnan(self._last_evaluation) else [Text(f"evaluation {_num(self._last_evaluation)}")]),
                 Text(format_duration(elapsed)),
             ]
         )
@@ -301,8 +305,14 @@ def iteration_line(
         f"{iteration}: {steps} env steps, {format_rate(record.env_steps_per_s)} steps/s, "
         f"{record.episodes} episodes, {_return_word(record)}{_num(record.return_mean)}{_window(record)}"
         f"{_by_module(record)}, "
-        f"best {_num(record.best_return_mean)}, {format_duration(record.elapsed_s)}"
+        f"best {_num(record.best_return_mean)}{_evaluation(record)}, {format_duration(record.elapsed_s)}"
     )
+
+
+def _evaluation(record: IterationRecord) -> str:
+    """``, evaluation 412.5`` in an iteration that evaluated; empty otherwise."""
+    mean = record.evaluation.get("episode_return_mean", math.nan)
+    return "" if math.isnan(mean) else f", evaluation {_num(mean)}"
 
 
 def format_rate(per_s: float) -> str:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # learner (and so Ray) loads only in a training command; reco
 __all__ = [
     "CONFIG_FILE",
     "CURVE_FILE",
+    "EVALUATION_PREFIX",
     "LOSS_PREFIX",
     "METRICS_FILE",
     "NONE_KEY",
@@ -55,6 +56,8 @@ LOSS_PREFIX = "loss/"
 RETURN_PREFIX = "return/"
 """Multi-agent runs' columns of ``IterationRecord.returns_by``: ``return/module/<id>``, ``return/agent/<id>``."""
 """The prefix of a loss term's column in ``metrics.csv`` and its TensorBoard tag (``loss/vf_loss``)."""
+EVALUATION_PREFIX = "evaluation/"
+"""Runs that evaluate: ``IterationRecord.evaluation``'s columns (``evaluation/episode_return_mean``)."""
 TENSORBOARD_EXTRA_HINT = "pip install 'ray-sampler[tensorboard]'"
 """How to get tensorboardX, the optional dependency of ``tensorboard=True``."""
 
@@ -169,8 +172,9 @@ class RunDirectory:
         """Adds ``record`` as a row of ``metrics.csv`` (flushed) and, with TensorBoard, as scalars
         against its env steps.
 
-        The columns are every field of the record but ``losses`` and ``returns_by``, then (multi-agent)
-        ``return/module/<id>`` and ``return/agent/<id>``, then ``loss/<term>`` per loss term of the
+        The columns are every field of the record but ``losses``, ``returns_by`` and ``evaluation``,
+        then (multi-agent) ``return/module/<id>`` and ``return/agent/<id>``, then (a run that evaluates)
+        ``evaluation/<key>``, then ``loss/<term>`` per loss term of the
         first record the file gets; a term missing from a later record is an empty cell, and a
         term the first record did not have goes to TensorBoard only."""
         if self._is_closed:
@@ -376,10 +380,10 @@ def _create_temp(path: Path) -> tuple[int, Path]:
 
 
 def _row(record: IterationRecord) -> dict[str, Any]:
-    row = {
-        f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in ("losses", "returns_by")
-    }
+    kept = [f.name for f in dataclasses.fields(record) if f.name not in ("losses", "returns_by", "evaluation")]
+    row = {name: getattr(record, name) for name in kept}
     row.update({f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()})
+    row.update({f"{EVALUATION_PREFIX}{key}": value for key, value in record.evaluation.items()})
     row.update({f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()})
     return row
 
@@ -418,6 +422,7 @@ def _add_scalars(writer: Any, record: IterationRecord) -> None:
         "return/max": record.return_max,
         "throughput/env_steps_per_s": record.env_steps_per_s,
         **{f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()},
+        **{f"{EVALUATION_PREFIX}{key}": value for key, value in record.evaluation.items()},
         **{f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()},
     }
     for tag, value in scalars.items():

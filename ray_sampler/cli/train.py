@@ -318,7 +318,7 @@ def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQ
     if (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local" or ray.is_initialized():
         return  # attached, or a Ray Tune trial (its placement group holds the actors' resources)
     cpus = {"CPU": float(local_cpus())}
-    demands = training_demands(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner)
+    demands = training_demands(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
     reason = never_fits(demands, cpus, [cpus])
     if reason is not None:
         raise UsageError(

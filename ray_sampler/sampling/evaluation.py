@@ -12,9 +12,9 @@ through a SeedSequence with a tag, so their sub-envs are seeded apart from every
 Evaluation episodes go nowhere but into the ``EvaluationResult``: no learner, no replay.
 
 Duration: ``evaluation_duration`` episodes (or env steps, ``evaluation_duration_unit="timesteps"``),
-split over the evaluation runners and rounded up to a whole number per runner, as RLlib does; a
-runner killed in the middle is replaced and its unfinished episodes are counted in
-``num_episodes_lost`` (never reported half-made).
+split over the evaluation runners and rounded up to a whole number per runner, as RLlib does. A
+runner killed in the middle is replaced, its replacement runs its share, and the episodes it had
+running are counted in ``num_episodes_lost`` (never reported half-made).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ class DurationUnit(str, Enum):
 class EvaluationConfig:
     """When and how a training run evaluates its policy (RLlib's names)."""
 
-    evaluation_interval: int | None = None
-    """Evaluate after every this many training iterations; 0 or None: never."""
+    evaluation_interval: int = 0
+    """Evaluate after every this many training iterations; 0 (or None, as RLlib writes it): never."""
     evaluation_duration: int = 10
     """How much one evaluation runs: episodes, or env steps (``evaluation_duration_unit``)."""
     evaluation_duration_unit: DurationUnit | str = DurationUnit.EPISODES
@@ -71,8 +71,9 @@ class EvaluationConfig:
     False: greedy)."""
 
     def __post_init__(self) -> None:
-        if self.evaluation_interval is not None:
-            check_int("evaluation_interval", self.evaluation_interval, minimum=0)
+        if self.evaluation_interval is None:
+            replace_field(self, "evaluation_interval", 0)
+        check_int("evaluation_interval", self.evaluation_interval, minimum=0)
         check_int("evaluation_duration", self.evaluation_duration, minimum=1)
         unit = check_enum("evaluation_duration_unit", DurationUnit, self.evaluation_duration_unit)
         replace_field(self, "evaluation_duration_unit", unit)
@@ -134,8 +135,8 @@ class EvaluationResult:
     returns_by: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     """Multi-agent: ``module/<id>`` and ``agent/<id>`` returns, one per episode the agent acted in."""
     num_episodes_lost: int = 0
-    """Episodes asked of a runner that failed and never returned (its running episodes died with it,
-    never reported half-made); its replacement runs the next evaluation."""
+    """Episodes running on an evaluation runner when it died (one per sub-env), never reported half-made;
+    its replacement ran the episodes asked of it, which are reported."""
     num_env_runner_restarts: int = 0
 
     @property
@@ -270,10 +271,15 @@ class Evaluator:
         metrics = self._group.metrics
         restarts = metrics.num_env_runner_restarts - self._restarts_seen
         self._restarts_seen = metrics.num_env_runner_restarts
-        lost = 0
-        if DurationUnit(self.config.evaluation_duration_unit) is DurationUnit.EPISODES:  # asked for, never returned
-            lost = max(0, self._per_runner()["num_episodes"] * self.num_env_runners - len(episodes))
+        # A runner that died in the call had an episode running in each sub-env (complete mode ships
+        # none of it); the group gave its request to its replacement, which ran the episodes anew.
+        lost = restarts * self.runner_config.num_envs_per_env_runner
         return _result_of(episodes, lost=lost, restarts=restarts)
+
+    @property
+    def env_runner_group(self) -> Any:
+        """The remote evaluation runners' EnvRunnerGroup (None: the runner is in this process)."""
+        return self._group
 
     @property
     def is_running(self) -> bool:

@@ -100,6 +100,12 @@ class TestPlainMode:
             "best 30.2, 1.2 s"
         )
 
+    def test_an_iteration_that_evaluated_gives_the_evaluation_return(self) -> None:
+        evaluated = make_record(best_return_mean=30.25, evaluation={"episode_return_mean": 412.5, "num_episodes": 10})
+        assert iteration_line(evaluated).endswith("(last 57), best 30.2, evaluation 412.5, 1.2 s")
+        skipped = make_record(best_return_mean=30.25, evaluation={"episode_return_mean": math.nan})
+        assert iteration_line(skipped).endswith("(last 57), best 30.2, 1.2 s")
+
     def test_no_window_before_the_first_episode(self) -> None:
         record = make_record(iteration=1, episodes=0, window=0, return_mean=math.nan, return_min=math.nan)
         assert "0 episodes, mean return -, best -," in iteration_line(record)

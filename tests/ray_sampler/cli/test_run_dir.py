@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import struct
@@ -178,6 +179,19 @@ class TestMetricsCsv:
         assert rows[0]["best_return_mean"] != rows[0]["best_return_mean"]  # NaN comes back as NaN
         assert [type(rows[1][k]) for k in ("iteration", "env_steps", "return_mean")] == [int, int, float]
 
+    def test_a_run_that_evaluates_has_evaluation_columns_and_a_second_curve(self, tmp_path: Path) -> None:
+        records = cartpole_like_records(4)
+        nan = dict.fromkeys(("episode_return_mean", "num_episodes"), math.nan)
+        evaluated = [{"episode_return_mean": 100.0 + i, "num_episodes": 10.0} for i in range(4)]
+        records = [dataclasses.replace(r, evaluation=evaluated[i] if i % 2 else nan) for i, r in enumerate(records)]
+        with _create(tmp_path) as run:
+            for record in records:
+                run.append(record)
+        rows = read_metrics(run.path)
+        assert [r["evaluation/episode_return_mean"] for r in rows[1::2]] == [101.0, 103.0]
+        assert all(math.isnan(r["evaluation/episode_return_mean"]) for r in rows[::2])
+        assert (run.path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # drawn, NaN rows and all
+
     def test_a_multi_agent_record_adds_a_column_per_module_and_agent(self, tmp_path: Path) -> None:
         returns_by = {"module/p0": 12.5, "module/p1": float("nan"), "agent/0": 12.5, "agent/1": float("nan")}
         with _create(tmp_path) as run:
@@ -238,8 +252,9 @@ class TestMetricsCsv:
 
 
 def _flat(record: IterationRecord) -> dict[str, Any]:
-    row = {k: v for k, v in record.items() if k not in ("losses", "returns_by")}
+    row = {k: v for k, v in record.items() if k not in ("losses", "returns_by", "evaluation")}
     row.update({f"return/{k}": v for k, v in record.returns_by.items()})
+    row.update({f"evaluation/{k}": v for k, v in record.evaluation.items()})
     row.update({f"loss/{k}": v for k, v in record.losses.items()})
     return row
 
