@@ -2,6 +2,7 @@
 training loops (``train_ppo``, ``train_dqn``) with their configs, and the typed metrics they report.
 Importing the package registers the asynchronous loops ``train_ppo`` hands over to."""
 
+from learner.algorithm import Algorithm
 from learner.dqn import DQNConfig, DQNLearner, dqn_loss_and_grads
 from learner.learner import Learner, PolicyLoss, PPOConfig
 from learner.learner_group import LearnerGroup, shard_episodes
@@ -14,6 +15,7 @@ from learner.metrics import (
     TrainResult,
 )
 from learner.optim import Adam
+from learner.ppo_loop import sync_iterations
 from learner.ppo_loss import ppo_loss_and_grads
 from learner.train import PPOTrainingConfig, train_ppo
 from learner.train_async import AsyncTrainResult, train_async
@@ -23,6 +25,7 @@ from ray_sampler.modules.q_module import QModule
 
 __all__ = [
     "Adam",
+    "Algorithm",
     "AsyncGradientsResult",
     "AsyncTrainResult",
     "DQNConfig",
@@ -43,6 +46,7 @@ __all__ = [
     "dqn_loss_and_grads",
     "ppo_loss_and_grads",
     "shard_episodes",
+    "sync_iterations",
     "train_async",
     "train_async_gradients",
     "train_dqn",

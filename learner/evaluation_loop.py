@@ -7,9 +7,10 @@ evaluation of the weights the iteration starts from on the remote evaluation run
 waits for it (RLlib's order: its results belong to the iteration they ran beside).
 
 ``end`` gives the iteration record's ``evaluation`` fields: ``episode_return_mean`` and the rest of
-``EvaluationResult.summary()`` (per module and agent in a multi-agent run), every key NaN in an
-iteration that did not evaluate, so ``metrics.csv`` has the same columns in every row. An
-evaluation whose return beats every earlier one writes that policy to ``best_dir``.
+``EvaluationResult.summary()`` (``duration_s``: its wall time, start to result; per module and
+agent in a multi-agent run), every key NaN in an iteration that did not evaluate, so
+``metrics.csv`` has the same columns in every row. An evaluation whose return beats every earlier
+one writes that policy to ``best_dir``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ EVALUATION_KEYS = (
     "episode_return_max",
     "episode_len_mean",
     "num_episodes",
+    "duration_s",
 )
 """The ``evaluation`` fields of every record of a run that evaluates (``evaluation/<key>`` columns)."""
 

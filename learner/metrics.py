@@ -166,7 +166,7 @@ class IterationRecord(_FieldMapping):
     for a single-agent run. ``return_mean`` is the sum over every agent."""
     evaluation: dict[str, float] = dataclasses.field(default_factory=dict)
     """With evaluation on: this iteration's evaluation (``episode_return_mean``, ``_std``, ``_min``,
-    ``_max``, ``episode_len_mean``, ``num_episodes``, and ``module/<id>/episode_return_mean`` and
+    ``_max``, ``episode_len_mean``, ``num_episodes``, ``duration_s``, and ``module/<id>/episode_return_mean`` and
     ``agent/<id>/...`` in a multi-agent run), every value NaN in an iteration that did not evaluate;
     empty with evaluation off."""
 

@@ -11,20 +11,19 @@ import dataclasses
 import enum
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
-from connectors.common import MeanStdFilter
-from connectors.env_to_module import EnvToModulePiece, env_to_module_observation_space
+from connectors.env_to_module import EnvToModulePiece
 from learner.checkpoint import Checkpointer, CheckpointError, TrainingState
 from learner.evaluation_loop import TrainingEvaluation
-from learner.frameworks import Framework, ppo_learner_class, with_framework
-from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
-from learner.learner import ObservationFilter, PPOConfig
+from learner.frameworks import Framework, with_framework
+from learner.keep_policy import best_policy_dir
+from learner.learner import PPOConfig
 from learner.learner_group import GradientSync, LearnerGroup
 from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
@@ -32,18 +31,17 @@ from learner.optimizers import AsyncGradientsConfig, AsyncSamplesConfig, Optimiz
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
-from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, env_name, probe_env
-from ray_sampler.sampling.env_runner import build_module
+from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, probe_env
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.evaluation import EvaluationConfig
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
-from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
+from ray_sampler.sampling.multi_agent_env_runner import probe_multi_agent
 from ray_sampler.sampling.placement import runner_demand
-from ray_sampler.sampling.policies import build_multi_agent_policy
-from ray_sampler.sampling.runner_build import build_policy
 from ray_sampler.validate import check_enum, check_int, check_number, check_type, replace_field
 
 __all__ = [
+    "LOOPS",
+    "LoopHandle",
     "PPOTrainingConfig",
     "ReturnTracker",
     "StopOn",
@@ -54,11 +52,13 @@ __all__ = [
     "check_training_resources",
     "env_spaces",
     "multi_agent_runner",
+    "ppo_iterations",
     "ppo_losses",
     "resolve_target",
     "restore_training",
     "returns_by",
     "run_observation_space",
+    "run_to_end",
     "target_for",
     "train_ppo",
     "training_demands",
@@ -505,10 +505,50 @@ def training_evaluation(
     )
 
 
-ASYNC_LOOPS: dict[Optimizer, Callable[..., PPOTrainResult]] = {}
-"""The asynchronous optimizers' loops, by optimizer: each module registers its own on import
-(learner/train_async.py, learner/train_async_gradients.py; the ``learner`` package imports both),
-as they build on this module."""
+LOOPS: dict[Optimizer, Callable[..., Generator[IterationRecord | None, None, PPOTrainResult]]] = {}
+"""Each optimizer's loop, as a generator of its iterations (``ppo_iterations``): learner/ppo_loop.py,
+learner/train_async.py and learner/train_async_gradients.py register theirs on import (the
+``learner`` package imports all three), as they build on this module."""
+
+Result = TypeVar("Result")
+
+
+@dataclasses.dataclass
+class LoopHandle:
+    """What a running loop shows the ``Algorithm`` that steps it: set by the loop once its actors are up."""
+
+    learners: Any = None
+    runners: Any = None
+    evaluation: Any = None
+    """The loop's ``TrainingEvaluation``."""
+    make_policy: Callable[..., Any] | None = None
+    """``make_policy(weights=None, connector_states=None)``: the policy of what the loop holds now."""
+    save_to: Callable[[Checkpointer], Path] | None = None
+    """Saves a checkpoint of the loop now with a Checkpointer; returns its directory."""
+    is_done: Callable[[], bool] = lambda: False
+    """Whether the loop used its budget or reached its target (its next step ends it)."""
+    iteration: Callable[[], int] = lambda: 0
+    """Iterations done."""
+
+    def attach(self, **fields: Any) -> None:
+        """Sets these fields (a loop's, once its actors are up)."""
+        for name, value in fields.items():
+            if name not in {f.name for f in dataclasses.fields(self)}:
+                raise TypeError(f"LoopHandle has no field {name!r}")
+            setattr(self, name, value)
+
+
+def run_to_end(steps: Generator[IterationRecord | None, None, Result]) -> Result:
+    """Runs a loop's generator of iterations to its end; returns what it returned. Ctrl-C between two
+    steps goes into the loop, which keeps what it made (its checkpoint and policy) and stops its actors."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+        except KeyboardInterrupt:
+            steps.throw(KeyboardInterrupt())  # a finished loop raises it at once; a paused one handles it first
+            raise
 
 
 def train_ppo(
@@ -535,199 +575,34 @@ def train_ppo(
     ``checkpointer``, a last checkpoint is saved then too. Every checkpoint holds the policy of its
     iteration (``policy/``).
 
-    A config whose ``optimizer`` is ``"async_samples"`` is trained by ``learner.train_async.train_async``,
-    one whose ``optimizer`` is ``"async_gradients"`` by ``learner.train_async_gradients.train_async_gradients``."""
-    if cfg.optimizer is not Optimizer.SYNC_SAMPLES:
-        if on_train_result is not None:
-            raise ConfigError("the asynchronous loops take no 'on_train_result' (they have no TrainingLoop)")
-        loop = ASYNC_LOOPS[Optimizer(cfg.optimizer)]
-        return loop(
-            cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume, policy_dir=policy_dir
-        )
-    ma_runner = multi_agent_runner(cfg.env_runner)
-    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
-    filtered = cfg.ppo.observation_filter is ObservationFilter.MEAN_STD
-    learners: Any
-    if ma_runner is not None:  # one module per policy: a LearnerGroup per trained module
-        if filtered:  # a MeanStdFilter per module in every runner, merged module by module
-            pieces = (*ma_runner.env_to_module_connectors, MeanStdFilter())
-            ma_runner = dataclasses.replace(ma_runner, env_to_module_connectors=pieces)
-        agents, spaces_by_module = probe_multi_agent(ma_runner)
-        policy_runner = ma_runner
-        modules = build_multi_rl_module(ma_runner, spaces_by_module)
-        observation_space = repr({mid: sp[0] for mid, sp in spaces_by_module.items()})
-        return_keys = [f"module/{mid}" for mid in modules] + [f"agent/{aid}" for aid in agents]
-        reward_threshold = None
-        runners = EnvRunnerGroup(ma_runner, cfg.env_runner_group)
-        make_learners: Callable[[], Any] = lambda: MultiAgentLearnerGroup(  # noqa: E731
-            modules,
-            cfg.ppo,
-            learner_class=ppo_learner_class(cfg.framework),
-            num_learners=cfg.num_learners,
-            num_cpus_per_learner=cfg.num_cpus_per_learner,
-            gradient_sync=cfg.gradient_sync,
-            learner_kwargs={"view_pieces": view_pieces(ma_runner.env_to_module_connectors)},
-        )
-    else:
-        return_keys = []
-        probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
-        spaces = (probe.observation_space, probe.action_space)
-        observation_space, reward_threshold = repr(spaces[0]), probe.reward_threshold
-        runner_config = (
-            dataclasses.replace(
-                cfg.env_runner, env_to_module_connectors=(*cfg.env_runner.env_to_module_connectors, MeanStdFilter())
-            )
-            if filtered
-            else cfg.env_runner
-        )
-        # The module sees what the runners' env-to-module pieces make of the observations (e.g. a stack).
-        module_spaces = (env_to_module_observation_space(spaces[0], cfg.env_runner.env_to_module_connectors), spaces[1])
-        runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
-        policy_runner = runner_config
-        make_learners = lambda: LearnerGroup(  # noqa: E731
-            lambda: build_module(cfg.env_runner, *module_spaces),
-            cfg.ppo,
-            learner_class=ppo_learner_class(cfg.framework),
-            num_learners=cfg.num_learners,
-            num_cpus_per_learner=cfg.num_cpus_per_learner,
-            gradient_sync=cfg.gradient_sync,
-            learner_kwargs={"view_pieces": view_pieces(cfg.env_runner.env_to_module_connectors)},
-        )
-    try:
-        learners = make_learners()
-    except BaseException:
-        runners.stop()  # the runners started first: they stop with the error
-        raise
-    tracker = ReturnTracker(target_for(cfg.target_return, reward_threshold), cfg.stop_window)
-    tracker.expect(return_keys)
-    steps, timings = 0, {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "runner_s": 0.0}
-    it, done = 0, {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # done: before a resume
-    agent_steps = 0
-    completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
+    The loop is ``ppo_iterations``' (``learner.algorithm.Algorithm`` steps the same one): the optimizer
+    ``"sync_samples"``'s here, ``"async_samples"``'s in learner/train_async.py and
+    ``"async_gradients"``'s in learner/train_async_gradients.py."""
+    steps = ppo_iterations(
+        cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume,
+        on_train_result=on_train_result, policy_dir=policy_dir,
+    )  # fmt: skip
+    return run_to_end(steps)
 
-    def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
-        """The policy of ``weights`` and ``connector_states`` (None: the learners' and runners' now)."""
-        info = run_info(
-            "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
-            iteration=completed[0], env_steps=completed[1],
-        )  # fmt: skip
-        weights = learners.get_weights() if weights is None else weights
-        states = runners.merged_connector_states if connector_states is None else connector_states
-        if ma_runner is not None:
-            return build_multi_agent_policy(
-                policy_runner, spaces_by_module, agents, weights=weights, connector_states=states, info=info
-            )
-        return build_policy(policy_runner, *spaces, weights=weights, connector_state=states, info=info)
 
-    keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
-    evaluation: TrainingEvaluation | None = None
-    saved_at = -1  # the iteration of the newest checkpoint this loop saved
-
-    def save_checkpoint() -> None:
-        nonlocal saved_at
-        if cfg.env_runner.env_to_module_connectors or filtered:
-            runners.sync_connector_states()  # the filters' statistics, merged, go in the checkpoint
-        assert checkpointer is not None
-        checkpointer.save(state(), policy=keeper.build())
-        saved_at = completed[0]
-
-    def state() -> TrainingState:
-        group = runners.metrics
-        counters = {k: done[k] + getattr(group, k) for k in done}
-        return TrainingState(
-            algo="ppo",
-            env=env_name(cfg.env_runner.env),
-            observation_space=observation_space,
-            iteration=completed[0],
-            env_steps=completed[1],
-            learner=learners.get_states()[0],
-            connector_states=runners.merged_connector_states,
-            counters=counters,
-            **tracker.checkpoint_fields(),
-        )
-
-    try:
-        if resume is not None:
-            restore_training(resume, learners, runners, tracker)
-            it, steps = completed = resume.iteration, resume.env_steps
-            done.update({k: int(resume.counters.get(k, 0)) for k in done})
-        runners.sync_weights(learners.get_weights())  # multi-agent: every module, frozen ones too
-        num_runners = runners.num_env_runners
-        evaluation = training_evaluation(
-            cfg, policy_runner, learners, runners, make_policy, policy_dir=policy_dir, return_keys=return_keys, log=log
-        )
-        tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
-        while it < cfg.max_iterations:
-            it += 1
-            evaluation.begin(it)
-            t0 = time.perf_counter()
-            episodes: list[Any] = runners.sample()  # MultiAgentEpisode chunks in a multi-agent run
-            t1 = time.perf_counter()
-            timings["runner_s"] += runners.metrics.runner_sampling_s
-            steps += sum(len(ep) for ep in episodes)
-            if ma_runner is not None:
-                agent_steps += sum(ep.agent_steps() for ep in episodes)
-            for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
-                log(line)
-            tracker.add(runners.metrics.episode_returns, by=returns_by(runners.metrics))
-            if filtered:  # the learners normalize as the runners did: with the moments merged from all
-                learners.set_connector_states(runners.sync_connector_states())
-            metrics = learners.update_from_episodes(episodes)
-            timings["sample_s"] += t1 - t0
-            timings["update_s"] += time.perf_counter() - t1
-            timings["learner_connector_s"] += metrics.learner_connector_s
-            trained = learners.trained_module_ids if ma_runner is not None else None  # frozen ones never change
-            version = runners.sync_weights(
-                learners.get_weights(trained) if trained is not None else learners.get_weights()
-            )
-            group = runners.metrics
-            completed = (it, steps)
-            evaluated = evaluation.end(it)
-            tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
-            record = tracker.record(
-                it,
-                steps,
-                losses=ppo_losses(metrics),
-                restarts=done["num_env_runner_restarts"] + group.num_env_runner_restarts,
-                lost=done["num_env_steps_lost"] + group.num_env_steps_lost,
-                evaluation=evaluated,
-            )
-            if checkpointer is not None and checkpointer.due(it):
-                save_checkpoint()
-            if on_iteration is not None:
-                on_iteration(record)
-            else:
-                per_module = "".join(
-                    f", {key.removeprefix('module/')} {value:.1f}"
-                    for key, value in record.returns_by.items()
-                    if key.startswith("module/")
-                )
-                log(
-                    f"iter {it}: {steps} env steps, mean return {tracker.mean:.1f} (last {tracker.count} episodes"
-                    f"{per_module}), policy loss {metrics.policy_loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
-                )
-            if on_train_result is not None:
-                on_train_result(TrainingLoop(it, record, runners, learners))
-            if tracker.reached:
-                break
-        can_save = checkpointer is not None and completed[0] > 0
-        policy = keeper.end(save_checkpoint if can_save else None, is_saved=saved_at == completed[0])
-    except KeyboardInterrupt:  # what the finished iterations made is kept
-        can_save = checkpointer is not None and completed[0] > 0
-        keeper.end(save_checkpoint if can_save else None, is_saved=saved_at == completed[0])
-        raise
-    finally:
-        if evaluation is not None:
-            evaluation.stop()
-        learners.stop()
-        runners.stop()
-    result = PPOTrainResult(
-        **tracker.finish(steps, log),
-        iterations=it,
-        sample_s=timings["sample_s"],
-        update_s=timings["update_s"],
-        learner_connector_s=timings["learner_connector_s"],
-        agent_steps=agent_steps if ma_runner is not None else steps,
-        runner_utilization=timings["runner_s"] / max(num_runners * (timings["sample_s"] + timings["update_s"]), 1e-9),
-    )
-    return dataclasses.replace(result, policy=policy)
+def ppo_iterations(
+    cfg: PPOTrainingConfig,
+    *,
+    log: Callable[[str], None] = print,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+    checkpointer: Checkpointer | None = None,
+    resume: TrainingState | None = None,
+    on_train_result: Callable[[TrainingLoop], None] | None = None,
+    policy_dir: Path | None = None,
+    handle: LoopHandle | None = None,
+) -> Generator[IterationRecord | None, None, PPOTrainResult]:
+    """The loop of ``cfg.optimizer`` as a generator: its first ``next()`` starts the actors and gives
+    None, each later one runs an iteration and gives its record; it returns the result (StopIteration's
+    value). ``handle`` is filled once the actors are up. Closing it stops the actors."""
+    if cfg.optimizer is not Optimizer.SYNC_SAMPLES and on_train_result is not None:
+        raise ConfigError("the asynchronous loops take no 'on_train_result' (they have no TrainingLoop)")
+    options: dict[str, Any] = {"on_train_result": on_train_result} if cfg.optimizer is Optimizer.SYNC_SAMPLES else {}
+    return LOOPS[Optimizer(cfg.optimizer)](
+        cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume, policy_dir=policy_dir,
+        handle=handle if handle is not None else LoopHandle(), **options,
+    )  # fmt: skip

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,14 @@ from learner.learner_queue import LearnerQueue
 from learner.metrics import IterationRecord, PPOTrainResult, PPOUpdateMetrics
 from learner.optimizers import AsyncSamplesConfig, Optimizer
 from learner.train import (
-    ASYNC_LOOPS,
+    LOOPS,
+    LoopHandle,
     PPOTrainingConfig,
     ReturnTracker,
     StopOn,
     multi_agent_runner,
     ppo_losses,
+    run_to_end,
     target_for,
     view_pieces,
 )
@@ -69,7 +71,7 @@ from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.runner_build import build_policy
 
-__all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "check_async", "train_async"]
+__all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "async_iterations", "check_async", "train_async"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -121,6 +123,25 @@ def train_async(
     before the update. ``checkpointer`` and ``resume`` must be None for now (refused in one line).
     The result holds the final policy (the learner's weights once its queue is drained), also
     written to ``policy_dir`` when given, however the loop ends."""
+    steps = async_iterations(
+        cfg, log=log, on_iteration=on_iteration, on_fragment=on_fragment, checkpointer=checkpointer, resume=resume,
+        policy_dir=policy_dir, handle=LoopHandle(),
+    )  # fmt: skip
+    return run_to_end(steps)
+
+
+def async_iterations(
+    cfg: PPOTrainingConfig,
+    *,
+    log: Callable[[str], None] = print,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+    on_fragment: Callable[[list[Any], int], None] | None = None,
+    checkpointer: Any = None,
+    resume: Any = None,
+    policy_dir: Path | None = None,
+    handle: LoopHandle,
+) -> Generator[IterationRecord | None, None, AsyncTrainResult]:
+    """``train_async``'s loop as a generator of its updates' records (``learner.train.ppo_iterations``)."""
     async_config = cfg.async_samples
     check_async(cfg)
     if checkpointer is not None or resume is not None:
@@ -162,8 +183,9 @@ def train_async(
     )
     tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
 
-    def report(finished: list[tuple[PPOUpdateMetrics, int]], lag: int) -> None:
+    def report(finished: list[tuple[PPOUpdateMetrics, int]], lag: int) -> list[IterationRecord]:
         nonlocal updates
+        records = []
         for update, steps in finished:
             updates += 1
             counts["used"] += steps
@@ -176,6 +198,7 @@ def train_async(
                 updates, counts["used"], losses=ppo_losses(update), restarts=group.num_env_runner_restarts,
                 lost=group.num_env_steps_lost + learner.num_env_steps_lost, evaluation=evaluated,
             )  # fmt: skip
+            records.append(record)
             if on_iteration is not None:
                 on_iteration(record)
             else:
@@ -184,6 +207,7 @@ def train_async(
                     f"{tracker.count} episodes), policy lag {lag}, policy loss {update.policy_loss:.3f}, "
                     f"{tracker.elapsed:.1f} s"
                 )
+        return records
 
     try:
         evaluation = TrainingEvaluation(
@@ -193,6 +217,11 @@ def train_async(
         broadcast["weights"] = learner.refresh()
         updates_at_version = {runners.sync_weights(broadcast["weights"]): 0}
         evaluation.begin(1)
+        handle.attach(
+            learners=learner, runners=runners, evaluation=evaluation, make_policy=make_policy,
+            is_done=lambda: submitted >= cfg.max_iterations or tracker.reached, iteration=lambda: updates,
+        )  # fmt: skip
+        yield None  # the actors are up
         loop_start, num_runners = time.perf_counter(), runners.num_env_runners
         while submitted < cfg.max_iterations and not tracker.reached:
             t0 = time.perf_counter()
@@ -226,8 +255,8 @@ def train_async(
                     finished += learner.take_finished()
                     updates_at_version[runners.sync_weights(weights, wait=False)] = submitted
                 timings["update_s"] += time.perf_counter() - t1
-                report(finished, lag)
-        report(learner.drain(), 0)
+                yield from report(finished, lag)
+        yield from report(learner.drain(), 0)
         loop_s = time.perf_counter() - loop_start
         for _, metrics in runners.collect_in_flight():  # sampled, never learned from: counted
             timings["busy_s"] += metrics.duration_s
@@ -321,4 +350,4 @@ def check_async(cfg: PPOTrainingConfig) -> None:
         raise ConfigError("the asynchronous loop samples fragments: 'batch_mode' must be 'truncate_episodes'")
 
 
-ASYNC_LOOPS[Optimizer.ASYNC_SAMPLES] = train_async
+LOOPS[Optimizer.ASYNC_SAMPLES] = async_iterations

@@ -30,7 +30,7 @@ import dataclasses
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,14 @@ from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
 from learner.metrics import IterationRecord, PPOTrainResult
 from learner.optimizers import Optimizer
 from learner.train import (
-    ASYNC_LOOPS,
+    LOOPS,
+    LoopHandle,
     PPOTrainingConfig,
     ReturnTracker,
     StopOn,
     check_training_resources,
     multi_agent_runner,
+    run_to_end,
     target_for,
 )
 from ray_sampler.errors import ConfigError, EnvRunnerFailedError
@@ -58,7 +60,13 @@ from ray_sampler.sampling.env_runner import EnvRunner, build_module
 from ray_sampler.sampling.runner_build import build_policy
 from ray_sampler.sampling.runner_fleet import restart_config
 
-__all__ = ["AsyncGradientsResult", "GradientWorker", "check_async_gradients", "train_async_gradients"]
+__all__ = [
+    "AsyncGradientsResult",
+    "GradientWorker",
+    "async_gradients_iterations",
+    "check_async_gradients",
+    "train_async_gradients",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +140,24 @@ def train_async_gradients(
     ``max_iterations`` updates (one per gradient applied). ``on_iteration`` gets each update's
     record (without one, a line to ``log``). The result holds the final policy (the central
     module's weights), also written to ``policy_dir`` when given, however the loop ends."""
+    steps = async_gradients_iterations(
+        cfg, log=log, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume, policy_dir=policy_dir,
+        handle=LoopHandle(),
+    )  # fmt: skip
+    return run_to_end(steps)
+
+
+def async_gradients_iterations(
+    cfg: PPOTrainingConfig,
+    *,
+    log: Callable[[str], None] = print,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+    checkpointer: Any = None,
+    resume: Any = None,
+    policy_dir: Path | None = None,
+    handle: LoopHandle,
+) -> Generator[IterationRecord | None, None, AsyncGradientsResult]:
+    """``train_async_gradients``' loop as a generator of its updates' records (``learner.train.ppo_iterations``)."""
     check_async_gradients(cfg)
     if checkpointer is not None or resume is not None:
         raise ConfigError("the asynchronous-gradients loop saves and resumes no checkpoints yet")
@@ -189,8 +215,14 @@ def train_async_gradients(
         weights_ref = ray.put(central.module.get_state())
         for i in workers:
             send(i, weights_ref)
+        handle.attach(
+            learners=central, evaluation=evaluation, make_policy=make_policy,
+            is_done=lambda: version >= cfg.max_iterations or tracker.reached, iteration=lambda: version,
+        )  # fmt: skip
+        yield None  # the actors are up
         loop_start = time.perf_counter()
         while version < cfg.max_iterations and not tracker.reached:
+            record = None
             [ref], _ = ray.wait(list(inflight), num_returns=1, timeout=group.sample_timeout_s)
             index = inflight.pop(ref)
             try:
@@ -233,6 +265,8 @@ def train_async_gradients(
                         f"{tracker.count} episodes), staleness {stale}, {tracker.elapsed:.1f} s"
                     )
             send(index, weights_ref)
+            if record is not None:
+                yield record
         loop_s = time.perf_counter() - loop_start
         for ref in list(inflight):  # computed, never applied: counted
             try:
@@ -282,4 +316,4 @@ def check_async_gradients(cfg: PPOTrainingConfig) -> None:
         raise ConfigError("the asynchronous-gradients loop samples fragments: 'batch_mode' must be 'truncate_episodes'")
 
 
-ASYNC_LOOPS[Optimizer.ASYNC_GRADIENTS] = train_async_gradients
+LOOPS[Optimizer.ASYNC_GRADIENTS] = async_gradients_iterations

@@ -18,7 +18,7 @@ import math
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from learner.metrics import DQNTrainResult, IterationRecord
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from learner.replay_recovery import REPLAY_SHARD_FILE, SupervisedReplay
 from learner.train import (
+    LoopHandle,
     ReturnTracker,
     StopOn,
     check_evaluation,
@@ -44,6 +45,7 @@ from learner.train import (
     multi_agent_runner,
     restore_training,
     returns_by,
+    run_to_end,
     target_for,
     training_evaluation,
 )
@@ -71,7 +73,7 @@ from replay.actor import ReplayConfig
 from replay.multi_agent_actor import create_multi_agent_replay_actor
 from replay.shards import check_num_replay_shards, shard_path
 
-__all__ = ["DQNTrainingConfig", "check_multi_agent_dqn", "epsilon_at", "train_dqn"]
+__all__ = ["DQNTrainingConfig", "check_multi_agent_dqn", "dqn_iterations", "epsilon_at", "train_dqn"]
 
 
 def _default_dqn_runner() -> EnvRunnerConfig:
@@ -210,13 +212,55 @@ def train_dqn(
     With ``checkpointer``, a checkpoint (the replay buffer's Parquet file included) is saved at the
     reports it makes due, and once more on Ctrl-C; with ``resume`` the run carries on from one: the
     learners' state (online and target networks, optimizer), the replay buffer, the counters and
-    the stop rule's window (what runners had in flight at the save is in the replay, not counted)."""
+    the stop rule's window (what runners had in flight at the save is in the replay, not counted).
+
+    The loop is ``dqn_iterations``' (``learner.algorithm.Algorithm`` steps the same one): a report is
+    an iteration."""
+    steps = dqn_iterations(
+        cfg, log=log, log_every_s=log_every_s, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume,
+        policy_dir=policy_dir,
+    )  # fmt: skip
+    return run_to_end(steps)
+
+
+def dqn_iterations(
+    cfg: DQNTrainingConfig,
+    *,
+    log: Callable[[str], None] = print,
+    log_every_s: float = 1.0,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+    checkpointer: Checkpointer | None = None,
+    resume: TrainingState | None = None,
+    policy_dir: Path | None = None,
+    handle: LoopHandle | None = None,
+) -> Generator[IterationRecord | None, None, DQNTrainResult]:
+    """``train_dqn``'s loop as a generator (``learner.train.ppo_iterations`` says how): a record per
+    report."""
+    handle = handle if handle is not None else LoopHandle()
     ma_runner = multi_agent_runner(cfg.env_runner)
     if ma_runner is not None:
-        return _train_multi_agent_dqn(
+        return _multi_agent_dqn_iterations(
             cfg, ma_runner, log=log, log_every_s=log_every_s, on_iteration=on_iteration, checkpointer=checkpointer,
-            resume=resume, policy_dir=policy_dir,
+            resume=resume, policy_dir=policy_dir, handle=handle,
         )  # fmt: skip
+    return _dqn_iterations(
+        cfg, log=log, log_every_s=log_every_s, on_iteration=on_iteration, checkpointer=checkpointer, resume=resume,
+        policy_dir=policy_dir, handle=handle,
+    )  # fmt: skip
+
+
+def _dqn_iterations(
+    cfg: DQNTrainingConfig,
+    *,
+    log: Callable[[str], None],
+    log_every_s: float,
+    on_iteration: Callable[[IterationRecord], None] | None,
+    checkpointer: Checkpointer | None,
+    resume: TrainingState | None,
+    policy_dir: Path | None,
+    handle: LoopHandle,
+) -> Generator[IterationRecord | None, None, DQNTrainResult]:
+    """The single-agent DQN loop."""
     if resume is not None and resume.replay_path is not None:  # the replay actor restores from its path
         working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
         _copy_saved_replay(resume.replay_path, working, cfg.num_replay_shards)
@@ -248,8 +292,8 @@ def train_dqn(
             "num_env_steps_lost": done["num_env_steps_lost"] + lost,
         }
 
-    def save() -> None:
-        assert checkpointer is not None and replay is not None
+    def save_to(saver: Checkpointer) -> Path:
+        assert replay is not None
         state = TrainingState(
             algo="dqn",
             env=env_name(cfg.env_runner.env),
@@ -261,7 +305,11 @@ def train_dqn(
             **tracker.checkpoint_fields(),
         )
         name = REPLAY_FILE if cfg.num_replay_shards == 1 else REPLAY_FOLDER
-        checkpointer.save(state, save_replay=replay.save, replay_name=name, policy=keeper.build())
+        return saver.save(state, save_replay=replay.save, replay_name=name, policy=keeper.build())
+
+    def save() -> None:
+        assert checkpointer is not None
+        save_to(checkpointer)
         saved[0] = reports
 
     def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
@@ -297,6 +345,11 @@ def train_dqn(
         )
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         evaluation.begin(1)
+        handle.attach(
+            learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
+            is_done=lambda: steps >= cfg.max_env_steps or tracker.reached, iteration=lambda: reports,
+        )  # fmt: skip
+        yield None  # the actors are up
         while steps < cfg.max_env_steps and not tracker.reached:
             answers = replay.sample_to_replay(runners)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
@@ -328,7 +381,7 @@ def train_dqn(
                     save()
                 counts = totals()
                 evaluated = _evaluate(evaluation, tracker, reports)
-                _report(
+                yield _report(
                     tracker, reports, steps, (counts["num_env_runner_restarts"], counts["num_env_steps_lost"]),
                     on_iteration, log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version,
                     evaluation=evaluated,
@@ -392,22 +445,23 @@ def _report(
     version: int,
     summed: bool = False,
     evaluation: dict[str, float] | None = None,
-) -> None:
-    """A DQN loop's report: a record to ``on_iteration`` (``failures``: runner restarts and env
+) -> IterationRecord:
+    """A DQN loop's report: its record, also to ``on_iteration`` (``failures``: runner restarts and env
     steps lost, in all), or without one a line to ``log``."""
+    losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
+    record = tracker.record(
+        reports, steps, losses=losses, restarts=failures[0], lost=failures[1], evaluation=evaluation
+    )
     if on_iteration is not None:
-        losses = {"loss": loss, "epsilon": epsilon, "num_updates": float(num_updates)}
-        record = tracker.record(
-            reports, steps, losses=losses, restarts=failures[0], lost=failures[1], evaluation=evaluation
-        )
         on_iteration(record)
-        return
+        return record
     evaluated = (evaluation or {}).get("episode_return_mean", math.nan)
     log(
         f"{steps} env steps, {'summed' if summed else 'mean'} return {tracker.mean:.1f} (last {tracker.count} "
         f"episodes){'' if math.isnan(evaluated) else f', evaluation {evaluated:.1f}'}, epsilon {epsilon:.2f}, "
         f"{num_updates} updates, loss {loss:.3f}, weights v{version}, {tracker.elapsed:.1f} s"
     )
+    return record
 
 
 def _evaluate(evaluation: TrainingEvaluation, tracker: ReturnTracker, report: int) -> dict[str, float]:
@@ -440,7 +494,7 @@ def check_multi_agent_dqn(cfg: DQNTrainingConfig, multi_agent: Any) -> None:
         raise ConfigError("'centralized_critic' is PPO's (a value head on the global state): DQN has none")
 
 
-def _train_multi_agent_dqn(
+def _multi_agent_dqn_iterations(
     cfg: DQNTrainingConfig,
     runner_config: EnvRunnerConfig,
     *,
@@ -450,7 +504,8 @@ def _train_multi_agent_dqn(
     checkpointer: Checkpointer | None,
     resume: TrainingState | None,
     policy_dir: Path | None,
-) -> DQNTrainResult:
+    handle: LoopHandle,
+) -> Generator[IterationRecord | None, None, DQNTrainResult]:
     """Independent DQN per trained module: the runners add their chunks to a MultiAgentReplayActor,
     and each trained module's learners pull batches of their own agents' n-step transitions
     (``ModuleReplay``), once the module holds ``replay.min_size_to_sample`` agent steps. The same
@@ -500,8 +555,8 @@ def _train_multi_agent_dqn(
             done["num_env_steps_lost"] + group.num_env_steps_lost,
         )
 
-    def save() -> None:
-        assert checkpointer is not None and replay is not None
+    def save_to(saver: Checkpointer) -> Path:
+        assert replay is not None
         restarts, lost = failures()
         state = TrainingState(
             algo="dqn", env=env_name(runner_config.env), observation_space=observation_space, iteration=reports,
@@ -510,12 +565,16 @@ def _train_multi_agent_dqn(
                       "owed": owed},
             **tracker.checkpoint_fields(),
         )  # fmt: skip
-        checkpointer.save(
+        return saver.save(
             state,
             save_replay=lambda path: ray.get(replay.save.remote(path)),
             replay_name=REPLAY_FOLDER,
             policy=keeper.build(),
         )
+
+    def save() -> None:
+        assert checkpointer is not None
+        save_to(checkpointer)
         saved[0] = reports
 
     def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
@@ -549,6 +608,11 @@ def _train_multi_agent_dqn(
         )  # fmt: skip
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         evaluation.begin(1)
+        handle.attach(
+            learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
+            is_done=lambda: steps >= cfg.max_env_steps or tracker.reached, iteration=lambda: reports,
+        )  # fmt: skip
+        yield None  # the actors are up
         while steps < cfg.max_env_steps and not tracker.reached:
             answers = runners.sample_to_replay(replay)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
@@ -576,7 +640,7 @@ def _train_multi_agent_dqn(
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
                 evaluated = _evaluate(evaluation, tracker, reports)
-                _report(
+                yield _report(
                     tracker, reports, steps, failures(), on_iteration, log, loss=loss, epsilon=epsilon,
                     num_updates=num_updates, version=version, summed=True, evaluation=evaluated,
                 )  # fmt: skip

@@ -4,7 +4,8 @@
 this process (or the one ``--address`` names); ``train-dqn`` trains DQN through a replay actor;
 ``sample`` only samples with the runners; ``demo`` builds, cuts, joins and packs real episodes
 without Ray; ``plot`` draws the learning curves of run directories; ``tune`` runs a sweep of
-trials with Ray Tune; ``evaluate`` runs a trained policy's episodes.
+trials with Ray Tune; ``evaluate`` runs a trained policy's episodes; ``export`` writes it as ONNX
+or npz + JSON.
 
 Every option comes from a typed config (``ray_sampler.cli.options``, with tyro): ``ray-sampler
 COMMAND --help`` lists them with their docs and choices. A usage error is one line on stderr and
@@ -87,6 +88,12 @@ def _evaluate(args: list[str], prog: str) -> Any:
     return run_evaluate(parse(EvaluateCommand, args, prog=prog, description=EvaluateCommand.__doc__ or ""))
 
 
+def _export(args: list[str], prog: str) -> Any:
+    from ray_sampler.cli.export import ExportCommand, run_export
+
+    return run_export(parse(ExportCommand, args, prog=prog, description=ExportCommand.__doc__ or ""))
+
+
 COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "train": (_train, "train PPO with remote env runners (the main job)"),
     "train-dqn": (_train_dqn, "train DQN: env runners -> replay actor -> learners"),
@@ -95,6 +102,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "plot": (_plot, "draw the learning curves of run directories on one figure"),
     "tune": (_tune, "run a sweep of training trials with Ray Tune (search space in a TOML file)"),
     "evaluate": (_evaluate, "run a trained policy's episodes and print their returns (videos with --video)"),
+    "export": (_export, "export a trained policy: ONNX for torch modules, npz + JSON for numpy ones"),
 }
 """Each command: (run(args, prog), one line of help)."""
 

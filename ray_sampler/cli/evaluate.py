@@ -5,7 +5,8 @@ acts greedily unless ``--explore``. With ``--num-env-runners 0`` (the default) o
 episodes in this process, and Ray is not started; with more, they are Ray actors (``--address``
 attaches to a cluster). The env is the run's, with ``--env-config.KEY VALUE`` overriding its config.
 Prints the returns' mean, std, min and max and the lengths, and writes them with every episode's
-return to ``evaluation.json``.
+return to ``evaluation.json``. ``--video DIR`` records every episode as an MP4 file in DIR, ``--render``
+shows them in a window (both with the runner in this process; see ``ray_sampler.cli.video``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,19 @@ from ray_sampler.cli.options import UsageError
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.run_dir import CONFIG_FILE, load_config
 from ray_sampler.cli.user_env import parse_env_config
+from ray_sampler.cli.video import (
+    check_display,
+    check_video_encoder,
+    check_video_folder,
+    probe_render,
+    recording_runner,
+    render_env_config,
+    use_headless_sdl,
+    video_files,
+    video_prefix,
+)
 from ray_sampler.data.state_files import write_bytes
-from ray_sampler.policy import MultiAgentPolicy, Policy, load_policy
+from ray_sampler.policy import MultiAgentPolicy, Policy, load_policy, runner_state
 from ray_sampler.policy.policy import find_policy_dir
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.evaluation import EvaluationConfig, EvaluationResult, Evaluator, evaluation_seed, mapping_fn
@@ -62,6 +74,11 @@ class EvaluateCommand:
     set, else a Ray started in this process)."""
     verbose: Annotated[bool, tyro.conf.arg(aliases=("-v",))] = False
     """Show Ray's own log lines."""
+    video: Path | None = None
+    """Record every episode as an MP4 file in this folder, <env>-episode-<k>.mp4 (the env renders 'rgb_array';
+    needs pip install 'ray-sampler[video]' and --num-env-runners 0)."""
+    render: bool = False
+    """Show the episodes in a window (the env renders 'human'; needs a display and --num-env-runners 0)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -71,6 +88,15 @@ class EvaluateCommand:
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise UsageError(f"--max-episode-steps: an int >= 1 allowed (got {self.max_episode_steps})")
         check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
+        if self.video is not None and self.render:
+            raise UsageError("--video and --render: one at a time (the env renders 'rgb_array' or 'human')")
+        for flag, is_on in (("--video", self.video is not None), ("--render", self.render)):
+            if is_on and self.num_env_runners:
+                raise UsageError(
+                    f"{flag} needs the runner in this process: --num-env-runners 0 allowed (got {self.num_env_runners})"
+                )
+        if self.video is not None:
+            check_video_encoder()
 
 
 def _run_dir_of(policy_folder: Path) -> Path | None:
@@ -116,16 +142,6 @@ def evaluation_runner(
     )
 
 
-def _weights(policy: Policy | MultiAgentPolicy) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(module weights, env-to-module connector states) as runners take them."""
-    if isinstance(policy, MultiAgentPolicy):
-        return (
-            {mid: p.module.get_state() for mid, p in policy.policies.items()},
-            {mid: p.env_to_module.get_state() for mid, p in policy.policies.items()},
-        )
-    return policy.module.get_state(), policy.env_to_module.get_state()
-
-
 def _lines(result: EvaluationResult) -> list[str]:
     s = result.summary()
     lines = [
@@ -149,15 +165,28 @@ def run_evaluate(command: EvaluateCommand) -> EvaluationResult:
     seeds = (command.seed, saved.get("seed"), runner_saved.get("seed"), 0)  # the first given
     seed = next(s for s in seeds if s is not None)
     max_steps = command.max_episode_steps or runner_saved.get("max_episode_steps")
-    runner = evaluation_runner(
-        policy, env_config=parse_env_config(command.env_config), seed=seed, max_episode_steps=max_steps
-    )
+    env_config = parse_env_config(command.env_config)
+    flag, mode = ("--video", "rgb_array") if command.video is not None else ("--render", "human")
+    is_rendering = command.video is not None or command.render
+    if is_rendering:
+        env_config = render_env_config(env_config, mode, flag=flag)
+    if command.video is not None:
+        use_headless_sdl()
+    runner = evaluation_runner(policy, env_config=env_config, seed=seed, max_episode_steps=max_steps)
+    if command.render:
+        check_display()
+    if command.video is not None:
+        check_video_folder(command.video, video_prefix(runner.env))
+    frame_size = probe_render(runner, mode=mode, flag=flag) if is_rendering else None  # before any episode
+    stepped = runner
+    if command.video is not None:
+        stepped = recording_runner(runner, command.video, num_episodes=command.episodes)
     evaluation = EvaluationConfig(
         evaluation_duration=command.episodes,
         evaluation_num_env_runners=command.num_env_runners,
         evaluation_config={"explore": command.explore},
     )
-    weights, connector_states = _weights(policy)
+    weights, connector_states = runner_state(policy)
     how = "exploring" if command.explore else "greedy"
     print(
         f"ray-sampler evaluate: {folder} on {runner.env}, {command.episodes} episodes, {how}, "
@@ -166,7 +195,7 @@ def run_evaluate(command: EvaluateCommand) -> EvaluationResult:
     )
     start = time.perf_counter()
     if command.num_env_runners == 0:
-        with Evaluator(runner, evaluation) as evaluator:
+        with Evaluator(stepped, evaluation) as evaluator:  # stopping it closes the env: the last video is written
             result = evaluator.evaluate(weights, connector_states)
     else:
         cpus = max(os.cpu_count() or 1, 2)
@@ -177,6 +206,11 @@ def run_evaluate(command: EvaluateCommand) -> EvaluationResult:
     seconds = time.perf_counter() - start
     for line in _lines(result):
         print(line, flush=True)
+    videos = []
+    if command.video is not None:
+        videos = video_files(command.video, video_prefix(runner.env), num_episodes=command.episodes)
+        size = f", {frame_size[0]}x{frame_size[1]}" if frame_size else ""
+        print(f"videos: {len(videos)} MP4 files in {command.video}{size}", flush=True)
     out = command.out or (run_dir if run_dir is not None else Path.cwd()) / EVALUATION_FILE
     record = {
         "policy": str(folder),
@@ -193,6 +227,8 @@ def run_evaluate(command: EvaluateCommand) -> EvaluationResult:
         "returns_by": result.returns_by,
         "num_episodes_lost": result.num_episodes_lost,
     }
+    if command.video is not None:
+        record["videos"] = [str(p) for p in videos]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     write_bytes(tmp, json.dumps(record, indent=1, default=str).encode())
@@ -200,4 +236,10 @@ def run_evaluate(command: EvaluateCommand) -> EvaluationResult:
     print(f"evaluation: {out} ({seconds:.1f} s)", flush=True)
     if result.num_episodes == 0:
         print("no episode finished", file=sys.stderr)
+    if command.video is not None and len(videos) < result.num_episodes:
+        print(
+            f"{result.num_episodes - len(videos)} of {result.num_episodes} videos missing: the env's render() gave "
+            "no frame (gymnasium's warning above says why)",
+            file=sys.stderr,
+        )
     return result

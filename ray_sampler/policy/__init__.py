@@ -4,7 +4,16 @@
 agent mapping), and ``load_policy`` (whichever of the two a folder, checkpoint or run directory holds).
 """
 
-from ray_sampler.policy.multi_agent_policy import MultiAgentPolicy, load_policy
+from ray_sampler.policy.multi_agent_policy import MultiAgentPolicy, load_policy, runner_state
 from ray_sampler.policy.policy import FORMAT, POLICY_FILE, Policy, PolicyError, PolicyState
 
-__all__ = ["FORMAT", "POLICY_FILE", "MultiAgentPolicy", "Policy", "PolicyError", "PolicyState", "load_policy"]
+__all__ = [
+    "FORMAT",
+    "POLICY_FILE",
+    "MultiAgentPolicy",
+    "Policy",
+    "PolicyError",
+    "PolicyState",
+    "load_policy",
+    "runner_state",
+]

@@ -22,7 +22,7 @@ from ray_sampler.policy.policy import (
     write_policy_file,
 )
 
-__all__ = ["MultiAgentPolicy", "load_policy"]
+__all__ = ["MultiAgentPolicy", "load_policy", "runner_state"]
 
 
 class MultiAgentPolicy:
@@ -122,3 +122,14 @@ def load_policy(path: Path | str, *, classes: Mapping[str, type] | None = None) 
     meta, _ = read_policy_file(find_policy_dir(path))
     loader = MultiAgentPolicy if meta.get("kind") == "multi_agent" else Policy
     return loader.from_checkpoint(path, classes=classes)
+
+
+def runner_state(policy: Policy | MultiAgentPolicy) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(module weights, env-to-module connector states) of ``policy`` as runners load them (multi-agent:
+    each by module id)."""
+    if isinstance(policy, MultiAgentPolicy):
+        return (
+            {mid: p.module.get_state() for mid, p in policy.policies.items()},
+            {mid: p.env_to_module.get_state() for mid, p in policy.policies.items()},
+        )
+    return policy.module.get_state(), policy.env_to_module.get_state()

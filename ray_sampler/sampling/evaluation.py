@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Hashable, Mapping
 from enum import Enum
 from typing import Any
@@ -138,6 +139,8 @@ class EvaluationResult:
     """Episodes running on an evaluation runner when it died (one per sub-env), never reported half-made;
     its replacement ran the episodes asked of it, which are reported."""
     num_env_runner_restarts: int = 0
+    duration_s: float = math.nan
+    """Wall time from the evaluation's start to its result."""
 
     @property
     def num_episodes(self) -> int:
@@ -145,9 +148,9 @@ class EvaluationResult:
 
     def summary(self) -> dict[str, float]:
         """``episode_return_mean`` / ``_std`` / ``_min`` / ``_max``, ``episode_len_mean`` / ``_min`` /
-        ``_max``, ``num_episodes``, and per key of ``returns_by`` ``<key>/episode_return_mean``."""
+        ``_max``, ``num_episodes``, ``duration_s``, and per key of ``returns_by`` ``<key>/episode_return_mean``."""
         returns, lengths = np.asarray(self.episode_returns, np.float64), np.asarray(self.episode_lengths)
-        out: dict[str, float] = {"num_episodes": float(len(returns))}
+        out: dict[str, float] = {"num_episodes": float(len(returns)), "duration_s": self.duration_s}
         if len(returns):
             out.update(
                 episode_return_mean=float(returns.mean()),
@@ -206,6 +209,7 @@ class Evaluator:
         self._group: Any = None
         self._pending: Any = None
         self._executor: Any = None
+        self._started_at = math.nan
         self._restarts_seen = 0
         if self.num_env_runners == 0:
             if self.runner_config.multi_agent is not None:
@@ -243,6 +247,7 @@ class Evaluator:
         if self._pending is not None:
             raise ConfigError("Evaluator.start: the previous evaluation was not waited for")
         explore, share = self.config.explore, self._per_runner()
+        self._started_at = time.perf_counter()
         if self._local is not None:
             state: dict[str, Any] = {"module": dict(weights)}
             if connector_states is not None:
@@ -266,7 +271,7 @@ class Evaluator:
         kind, payload = self._pending
         self._pending = None
         if kind == "local":
-            return _result_of(payload)
+            return dataclasses.replace(_result_of(payload), duration_s=time.perf_counter() - self._started_at)
         episodes = payload.result()
         metrics = self._group.metrics
         restarts = metrics.num_env_runner_restarts - self._restarts_seen
@@ -274,7 +279,8 @@ class Evaluator:
         # A runner that died in the call had an episode running in each sub-env (complete mode ships
         # none of it); the group gave its request to its replacement, which ran the episodes anew.
         lost = restarts * self.runner_config.num_envs_per_env_runner
-        return _result_of(episodes, lost=lost, restarts=restarts)
+        result = _result_of(episodes, lost=lost, restarts=restarts)
+        return dataclasses.replace(result, duration_s=time.perf_counter() - self._started_at)
 
     @property
     def env_runner_group(self) -> Any:

@@ -22,7 +22,7 @@ from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
 
 KEYS = {"episode_return_mean", "episode_return_std", "episode_return_min", "episode_return_max"}
-KEYS |= {"episode_len_mean", "num_episodes"}
+KEYS |= {"episode_len_mean", "num_episodes", "duration_s"}
 
 
 def ppo(**kwargs: Any) -> PPOTrainingConfig:

@@ -15,6 +15,7 @@ from learner.train_dqn import DQNTrainingConfig, epsilon_at, train_dqn
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.evaluation import EvaluationConfig
 from replay.actor import ReplayConfig
 from tests.helpers import greedy_return
 
@@ -79,6 +80,8 @@ def test_default_config_is_the_default_run() -> None:
         "stop_window": 100,
         "replay_restart_timeout_s": 60.0,
         "num_replay_shards": 1,
+        "evaluation": EvaluationConfig(),  # off
+        "stop_on": "training",
     }
 
 

@@ -76,6 +76,25 @@ def test_train_attaches_with_address_and_leaves_the_cluster_up(cluster: RayStart
     assert len(ran) == 1 and ran[0]["type"] == "JobType.DRIVER" and ran[0]["status"] == "SUCCEEDED"
     assert cluster.is_running()
     assert node_count(cluster) == 1  # the command started no Ray of its own beside it
+    # The run's policy, evaluated on the cluster's actors: 2 remote evaluation runners, 2 episodes each.
+    (run_dir,) = tmp_path.iterdir()
+    evaluate = [
+        *CLI,
+        "evaluate",
+        str(run_dir),
+        "--num-env-runners",
+        "2",
+        "--episodes",
+        "4",
+        "--address",
+        cluster.address,
+    ]
+    done = cluster.run(evaluate, timeout_s=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"2 evaluation runners (Ray cluster at {cluster.address} (2 CPUs))" in done.stdout.splitlines()
+    record = json.loads((run_dir / "evaluation.json").read_text())
+    assert record["num_episodes"] == 4 and record["num_env_runners"] == 2 and len(record["episode_returns"]) == 4
+    assert cluster.is_running()
 
 
 def test_ray_address_is_honoured_like_the_flag(cluster: RayStartCluster) -> None:

@@ -97,7 +97,10 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--seed", "abc"], "--seed: {None} or INT allowed (got 'abc')"),
     (["train", "--foo"], "unrecognized option(s): --foo"),
     (["train", "positional"], "unrecognized option(s): positional"),
-    (["nosuchcommand"], "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, demo, plot, tune)"),
+    (
+        ["nosuchcommand"],
+        "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, demo, plot, tune, evaluate, export)",
+    ),
     (["train-dqn", "--replay.capacity-env-steps", "0"], "--replay.capacity-env-steps must be an int >= 1"),
     (["train-dqn", "--batch-size", "0"], "--batch-size must be an int >= 1 (got 0)"),
     (["train-dqn", "--n-step", "0"], "--n-step must be an int >= 1 (got 0)"),
