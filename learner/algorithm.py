@@ -151,17 +151,11 @@ class Algorithm:
     # ------------------------------------------------------------------ checkpoints
     def save(self, checkpoint_dir: Path | str) -> Path:
         """Writes a run checkpoint (``ckpt-<iteration>``, its policy included) into ``checkpoint_dir``;
-        returns its path. The asynchronous loops (APPO, IMPALA, A3C) save none yet: ConfigError."""
+        returns its path. An asynchronous loop's queued updates are waited for first; what its runners
+        have in flight is counted lost by a run resumed from it."""
         self._check_running("save")
-        if self._handle.save_to is None:
-            raise ConfigError(
-                f"Algorithm.save: the '{self.config_optimizer}' loop saves no checkpoints yet (sync_samples and DQN do)"
-            )
+        assert self._handle.save_to is not None, "set by every loop once its actors are up"
         return self._handle.save_to(Checkpointer(Path(checkpoint_dir), every=0, keep=1_000_000))
-
-    @property
-    def config_optimizer(self) -> str:
-        return str(getattr(getattr(self.config, "optimizer", None), "value", "sync_samples"))
 
     def restore(self, path: Path | str) -> None:
         """Carries on from the checkpoint at ``path`` (of this config's algorithm, env and observation

@@ -134,6 +134,17 @@ class LearnerQueue:
             self._replace(e)
         return self.state["module"]
 
+    def get_state(self) -> dict[str, Any]:
+        """The learner's whole state as the last ``refresh`` fetched it (the queue drained then)."""
+        return self.state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Puts the actor in ``state`` (a checkpoint's): its replacements start from it too."""
+        import ray
+
+        self.state = state
+        ray.get(self.actor.set_state.remote(state), timeout=self.timeout_s)
+
     def take_finished(self) -> list[tuple[PPOUpdateMetrics, int]]:
         """The updates the last ``refresh`` waited for."""
         done, self._done_in_refresh = self._done_in_refresh, []

@@ -59,6 +59,7 @@ __all__ = [
     "returns_by",
     "run_observation_space",
     "run_to_end",
+    "set_learner_state",
     "target_for",
     "train_ppo",
     "training_demands",
@@ -385,16 +386,21 @@ def restore_training(
     """Puts a loop's components in a checkpoint's state: every learner (weights, optimizer, RNG),
     the runners' connector states (when saved, and ``runners`` given) and the stop rule's window.
     CheckpointError if the learner state does not fit this run's learners (another architecture)."""
+    set_learner_state(learners.set_states, resume)
+    tracker.restore(resume)
+    if runners is not None and resume.connector_states is not None:
+        runners.set_connector_states(resume.connector_states)
+
+
+def set_learner_state(set_state: Callable[[dict[str, Any]], None], resume: TrainingState) -> None:
+    """``set_state(resume.learner)``; CheckpointError if it does not fit this run's learners."""
     try:
-        learners.set_states(resume.learner)
+        set_state(resume.learner)
     except (KeyError, TypeError, ValueError) as e:
         raise CheckpointError(
             f"checkpoint of {resume.algo} on {resume.env} at iteration {resume.iteration}: its learner state does not "
             f"fit this run's learners ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         ) from None
-    tracker.restore(resume)
-    if runners is not None and resume.connector_states is not None:
-        runners.set_connector_states(resume.connector_states)
 
 
 def multi_agent_runner(env_runner: EnvRunnerConfig) -> EnvRunnerConfig | None:

@@ -29,8 +29,9 @@ fragment) and collects the next while the actor updates, waits while ``learner_q
 updates are queued, and a learner that dies is replaced from the weights of the last broadcast,
 its queued fragments counted lost.
 
-Not yet: more than one learner, multi-agent envs, the mean/std filter, stateful modules,
-checkpoints (each refused in one line).
+Checkpoints hold the learner (its queue drained first) and the counters; the fragments the runners
+have in flight at a save are counted lost by a run resumed from it. Not yet: more than one learner,
+multi-agent envs, the mean/std filter, stateful modules (each refused in one line).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 
 import ray
 
+from learner.checkpoint import Checkpointer, TrainingState
 from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, ppo_learner_class
 from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
@@ -60,6 +62,7 @@ from learner.train import (
     multi_agent_runner,
     ppo_losses,
     run_to_end,
+    set_learner_state,
     target_for,
     view_pieces,
 )
@@ -102,6 +105,10 @@ class AsyncTrainResult(PPOTrainResult):
     them from the object store: never learned from."""
     num_env_steps_lost_by_learner: int = 0
     """Their env steps (``num_env_steps_sampled`` = used + dropped + unused + these)."""
+    num_env_steps_lost_on_resume: int = 0
+    """A resumed run: the env steps of the fragments that were in flight (runners' requests) when its
+    checkpoint was saved, which the new runners never deliver (the learner's queue is empty at a
+    save: it waits for every queued update first)."""
     max_learner_queue: int = 0
     """The most updates queued in the learner actor at once (the bound: ``learner_queue_size``)."""
 
@@ -120,9 +127,11 @@ def train_async(
     loop's knobs, whatever ``cfg.optimizer`` says) until ``target_return`` or ``max_iterations``
     updates (one per fragment learned from). ``on_iteration`` gets each update's record (without
     one, a line to ``log``); ``on_fragment(episodes, policy_lag)`` each fragment the learner takes,
-    before the update. ``checkpointer`` and ``resume`` must be None for now (refused in one line).
-    The result holds the final policy (the learner's weights once its queue is drained), also
-    written to ``policy_dir`` when given, however the loop ends."""
+    before the update. With ``checkpointer``, a checkpoint is saved every ``every`` updates (at the
+    first broadcast from then on: the learner's queue is empty there) and at the end; ``resume``
+    carries on from one, counting the env steps in flight at its save as lost on resume. The result
+    holds the final policy (the learner's weights once its queue is drained), also written to
+    ``policy_dir`` when given, however the loop ends."""
     steps = async_iterations(
         cfg, log=log, on_iteration=on_iteration, on_fragment=on_fragment, checkpointer=checkpointer, resume=resume,
         policy_dir=policy_dir, handle=LoopHandle(),
@@ -144,8 +153,6 @@ def async_iterations(
     """``train_async``'s loop as a generator of its updates' records (``learner.train.ppo_iterations``)."""
     async_config = cfg.async_samples
     check_async(cfg)
-    if checkpointer is not None or resume is not None:
-        raise ConfigError("the asynchronous loop saves and resumes no checkpoints yet (no checkpointer, no resume)")
     ppo = dataclasses.replace(cfg.ppo, vtrace=True)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
@@ -166,6 +173,58 @@ def async_iterations(
     timings = {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "busy_s": 0.0}
     submitted, updates = 0, 0  # updates sent to the learner, and finished
     by_ref = cfg.num_learners == 1  # runners put their chunks in the object store; the learner actor reads them
+    fragment_steps = cfg.env_runner.rollout_fragment_length * cfg.env_runner.num_envs_per_env_runner
+    before = {"restarts": 0, "lost": 0, "lost_on_resume": 0}  # a resumed run's earlier processes'
+    carried: list[tuple[PPOUpdateMetrics, int]] = []  # updates a save waited for: reported at the next step
+    saved_at = -1  # the update of the newest checkpoint this loop saved
+
+    def failures() -> tuple[int, int]:
+        """(runner restarts, env steps lost) in all: failed runners and learner actors, and on resume."""
+        group = runners.metrics
+        lost = group.num_env_steps_lost + learner.num_env_steps_lost + before["lost"] + before["lost_on_resume"]
+        return before["restarts"] + group.num_env_runner_restarts, lost
+
+    def save_to(saver: Checkpointer) -> Path:
+        """A checkpoint now: the learner's queue is drained first (those updates are reported next)."""
+        learner.refresh()
+        carried.extend(learner.take_finished())
+        restarts, lost = failures()
+        counters = {
+            **{k: float(v) for k, v in counts.items()},
+            **{f"lag/{k}": float(v) for k, v in lags.items()},
+            "submitted": float(submitted),
+            # The requests the runners work on now: a run resumed from here never gets them.
+            "in_flight_env_steps": float(runners.num_requests_in_flight * fragment_steps),
+            "num_env_runner_restarts": float(restarts),
+            "num_env_steps_lost": float(lost),
+        }
+        state = TrainingState(
+            algo="ppo", env=env_name(cfg.env_runner.env), observation_space=repr(spaces[0]), iteration=updates,
+            env_steps=counts["used"], learner=learner.get_state(), counters=counters, **tracker.checkpoint_fields(),
+        )  # fmt: skip
+        return saver.save(state, policy=keeper.build())
+
+    def save_checkpoint() -> None:
+        nonlocal saved_at
+        assert checkpointer is not None
+        save_to(checkpointer)
+        saved_at = updates
+
+    def restore(state: TrainingState) -> None:
+        nonlocal updates, submitted
+        set_learner_state(learner.set_state, state)
+        tracker.restore(state)
+        c = state.counters
+        updates, submitted = state.iteration, int(c.get("submitted", state.iteration))
+        for key in ("used", "sampled", "unused", "dropped", "dropped_fragments", "max_in_flight"):
+            counts[key] = int(c.get(key, 0))
+        lags.update({int(k.split("/", 1)[1]): int(v) for k, v in c.items() if k.startswith("lag/")})
+        before.update(restarts=int(c.get("num_env_runner_restarts", 0)), lost=int(c.get("num_env_steps_lost", 0)))
+        before["lost_on_resume"] = int(c.get("in_flight_env_steps", 0))
+        log(
+            f"resumed from update {updates} ({counts['used']} env steps): the {before['lost_on_resume']} env steps "
+            "in flight at the save are lost (counted in num_env_steps_lost)"
+        )
 
     def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
         info = run_info(
@@ -190,14 +249,13 @@ def async_iterations(
             updates += 1
             counts["used"] += steps
             timings["learner_connector_s"] += update.learner_connector_s
-            group = runners.metrics
             evaluated = evaluation.end(updates)
             tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
             evaluation.begin(updates + 1)
+            restarts, lost = failures()
             record = tracker.record(
-                updates, counts["used"], losses=ppo_losses(update), restarts=group.num_env_runner_restarts,
-                lost=group.num_env_steps_lost + learner.num_env_steps_lost, evaluation=evaluated,
-            )  # fmt: skip
+                updates, counts["used"], losses=ppo_losses(update), restarts=restarts, lost=lost, evaluation=evaluated
+            )
             records.append(record)
             if on_iteration is not None:
                 on_iteration(record)
@@ -214,16 +272,23 @@ def async_iterations(
             cfg.evaluation, cfg.env_runner, weights=lambda: broadcast["weights"], connector_states=lambda: None,
             make_policy=make_policy, best_dir=best_dir, group=cfg.env_runner_group, log=log,
         )  # fmt: skip
+        if resume is not None:
+            restore(resume)
         broadcast["weights"] = learner.refresh()
-        updates_at_version = {runners.sync_weights(broadcast["weights"]): 0}
-        evaluation.begin(1)
+        updates_at_version = {runners.sync_weights(broadcast["weights"]): submitted}
+        evaluation.begin(updates + 1)
         handle.attach(
-            learners=learner, runners=runners, evaluation=evaluation, make_policy=make_policy,
+            learners=learner, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
             is_done=lambda: submitted >= cfg.max_iterations or tracker.reached, iteration=lambda: updates,
         )  # fmt: skip
         yield None  # the actors are up
         loop_start, num_runners = time.perf_counter(), runners.num_env_runners
+        every = checkpointer.every if checkpointer is not None else 0
+        next_save = (updates // every + 1) * every if every else None
         while submitted < cfg.max_iterations and not tracker.reached:
+            if carried:
+                yield from report(carried[:], 0)
+                carried.clear()
             t0 = time.perf_counter()
             answers = runners.sample_columnar(min_answers=1, chunks_by_ref=by_ref)
             timings["sample_s"] += time.perf_counter() - t0
@@ -256,16 +321,22 @@ def async_iterations(
                     updates_at_version[runners.sync_weights(weights, wait=False)] = submitted
                 timings["update_s"] += time.perf_counter() - t1
                 yield from report(finished, lag)
-        yield from report(learner.drain(), 0)
+                if next_save is not None and updates >= next_save and submitted % async_config.broadcast_interval == 0:
+                    save_checkpoint()  # just after a broadcast: the learner's queue is empty
+                    next_save = (updates // every + 1) * every
+        yield from report(carried + learner.drain(), 0)
+        carried.clear()
         loop_s = time.perf_counter() - loop_start
         for _, metrics in runners.collect_in_flight():  # sampled, never learned from: counted
             timings["busy_s"] += metrics.duration_s
             counts["sampled"] += metrics.num_env_steps
             counts["unused"] += metrics.num_env_steps
-        lost, restarts = runners.metrics.num_env_steps_lost, runners.metrics.num_env_runner_restarts
-        policy = keeper.final()
+        restarts, lost = failures()
+        policy = keeper.end(
+            save_checkpoint if checkpointer is not None and updates > 0 else None, is_saved=saved_at == updates
+        )
     except KeyboardInterrupt:
-        keeper.final()
+        keeper.end(save_checkpoint if checkpointer is not None and updates > 0 else None, is_saved=saved_at == updates)
         raise
     finally:
         evaluation.stop()
@@ -291,6 +362,7 @@ def async_iterations(
         num_fragments_lost_by_learner=learner.num_fragments_lost,
         num_env_steps_lost_by_learner=learner.num_env_steps_lost,
         max_learner_queue=learner.max_queued,
+        num_env_steps_lost_on_resume=before["lost_on_resume"],
     )
     return dataclasses.replace(result, policy=policy)
 
@@ -309,6 +381,12 @@ class _LocalLearner:
 
     def refresh(self) -> dict[str, Any]:
         return self.group.get_weights()
+
+    def get_state(self) -> dict[str, Any]:
+        return self.group.get_states()[0]
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.group.set_states(state)
 
     def take_finished(self) -> list[tuple[PPOUpdateMetrics, int]]:
         return []

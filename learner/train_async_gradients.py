@@ -20,8 +20,9 @@ is counted lost. When the run ends,
 the gradients still in flight are collected and counted unused: every env step sampled is used,
 dropped, unused or lost.
 
-Not yet: multi-agent envs, the mean/std filter, stateful modules, learner actors, checkpoints
-(each refused in one line).
+Checkpoints hold the central learner and the counters; the gradients in flight at a save are
+counted lost by a run resumed from it. Not yet: multi-agent envs, the mean/std filter, stateful
+modules, learner actors (each refused in one line).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 import ray
 
+from learner.checkpoint import Checkpointer, TrainingState
 from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, ppo_learner_class
 from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
@@ -51,6 +53,7 @@ from learner.train import (
     check_training_resources,
     multi_agent_runner,
     run_to_end,
+    set_learner_state,
     target_for,
 )
 from ray_sampler.errors import ConfigError, EnvRunnerFailedError
@@ -125,6 +128,9 @@ class AsyncGradientsResult(PPOTrainResult):
     """Env steps of the fragments whose worker died while computing them."""
     num_worker_restarts: int
     """Workers replaced after dying."""
+    num_env_steps_lost_on_resume: int = 0
+    """A resumed run: the env steps the workers were computing gradients on when its checkpoint was
+    saved (in ``num_env_steps_lost`` too)."""
 
 
 def train_async_gradients(
@@ -159,8 +165,6 @@ def async_gradients_iterations(
 ) -> Generator[IterationRecord | None, None, AsyncGradientsResult]:
     """``train_async_gradients``' loop as a generator of its updates' records (``learner.train.ppo_iterations``)."""
     check_async_gradients(cfg)
-    if checkpointer is not None or resume is not None:
-        raise ConfigError("the asynchronous-gradients loop saves and resumes no checkpoints yet")
     check_training_resources(cfg.env_runner_group, 0, 0.0, cfg.evaluation)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     central = ppo_learner_class(cfg.framework)(
@@ -201,6 +205,47 @@ def async_gradients_iterations(
     )
     tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
 
+    fragment_steps = cfg.env_runner.rollout_fragment_length * cfg.env_runner.num_envs_per_env_runner
+    saved_at, lost_on_resume = -1, 0
+
+    def save_to(saver: Checkpointer) -> Path:
+        """A checkpoint now: the central learner, the counters, and the steps the workers are computing
+        gradients on (a run resumed from here never gets them: counted lost on resume)."""
+        counters = {
+            **{k: float(v) for k, v in counts.items()},
+            **{f"staleness/{k}": float(v) for k, v in staleness.items()},
+            "num_env_runner_restarts": float(restarts),
+            "in_flight_env_steps": float(len(inflight) * fragment_steps),
+        }
+        state = TrainingState(
+            algo="ppo", env=env_name(cfg.env_runner.env), observation_space=repr(probe.observation_space),
+            iteration=version, env_steps=counts["used"], learner=central.get_state(), counters=counters,
+            **tracker.checkpoint_fields(),
+        )  # fmt: skip
+        return saver.save(state, policy=keeper.build())
+
+    def save_checkpoint() -> None:
+        nonlocal saved_at
+        assert checkpointer is not None
+        save_to(checkpointer)
+        saved_at = version
+
+    def restore(state: TrainingState) -> None:
+        nonlocal version, restarts, lost_on_resume
+        set_learner_state(central.set_state, state)
+        tracker.restore(state)
+        c = state.counters
+        version, restarts = state.iteration, int(c.get("num_env_runner_restarts", 0))
+        for key in ("used", "sampled", "unused", "dropped", "dropped_gradients", "lost"):
+            counts[key] = int(c.get(key, 0))
+        staleness.update({int(k.split("/", 1)[1]): int(v) for k, v in c.items() if k.startswith("staleness/")})
+        lost_on_resume = int(c.get("in_flight_env_steps", 0))
+        counts["lost"] += lost_on_resume
+        log(
+            f"resumed from update {version} ({counts['used']} env steps): the {lost_on_resume} env steps the workers "
+            "were computing gradients on at the save are lost (counted in num_env_steps_lost)"
+        )
+
     def send(index: int, weights_ref: ray.ObjectRef) -> None:
         workers[index].set_weights.remote(weights_ref, version)
         inflight[workers[index].compute.remote()] = index
@@ -211,12 +256,14 @@ def async_gradients_iterations(
             make_policy=make_policy, best_dir=best_policy_dir(policy_dir),
             group=group, log=log,
         )  # fmt: skip
-        evaluation.begin(1)
+        if resume is not None:
+            restore(resume)
+        evaluation.begin(version + 1)
         weights_ref = ray.put(central.module.get_state())
         for i in workers:
             send(i, weights_ref)
         handle.attach(
-            learners=central, evaluation=evaluation, make_policy=make_policy,
+            learners=central, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
             is_done=lambda: version >= cfg.max_iterations or tracker.reached, iteration=lambda: version,
         )  # fmt: skip
         yield None  # the actors are up
@@ -257,6 +304,8 @@ def async_gradients_iterations(
                 evaluation.begin(version + 1)
                 record = tracker.record(version, counts["used"], losses=answer.losses, restarts=restarts,
                                         lost=counts["lost"], evaluation=evaluated)  # fmt: skip
+                if checkpointer is not None and checkpointer.due(version):
+                    save_checkpoint()
                 if on_iteration is not None:
                     on_iteration(record)
                 else:
@@ -275,9 +324,12 @@ def async_gradients_iterations(
                 continue
             counts["sampled"] += answer.num_env_steps
             counts["unused"] += answer.num_env_steps
-        policy = keeper.final()
+        inflight.clear()  # collected above: nothing is in flight at the last checkpoint
+        can_save = checkpointer is not None and version > 0
+        policy = keeper.end(save_checkpoint if can_save else None, is_saved=saved_at == version)
     except KeyboardInterrupt:
-        keeper.final()
+        can_save = checkpointer is not None and version > 0
+        keeper.end(save_checkpoint if can_save else None, is_saved=saved_at == version)
         raise
     finally:
         evaluation.stop()
@@ -297,6 +349,7 @@ def async_gradients_iterations(
         num_env_steps_lost=counts["lost"],
         num_worker_restarts=restarts,
         runner_utilization=busy_s / max(num_workers * loop_s, 1e-9),
+        num_env_steps_lost_on_resume=lost_on_resume,
     )
     return dataclasses.replace(result, policy=policy)
 

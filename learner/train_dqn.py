@@ -344,7 +344,7 @@ def _dqn_iterations(
             cfg, cfg.env_runner, learners, None, make_policy, policy_dir=policy_dir, return_keys=[], log=log
         )
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
-        evaluation.begin(1)
+        evaluation.begin(reports + 1)
         handle.attach(
             learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
             is_done=lambda: steps >= cfg.max_env_steps or tracker.reached, iteration=lambda: reports,
@@ -607,7 +607,7 @@ def _multi_agent_dqn_iterations(
             return_keys=[f"module/{mid}" for mid in spaces] + [f"agent/{aid}" for aid in agents], log=log,
         )  # fmt: skip
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
-        evaluation.begin(1)
+        evaluation.begin(reports + 1)
         handle.attach(
             learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
             is_done=lambda: steps >= cfg.max_env_steps or tracker.reached, iteration=lambda: reports,

@@ -32,8 +32,8 @@
   (done, or stopped early by a scheduler), Tune removes the group and every actor of the trial goes.
 
 ``ray-sampler tune --config sweep.toml`` runs a whole sweep from a TOML file (``ray_sampler.cli.sweep``).
-The asynchronous optimizers save no checkpoints yet: their trials run, but cannot be restarted or
-take part in population-based training.
+The asynchronous optimizers' trials checkpoint too (what their runners had in flight at a save is
+counted lost when a trial restarts from it).
 """
 
 from __future__ import annotations

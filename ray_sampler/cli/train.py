@@ -328,12 +328,8 @@ def check_fits_locally(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQ
 
 
 def check_optimizer(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | DQNTrainingConfig) -> None:
-    """UsageError for an asynchronous optimizer's run that saves or resumes checkpoints (none yet)
-    or whose settings it refuses."""
+    """ConfigError for the settings an asynchronous optimizer's loop refuses, before Ray starts."""
     if isinstance(cfg, PPOTrainingConfig) and cfg.optimizer is not Optimizer.SYNC_SAMPLES:
-        if command.checkpoint_every or command.resume is not None:
-            name = Optimizer(cfg.optimizer).value
-            raise UsageError(f"--optimizer {name}: no checkpoints yet (drop --checkpoint-every and --resume)")
         (check_async if cfg.optimizer is Optimizer.ASYNC_SAMPLES else check_async_gradients)(cfg)
 
 

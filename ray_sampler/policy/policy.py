@@ -196,6 +196,10 @@ class Policy:
             raise PolicyError(f"{what}: not a batch of {self.observation_space} ({type(e).__name__}: {e})") from None
         sizes = set()
         for leaf, space in zip(leaves, spaces):
+            dtype = np.asarray(leaf).dtype
+            numeric = gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
+            if isinstance(space, numeric) and dtype.kind not in "biuf":
+                raise PolicyError(f"{what}: numbers of {space} allowed (got an array of {dtype})")
             shape = np.shape(leaf)
             if not shape or (space.shape is not None and tuple(shape[1:]) != tuple(space.shape)):
                 want = "[N]" if not space.shape else f"[N, {', '.join(map(str, space.shape))}]"

@@ -106,8 +106,10 @@ def _cartpole_space() -> object:
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_the_asynchronous_loops_step_too_and_say_they_save_no_checkpoint(tmp_path: Path) -> None:
-    with Algorithm(ppo(max_iterations=3, optimizer="async_gradients")) as algo:
-        assert [algo.train().iteration for _ in range(3)] == [1, 2, 3] and algo.is_done
-        with pytest.raises(ConfigError, match=r"the 'async_gradients' loop saves no checkpoints yet"):
-            algo.save(tmp_path)
+def test_the_asynchronous_loops_step_save_and_carry_on_too(tmp_path: Path) -> None:
+    cfg = ppo(max_iterations=4, optimizer="async_gradients")
+    with Algorithm(cfg) as algo:
+        assert [algo.train().iteration for _ in range(2)] == [1, 2]
+        checkpoint = algo.save(tmp_path)
+    with Algorithm.from_checkpoint(checkpoint, cfg) as algo:
+        assert algo.iteration == 2 and [algo.train().iteration for _ in range(2)] == [3, 4] and algo.is_done

@@ -40,11 +40,3 @@ def test_bad_values_are_one_line(make: object, message: str) -> None:
 def test_train_ppo_hands_the_asynchronous_loop_no_train_result_callback() -> None:
     with pytest.raises(ConfigError, match=r"^the asynchronous loops take no 'on_train_result'"):
         train_ppo(PPOTrainingConfig(optimizer="async_samples"), on_train_result=lambda loop: None)
-
-
-def test_the_asynchronous_loop_refuses_checkpoints_before_anything_starts(tmp_path: object) -> None:
-    from learner.checkpoint import Checkpointer
-
-    cfg = PPOTrainingConfig(optimizer="async_samples")
-    with pytest.raises(ConfigError, match=r"^the asynchronous loop saves and resumes no checkpoints yet"):
-        train_ppo(cfg, checkpointer=Checkpointer(tmp_path, every=1))  # type: ignore[arg-type]

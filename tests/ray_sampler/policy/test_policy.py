@@ -106,6 +106,8 @@ def test_observations_of_the_wrong_shape_are_one_line() -> None:
         policy.compute_actions(np.zeros((3, 5), np.float32))
     with pytest.raises(PolicyError, match=r"compute_single_action: 'obs': a batch \[N, 4\].*\(got shape \[1\]\)"):
         policy.compute_single_action(0.5)
+    with pytest.raises(PolicyError, match=r"compute_actions: 'obs': numbers of Box.* allowed \(got an array of <U"):
+        policy.compute_actions(np.array([["a", "b", "c", "d"]]))
     with pytest.raises(PolicyError, match="'state' must be the PolicyState it returned"):
         policy.compute_single_action(np.zeros(4, np.float32), {"h": 1})  # type: ignore[arg-type]
 
