@@ -22,6 +22,7 @@ from learner.train_async import AsyncTrainResult, train_async
 from learner.train_async_gradients import AsyncGradientsResult, train_async_gradients
 from learner.train_dqn import DQNTrainingConfig, train_dqn
 from ray_sampler.modules.q_module import QModule
+from ray_sampler.sampling.evaluation import EvaluationConfig
 
 __all__ = [
     "Adam",
@@ -34,6 +35,7 @@ __all__ = [
     "DQNTrainResult",
     "DQNTrainingConfig",
     "DQNUpdateMetrics",
+    "EvaluationConfig",
     "Learner",
     "LearnerGroup",
     "PPOConfig",

@@ -36,13 +36,14 @@ from typing import Any, Literal
 
 import tomli_w
 
+from learner.evaluation_loop import EVALUATION_KEYS
 from learner.metrics import IterationRecord
 from learner.train import PPOTrainingConfig
 from learner.train_dqn import DQNTrainingConfig
 from ray_sampler.cli.curve import draw_curves
 from ray_sampler.cli.options import UsageError
 from ray_sampler.cli.ray_cluster import ray_cluster
-from ray_sampler.cli.run_dir import load_config, read_metrics
+from ray_sampler.cli.run_dir import EVALUATION_PREFIX, load_config, read_metrics
 from ray_sampler.cli.train import TrainDQN, TrainPPO, config_of, job_runtime_env, local_cpus
 from ray_sampler.cli.trials import (
     RESTORED_PREFIX,
@@ -94,7 +95,20 @@ _TOP_KEYS = (
 )
 _ASHA_KEYS = ("time_attr", "max_t", "grace_period", "reduction_factor")
 _PBT_KEYS = ("time_attr", "perturbation_interval", "quantile_fraction", "resample_probability", "mutations")
-_METRIC_COLUMNS = tuple(f.name for f in dataclasses.fields(IterationRecord) if f.name not in ("losses", "returns_by"))
+_METRIC_COLUMNS = tuple(
+    f.name for f in dataclasses.fields(IterationRecord) if f.name not in ("losses", "returns_by", "evaluation")
+)
+_EVALUATION_COLUMNS = tuple(f"{EVALUATION_PREFIX}{key}" for key in EVALUATION_KEYS)
+"""A sweep whose trials evaluate (``evaluation.evaluation_interval`` >= 1 in ``[config]``) may rank them by these."""
+
+
+def _evaluation_interval(config: Any) -> int:
+    """The ``evaluation.evaluation_interval`` a sweep file's ``[config]`` sets (0: none)."""
+    table = config.get("evaluation", {}) if isinstance(config, dict) else {}
+    value = table.get("evaluation_interval", 0) if isinstance(table, dict) else 0
+    if isinstance(config, dict) and "evaluation.evaluation_interval" in config:
+        value = config["evaluation.evaluation_interval"]
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -254,10 +268,15 @@ def read_sweep(
     if algo not in ("ppo", "dqn"):
         raise UsageError(f"algo must be ppo or dqn (got {algo!r})")
     metric = data.get("metric", "return_mean")
-    if metric not in _METRIC_COLUMNS:
+    evaluates = _evaluation_interval(data.get("config")) >= 1
+    if metric in _EVALUATION_COLUMNS and not evaluates:
         raise UsageError(
-            f"metric must be a metrics.csv column of every run ({', '.join(_METRIC_COLUMNS)}; got {metric!r})"
+            f"metric {metric!r}: only a sweep whose trials evaluate has it: set evaluation.evaluation_interval >= 1 "
+            "in [config]"
         )
+    if metric not in _METRIC_COLUMNS + _EVALUATION_COLUMNS:
+        allowed = ", ".join(_METRIC_COLUMNS + (_EVALUATION_COLUMNS if evaluates else ()))
+        raise UsageError(f"metric must be a metrics.csv column of every run ({allowed}; got {metric!r})")
     mode = data.get("mode", "max")
     if mode not in ("max", "min"):
         raise UsageError(f"mode must be max or min (got {mode!r})")

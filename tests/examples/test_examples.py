@@ -236,3 +236,16 @@ def test_tune_example_sweeps_two_dqn_trials_with_their_checkpoints(tmp_path: Pat
     assert {p.parts[-6] for p in replays} and len(
         {p.parts[-6] for p in replays}
     ) == 2  # each trial's checkpoints hold its replay
+
+
+def test_step_evaluate_load_example_steps_evaluates_saves_and_plays_the_loaded_policy(
+    ray_address: str, tmp_path: Path
+) -> None:
+    args = ["--iterations", "4", "--evaluate-every", "2", "--episodes", "2", "--out", str(tmp_path)]
+    lines = run("step_evaluate_load.py", *args, ray_address=ray_address)
+    evaluated = [line for line in lines if line.startswith("iter ")]
+    assert [line.split(":")[0] for line in evaluated] == ["iter 2", "iter 4"]
+    assert all(re.search(r"greedy return [\d.]+ over 2 episodes$", line) for line in evaluated)
+    assert lines[-2] == f"checkpoint: {tmp_path / 'ckpt-0000004'}"
+    assert re.fullmatch(r"the loaded policy's greedy episode: return \d+", lines[-1])
+    assert (tmp_path / "ckpt-0000004" / "policy" / "policy.json").is_file()

@@ -277,6 +277,10 @@ BAD_SWEEPS = [
     (PPO + 'scheduler = "hyperband"', "scheduler must be one of fifo, asha, pbt (got 'hyperband')"),
     (PPO + 'metric = "reward"', "metric must be a metrics.csv column of every run ("),
     (PPO + 'metric = "loss/vf_los"', "metric must be a metrics.csv column of every run ("),
+    (
+        PPO + 'metric = "evaluation/episode_return_mean"',
+        "metric 'evaluation/episode_return_mean': only a sweep whose trials evaluate has it: set",
+    ),
     (PPO + '[space]\nppo.lr = {}', "space.ppo.lr: an empty table (a value, or a domain: choice,"),
     (PPO + '[space]\nppo.lr = { choice = [1e-3, -1.0] }', "--ppo.lr must be a finite number > 0 (got -1.0)"),
     (PPO + '[space]\nppo.lr = { grid = [1e-3, -1.0] }', "--ppo.lr must be a finite number > 0 (got -1.0)"),
@@ -369,6 +373,12 @@ def test_the_example_sweep_file_reads_and_the_sweep_page_shows_it() -> None:
     assert sorted(sweep.space) == ["ppo.entropy_coeff", "ppo.lr"]
     body = example.read_text()[example.read_text().index('algo = "ppo"') :]
     assert body in (root / "docs" / "tune.md").read_text()
+
+
+def test_a_sweep_whose_trials_evaluate_may_rank_them_by_the_evaluation_return(tmp_path: Path) -> None:
+    text = 'algo = "ppo"\nmetric = "evaluation/episode_return_mean"\n[config]\nevaluation.evaluation_interval = 2\n'
+    sweep = read_sweep(sweep_file(tmp_path / "s.toml", text))
+    assert sweep.metric == "evaluation/episode_return_mean"
 
 
 def test_the_flags_override_the_files_samples_and_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
