@@ -331,7 +331,7 @@ def async_iterations(
             timings["busy_s"] += metrics.duration_s
             counts["sampled"] += metrics.num_env_steps
             counts["unused"] += metrics.num_env_steps
-        restarts, lost = failures()
+        restarts = failures()[0]
         policy = keeper.end(
             save_checkpoint if checkpointer is not None and updates > 0 else None, is_saved=saved_at == updates
         )
@@ -354,7 +354,7 @@ def async_iterations(
         num_fragments_dropped=counts["dropped_fragments"],
         num_env_steps_dropped=counts["dropped"],
         num_env_steps_unused=counts["unused"],
-        num_env_steps_lost=lost,
+        num_env_steps_lost=runners.metrics.num_env_steps_lost + before["lost_on_resume"],
         num_env_runner_restarts=restarts,
         max_requests_in_flight=counts["max_in_flight"],
         runner_utilization=timings["busy_s"] / max(num_runners * loop_s, 1e-9),

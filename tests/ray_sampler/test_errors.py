@@ -17,6 +17,7 @@ from ray_sampler.errors import (
     FileWriteError,
     InsufficientResourcesError,
     MultiAgentEnvError,
+    PolicyError,
     RaySamplerError,
     ReplayError,
     SpaceError,
@@ -24,7 +25,7 @@ from ray_sampler.errors import (
 
 ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, MultiAgentEnvError, ReplayError, SpaceError]
 RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, FileWriteError, InsufficientResourcesError]
-ERRORS_SUBCLASSING = [EnvCheckError]  # a ConfigError: the CLI's usage errors (exit 2) take it in
+ERRORS_SUBCLASSING = [EnvCheckError, PolicyError]  # ConfigErrors: the CLI's usage errors (exit 2) take them in
 
 
 def test_all_lists_the_base_and_every_error() -> None:

@@ -75,13 +75,11 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--env-runner-group.max-num-env-runner-restarts", "-1"], "--env-runner-group.max-num-env-runner-res"),
     (["train", "--num-learners", "-1"], "--num-learners must be an int >= 0 (got -1)"),
     (["train", "--optimizer", "async"], "--optimizer: one of 'sync_samples', 'async_samples', 'async_gradients'"),
-    (["train", "--optimizer", "async_gradients", "--checkpoint-every", "1"], "--optimizer async_gradients: no checkp"),
     (["train", "--optimizer", "async_gradients", "--ppo.observation-filter", "mean_std"], "loop takes no 'observa"),
     (["train", "--ppo.policy-loss", "a2c"], "--ppo.policy-loss: one of 'clipped', 'pg' allowed"),
     (["train-dqn", "--gradient-sync", "nccl"], "--gradient-sync: one of 'driver', 'allreduce' allowed"),
     (["train-dqn", "--num-replay-shards", "3"], "--num-replay-shards (3) must be <= 'num_env_runners' (2): each"),
     (["train", "--async-samples.max-policy-lag", "-1"], "--async-samples.max-policy-lag must be an int >= 0"),
-    (["train", "--optimizer", "async_samples", "--checkpoint-every", "2"], "--optimizer async_samples: no checkpoints"),
     (["train", "--optimizer", "async_samples", "--num-learners", "2"], "'num_learners' must be 0 (the driver's) or 1"),
     (["train", "--num-learners", "8", "--num-cpus-per-learner", "1"], "num_learners x num_cpus_per_learner = 8 x"),
     (

@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 import ray
 
-from learner import train
 from learner.learner import PPOConfig
-from learner.learner_group import LearnerGroup
 from learner.metrics import IterationRecord
 from learner.train import PPOTrainingConfig, train_ppo
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -102,19 +100,8 @@ def test_unseeded_answers_come_in_arrival_order() -> None:
         assert answers[-1][1].worker_index == 1  # the slow runner: nothing to repeat, so no waiting on order
 
 
-def _ppo_run(env: str, slow_worker: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[str, np.ndarray]]:
+def _ppo_run(env: str, slow_worker: int) -> tuple[list[Any], dict[str, np.ndarray]]:
     """(env steps, mean return, episodes, losses) per iteration and the final weights of a small seeded run."""
-    final_weights: dict[str, np.ndarray] = {}
-
-    class WeightsRecorder(LearnerGroup):
-        """Keeps the weights it last gave out: the loop's last sync, so the final weights."""
-
-        def get_weights(self) -> dict[str, np.ndarray]:
-            weights = super().get_weights()
-            final_weights.update({k: np.array(v, copy=True) for k, v in weights.items()})
-            return weights
-
-    monkeypatch.setattr(train, "LearnerGroup", WeightsRecorder)
     runner = EnvRunnerConfig(
         env=env, env_config={"slow_worker": slow_worker}, num_envs_per_env_runner=2, rollout_fragment_length=32, seed=7
     )
@@ -129,15 +116,15 @@ def _ppo_run(env: str, slow_worker: int, monkeypatch: pytest.MonkeyPatch) -> tup
     result = train_ppo(cfg, log=lambda line: None, on_iteration=records.append)
     assert result.iterations == 3
     rows = [(r.env_steps, r.return_mean, r.episodes, r.losses) for r in records]
-    return rows, final_weights
+    return rows, result.policy.module.get_state()  # the final weights, as the run returns them
 
 
 def test_a_seeded_ppo_run_repeats_exactly_whichever_runner_answers_first(
-    slow_cartpole_env: str, monkeypatch: pytest.MonkeyPatch
+    slow_cartpole_env: str,
 ) -> None:
     # Runner 1 answers last in the first run, runner 2 in the second: the same seed, the same run.
-    rows_1, weights_1 = _ppo_run(slow_cartpole_env, 1, monkeypatch)
-    rows_2, weights_2 = _ppo_run(slow_cartpole_env, 2, monkeypatch)
+    rows_1, weights_1 = _ppo_run(slow_cartpole_env, 1)
+    rows_2, weights_2 = _ppo_run(slow_cartpole_env, 2)
     assert [steps for steps, *_ in rows_1] == [128, 256, 384]
     assert rows_1 == rows_2
     assert weights_1.keys() == weights_2.keys() and weights_1
