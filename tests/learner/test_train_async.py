@@ -158,26 +158,26 @@ def test_a_multi_agent_env_and_complete_episodes_are_refused() -> None:
 @pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize("num_learners", [0, 1], ids=["driver-learner", "learner-actor"])
 def test_checkpoints_resume_with_what_was_in_flight_counted_lost(num_learners: int, tmp_path: Path) -> None:
-    """A checkpoint every 3 updates (its learner's queue drained) and one at the end; a run resumed
-    from update 3 carries on its counters and counts the fragments in flight at that save as lost."""
-    cfg = config(target_return=None, max_iterations=7, num_learners=num_learners)
-    first = train_async(cfg, checkpointer=Checkpointer(tmp_path, every=3), log=lambda line: None)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000003", "ckpt-0000006", "ckpt-0000007"]
+    """A checkpoint every 2 updates (its learner's queue drained) and one at the end; a run resumed
+    from update 2 carries on its counters and counts the fragments in flight at that save as lost."""
+    cfg = config(target_return=None, max_iterations=5, num_learners=num_learners)
+    first = train_async(cfg, checkpointer=Checkpointer(tmp_path, every=2), log=lambda line: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-0000002", "ckpt-0000004", "ckpt-0000005"]
     space = repr(gym.make("CartPole-v1").observation_space)
-    end = load_checkpoint(tmp_path / "ckpt-0000007", algo="ppo", env="CartPole-v1", observation_space=space)
-    assert (end.iteration, end.env_steps) == (7, first.env_steps) and end.counters["in_flight_env_steps"] == 0
-    mid = load_checkpoint(tmp_path / "ckpt-0000003", algo="ppo", env="CartPole-v1", observation_space=space)
+    end = load_checkpoint(tmp_path / "ckpt-0000005", algo="ppo", env="CartPole-v1", observation_space=space)
+    assert (end.iteration, end.env_steps) == (5, first.env_steps) and end.counters["in_flight_env_steps"] == 0
+    mid = load_checkpoint(tmp_path / "ckpt-0000002", algo="ppo", env="CartPole-v1", observation_space=space)
     in_flight = int(mid.counters["in_flight_env_steps"])
     assert in_flight > 0 and in_flight % 256 == 0  # whole fragments of 4 sub-envs x 64 steps
     lines: list[str] = []
     records: list[IterationRecord] = []
     resumed = train_async(
-        dataclasses.replace(cfg, max_iterations=5), resume=mid, log=lines.append, on_iteration=records.append
+        dataclasses.replace(cfg, max_iterations=4), resume=mid, log=lines.append, on_iteration=records.append
     )
-    assert [r.iteration for r in records] == [4, 5] and resumed.env_steps == 5 * 256
+    assert [r.iteration for r in records] == [3, 4] and resumed.env_steps == 4 * 256
     assert resumed.num_env_steps_lost_on_resume == in_flight and records[-1].num_env_steps_lost >= in_flight
     assert (
-        f"resumed from update 3 (768 env steps): the {in_flight} env steps in flight at the save are lost"
+        f"resumed from update 2 (512 env steps): the {in_flight} env steps in flight at the save are lost"
         in "\n".join(lines)
     )
     assert sum(resumed.policy_lags.values()) >= sum(int(v) for k, v in mid.counters.items() if k.startswith("lag/"))

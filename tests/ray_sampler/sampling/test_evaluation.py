@@ -80,8 +80,8 @@ def test_a_local_evaluation_runs_whole_greedy_episodes_with_the_overrides() -> N
 
 @pytest.mark.usefixtures("ray_session")
 def test_a_killed_evaluation_runner_is_replaced_and_its_episodes_counted_lost() -> None:
-    # Runner 2's env sleeps 0.3 s a step: it is in the middle of an episode when it is killed.
-    runner = EnvRunnerConfig(env=stamp_creator, env_config={"slow_worker": 2, "sleep_s": 0.3}, seed=0)
+    # Runner 2's env sleeps 0.2 s a step: it is in the middle of an episode when it is killed.
+    runner = EnvRunnerConfig(env=stamp_creator, env_config={"slow_worker": 2, "sleep_s": 0.2}, seed=0)
     config = EvaluationConfig(evaluation_duration=4, evaluation_num_env_runners=2, evaluation_parallel_to_training=True)
     space = StampEnv().observation_space
     weights = build_policy(runner, space, gym.spaces.Discrete(2)).module.get_state()
@@ -89,7 +89,7 @@ def test_a_killed_evaluation_runner_is_replaced_and_its_episodes_counted_lost() 
         group = evaluator.env_runner_group
         assert group is not None and group.num_env_runners == 2
         evaluator.start(weights)  # runs in the background, as beside a training iteration
-        time.sleep(1.0)
+        time.sleep(0.6)
         kill_and_wait(group.actor(2))
         hit = evaluator.wait()
         assert hit.num_env_runner_restarts == 1 and hit.num_episodes_lost == 1  # its running episode, unreported
