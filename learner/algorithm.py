@@ -102,23 +102,26 @@ class Algorithm:
 
     @property
     def is_done(self) -> bool:
-        """Whether the run used its budget or reached its target: ``train()`` goes no further."""
+        """Whether the run used its budget or reached its target: the next ``train()`` ends it."""
         return self._result is not None or self._handle.is_done()
 
     def train(self) -> IterationRecord:
-        """Runs one iteration; returns its record. ConfigError once the run is done (``is_done``)."""
-        if self.is_done:
+        """Runs one iteration; returns its record. Once ``is_done``, the next call ends the run: its
+        last queued updates' records if any (an asynchronous loop drains its learner), then the final
+        policy to ``policy_dir`` and ConfigError, the actors stopped."""
+        if self._result is not None:
             budget = "max_env_steps" if isinstance(self.config, DQNTrainingConfig) else "max_iterations"
             raise ConfigError(
                 f"Algorithm.train: the run is done at iteration {self.iteration} (its target reached or its '{budget}' "
                 "used): raise the budget in a new Algorithm, from_checkpoint to carry on"
             )
+        self._check_running("train")
         while True:
             try:
                 record = next(self._steps)
-            except StopIteration as end:  # the loop ended between two records (its last update drained)
+            except StopIteration as end:  # the loop's end ran: its final policy is kept, its actors stopped
                 self._result = end.value
-                raise ConfigError(f"Algorithm.train: the run ended at iteration {self.iteration}") from None
+                return self.train()  # raises, naming the iteration it ended at
             if record is not None:
                 return record
 
@@ -190,15 +193,26 @@ class Algorithm:
 
     # ------------------------------------------------------------------ lifecycle
     def _check_running(self, what: str) -> None:
-        if self._result is not None or inspect.getgeneratorstate(self._steps) == inspect.GEN_CLOSED:
+        if self._result is not None or self._is_closed:
             raise ConfigError(f"Algorithm.{what}: the run is stopped (its actors are freed)")
 
     def stop(self) -> None:
-        """Frees every actor of the run (runners, learners, replay, evaluation runners)."""
+        """Frees every actor of the run (runners, learners, replay, evaluation runners). A run that is
+        done ends as ``train_ppo`` ends it first (its final policy to ``policy_dir``)."""
         if self._evaluator is not None:
             self._evaluator.stop()
             self._evaluator = None
+        if self._result is None and self._handle.is_done() and not self._is_closed:
+            try:
+                while True:
+                    next(self._steps)  # an asynchronous loop's last queued updates, then its end
+            except StopIteration as end:
+                self._result = end.value
         self._steps.close()  # the loop's finally blocks stop what it started
+
+    @property
+    def _is_closed(self) -> bool:
+        return inspect.getgeneratorstate(self._steps) == inspect.GEN_CLOSED
 
     def __enter__(self) -> Algorithm:
         return self

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ray_sampler.errors import ConfigError
+from ray_sampler.policy.policy import read_policy_file
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.evaluation import EvaluationConfig, Evaluator
 
@@ -35,6 +37,18 @@ EVALUATION_KEYS = (
     "duration_s",
 )
 """The ``evaluation`` fields of every record of a run that evaluates (``evaluation/<key>`` columns)."""
+
+
+def _kept_best(best_dir: Path | None) -> float:
+    """The evaluation return of the best policy a run kept already (-inf: none, or none readable)."""
+    if best_dir is None or not (best_dir / "policy.json").is_file():
+        return -math.inf
+    try:
+        meta, _ = read_policy_file(best_dir)
+    except ConfigError:
+        return -math.inf
+    value = meta["info"].get("evaluation_return_mean")
+    return float(value) if isinstance(value, int | float) else -math.inf
 
 
 class TrainingEvaluation:
@@ -58,8 +72,8 @@ class TrainingEvaluation:
         self._weights, self._states = weights, connector_states
         self._make_policy, self.best_dir, self._log = make_policy, best_dir, log
         self.keys = [*EVALUATION_KEYS, *(f"{k}/episode_return_mean" for k in return_keys)] if config.is_on else []
-        self.best = -math.inf
-        """The best evaluation return so far (-inf: none yet)."""
+        self.best = _kept_best(best_dir) if config.is_on else -math.inf
+        """The best evaluation return so far (-inf: none yet; a resumed run's: its ``best_policy/``'s)."""
         self.last: dict[str, float] = {}
         """The last evaluation's summary (empty: none yet)."""
         self.num_episodes_lost = 0

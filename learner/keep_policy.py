@@ -61,9 +61,12 @@ class PolicyKeeper:
         self._log = log
 
     def build(self) -> Any:
-        """The policy now, or None (logged) if it cannot be built."""
+        """The policy now, or None (logged) if it cannot be built or saved (a connector piece without
+        ``get_config()``, a space a saved policy cannot hold): checkpoints are then saved without it."""
         try:
-            return self._make()
+            policy = self._make()
+            policy.save_check()
+            return policy
         except (ConfigError, SpaceError, StateFileError, TypeError, ValueError, KeyError) as e:
             self._log(f"no policy kept: {type(e).__name__}: {e}")
             return None
@@ -81,6 +84,6 @@ class PolicyKeeper:
         if policy is not None and self.policy_dir is not None:
             try:
                 policy.save(self.policy_dir)
-            except (StateFileError, OSError) as e:
+            except (ConfigError, StateFileError, OSError) as e:
                 self._log(f"the final policy was not written to {self.policy_dir}: {type(e).__name__}: {e}")
         return policy

@@ -172,6 +172,7 @@ def sync_iterations(
         if resume is not None:
             restore_training(resume, learners, runners, tracker)
             it, steps = completed = resume.iteration, resume.env_steps
+            saved_at = resume.iteration  # that checkpoint is this run's newest: its end saves again only if it moved on
             done.update({k: int(resume.counters.get(k, 0)) for k in done})
         runners.sync_weights(learners.get_weights())  # multi-agent: every module, frozen ones too
         num_runners = runners.num_env_runners

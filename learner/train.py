@@ -495,13 +495,15 @@ def training_evaluation(
     policy_dir: Path | None,
     return_keys: list[str],
     log: Callable[[str], None],
+    weights: Callable[[], Any] | None = None,
 ) -> TrainingEvaluation:
-    """A loop's evaluation (``cfg.evaluation``) of what ``learners`` and ``runners`` hold now; the best
-    policy goes beside ``policy_dir`` (``best_policy/``)."""
+    """A loop's evaluation (``cfg.evaluation``) of what ``learners`` and ``runners`` hold now (``weights``:
+    what the runners would be sent, default the learners' weights); the best policy goes beside
+    ``policy_dir`` (``best_policy/``)."""
     return TrainingEvaluation(
         cfg.evaluation,
         runner,
-        weights=learners.get_weights,
+        weights=learners.get_weights if weights is None else weights,
         connector_states=lambda: runners.merged_connector_states if runners is not None else None,
         make_policy=make_policy,
         best_dir=best_policy_dir(policy_dir),

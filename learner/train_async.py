@@ -59,6 +59,7 @@ from learner.train import (
     PPOTrainingConfig,
     ReturnTracker,
     StopOn,
+    check_training_resources,
     multi_agent_runner,
     ppo_losses,
     run_to_end,
@@ -153,6 +154,7 @@ def async_iterations(
     """``train_async``'s loop as a generator of its updates' records (``learner.train.ppo_iterations``)."""
     async_config = cfg.async_samples
     check_async(cfg)
+    check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
     ppo = dataclasses.replace(cfg.ppo, vtrace=True)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
@@ -198,9 +200,12 @@ def async_iterations(
             "num_env_runner_restarts": float(restarts),
             "num_env_steps_lost": float(lost),
         }
+        # The learner's state holds the carried updates, which are reported later: the counts include them.
+        counters["used"] += sum(steps for _, steps in carried)
         state = TrainingState(
-            algo="ppo", env=env_name(cfg.env_runner.env), observation_space=repr(spaces[0]), iteration=updates,
-            env_steps=counts["used"], learner=learner.get_state(), counters=counters, **tracker.checkpoint_fields(),
+            algo="ppo", env=env_name(cfg.env_runner.env), observation_space=repr(spaces[0]),
+            iteration=updates + len(carried), env_steps=int(counters["used"]), learner=learner.get_state(),
+            counters=counters, **tracker.checkpoint_fields(),
         )  # fmt: skip
         return saver.save(state, policy=keeper.build())
 
@@ -231,7 +236,9 @@ def async_iterations(
             "ppo", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
             iteration=updates, env_steps=counts["used"],
         )  # fmt: skip
-        weights = learner.refresh() if weights is None else weights
+        if weights is None:
+            weights = learner.refresh()
+            carried.extend(learner.take_finished())  # the updates it waited for: reported at the next step
         return build_policy(cfg.env_runner, *spaces, weights=weights, info=info)
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
@@ -251,7 +258,8 @@ def async_iterations(
             timings["learner_connector_s"] += update.learner_connector_s
             evaluated = evaluation.end(updates)
             tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
-            evaluation.begin(updates + 1)
+            if submitted < cfg.max_iterations and not tracker.reached:
+                evaluation.begin(updates + 1)
             restarts, lost = failures()
             record = tracker.record(
                 updates, counts["used"], losses=ppo_losses(update), restarts=restarts, lost=lost, evaluation=evaluated
@@ -274,6 +282,7 @@ def async_iterations(
         )  # fmt: skip
         if resume is not None:
             restore(resume)
+            saved_at = updates  # that checkpoint is this run's newest: its end saves again only if it moved on
         broadcast["weights"] = learner.refresh()
         updates_at_version = {runners.sync_weights(broadcast["weights"]): submitted}
         evaluation.begin(updates + 1)

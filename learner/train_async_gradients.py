@@ -258,6 +258,7 @@ def async_gradients_iterations(
         )  # fmt: skip
         if resume is not None:
             restore(resume)
+            saved_at = version  # that checkpoint is this run's newest: its end saves again only if it moved on
         evaluation.begin(version + 1)
         weights_ref = ray.put(central.module.get_state())
         for i in workers:
@@ -301,7 +302,8 @@ def async_gradients_iterations(
                 counts["used"] += answer.num_env_steps
                 evaluated = evaluation.end(version)
                 tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
-                evaluation.begin(version + 1)
+                if version < cfg.max_iterations and not tracker.reached:
+                    evaluation.begin(version + 1)
                 record = tracker.record(version, counts["used"], losses=answer.losses, restarts=restarts,
                                         lost=counts["lost"], evaluation=evaluated)  # fmt: skip
                 if checkpointer is not None and checkpointer.due(version):

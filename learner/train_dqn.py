@@ -317,8 +317,12 @@ def _dqn_iterations(
             "dqn", env_name(cfg.env_runner.env), cfg.env_runner.env_config, Framework(cfg.framework).value,
             iteration=reports, env_steps=steps,
         )  # fmt: skip
-        weights = learners.get_weights() if weights is None else weights
+        weights = acting_weights() if weights is None else weights
         return build_policy(cfg.env_runner, *spaces, weights=weights, connector_state=connector_states, info=info)
+
+    def acting_weights() -> dict[str, Any]:
+        """The weights the runners act with now: the learners', with the exploration rate of now."""
+        return {**learners.get_weights(), "epsilon": np.float64(epsilon_at(cfg, steps))}
 
     keeper = PolicyKeeper(make_policy, policy_dir=policy_dir, log=log)
     evaluation: TrainingEvaluation | None = None
@@ -330,6 +334,7 @@ def _dqn_iterations(
             reports, steps = resume.iteration, resume.env_steps
             num_updates, owed = int(resume.counters.get("num_updates", 0)), float(resume.counters.get("owed", 0.0))
             done.update({k: int(resume.counters.get(k, 0)) for k in done})
+            saved[0] = reports  # that checkpoint is this run's newest: its end saves again only if it moved on
         replay = SupervisedReplay(
             cfg.replay,
             num_shards=cfg.num_replay_shards,
@@ -341,8 +346,9 @@ def _dqn_iterations(
         runners = EnvRunnerGroup(cfg.env_runner, cfg.env_runner_group)
         runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(1.0)})
         evaluation = training_evaluation(
-            cfg, cfg.env_runner, learners, None, make_policy, policy_dir=policy_dir, return_keys=[], log=log
-        )
+            cfg, cfg.env_runner, learners, None, make_policy, policy_dir=policy_dir, return_keys=[], log=log,
+            weights=acting_weights,
+        )  # fmt: skip
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         evaluation.begin(reports + 1)
         handle.attach(
@@ -380,7 +386,7 @@ def _dqn_iterations(
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
                 counts = totals()
-                evaluated = _evaluate(evaluation, tracker, reports)
+                evaluated = _evaluate(evaluation, tracker, reports, more=steps < cfg.max_env_steps)
                 yield _report(
                     tracker, reports, steps, (counts["num_env_runner_restarts"], counts["num_env_steps_lost"]),
                     on_iteration, log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version,
@@ -464,12 +470,13 @@ def _report(
     return record
 
 
-def _evaluate(evaluation: TrainingEvaluation, tracker: ReturnTracker, report: int) -> dict[str, float]:
-    """Report ``report``'s evaluation (one started beside it, or one run now), and a parallel one
-    started for the next report; the stop rule sees its mean."""
+def _evaluate(evaluation: TrainingEvaluation, tracker: ReturnTracker, report: int, *, more: bool) -> dict[str, float]:
+    """Report ``report``'s evaluation (one started beside it, or one run now), and, while the loop has
+    ``more`` to do, a parallel one started for the next report; the stop rule sees its mean."""
     evaluated = evaluation.end(report)
     tracker.evaluation_mean = evaluation.last.get("episode_return_mean", math.nan)
-    evaluation.begin(report + 1)
+    if more and not tracker.reached:
+        evaluation.begin(report + 1)
     return evaluated
 
 
@@ -538,14 +545,6 @@ def _multi_agent_dqn_iterations(
     done = {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # before a resume
     observation_space = repr({mid: sp[0] for mid, sp in spaces.items()})
     replay_path = None
-    if resume is not None:
-        restore_training(resume, learners, None, tracker)
-        reports, steps = resume.iteration, resume.env_steps
-        num_updates, owed = int(resume.counters.get("num_updates", 0)), float(resume.counters.get("owed", 0.0))
-        done.update({k: int(resume.counters.get(k, 0)) for k in done})
-        if resume.replay_path is not None:  # the replay actor restores from a working copy of the saved folder
-            replay_path = resume.replay_path.parent.parent / f"replay-resumed-{uuid.uuid4().hex[:8]}"
-            shutil.copytree(resume.replay_path, replay_path)
 
     def failures() -> tuple[int, int]:
         assert runners is not None
@@ -582,7 +581,7 @@ def _multi_agent_dqn_iterations(
             "dqn", env_name(runner_config.env), runner_config.env_config, Framework(cfg.framework).value,
             iteration=reports, env_steps=steps,
         )  # fmt: skip
-        weights = learners.get_weights() if weights is None else weights
+        weights = acting_weights(epsilon_at(cfg, steps), None) if weights is None else weights
         return build_multi_agent_policy(
             runner_config, spaces, agents, weights=weights, connector_states=connector_states, info=info
         )
@@ -591,20 +590,31 @@ def _multi_agent_dqn_iterations(
     evaluation: TrainingEvaluation | None = None
     saved = [-1]  # the report of the newest checkpoint this loop saved
 
-    def weights(epsilon: float, module_ids: tuple[str, ...] | None) -> dict[str, Any]:
+    def acting_weights(epsilon: float, module_ids: tuple[str, ...] | None) -> dict[str, Any]:
+        """Each module's weights (of ``module_ids``; None: every one), the trained ones with ``epsilon``."""
         out = learners.get_weights(module_ids)
         return {mid: {**w, "epsilon": np.float64(epsilon)} if mid in trained else w for mid, w in out.items()}
 
-    try:
+    try:  # a checkpoint that does not fit stops the learners it started, as any failure does
+        if resume is not None:
+            restore_training(resume, learners, None, tracker)
+            reports, steps = resume.iteration, resume.env_steps
+            num_updates, owed = int(resume.counters.get("num_updates", 0)), float(resume.counters.get("owed", 0.0))
+            done.update({k: int(resume.counters.get(k, 0)) for k in done})
+            if resume.replay_path is not None:  # the replay actor restores from a working copy of the saved folder
+                replay_path = resume.replay_path.parent.parent / f"replay-resumed-{uuid.uuid4().hex[:8]}"
+                shutil.copytree(resume.replay_path, replay_path)
+            saved[0] = reports  # that checkpoint is this run's newest: its end saves again only if it moved on
         replay = create_multi_agent_replay_actor(
             capacity_env_steps=cfg.replay.capacity_env_steps, seed=cfg.replay.seed,
             checkpoint_path=None if replay_path is None else str(replay_path),
         )  # fmt: skip
         runners = EnvRunnerGroup(runner_config, cfg.env_runner_group)
-        runners.sync_weights(weights(1.0, None))  # every module; the frozen ones keep their own epsilon
+        runners.sync_weights(acting_weights(1.0, None))  # every module; the frozen ones keep their own epsilon
         evaluation = training_evaluation(
             cfg, runner_config, learners, None, make_policy, policy_dir=policy_dir,
             return_keys=[f"module/{mid}" for mid in spaces] + [f"agent/{aid}" for aid in agents], log=log,
+            weights=lambda: acting_weights(epsilon_at(cfg, steps), None),
         )  # fmt: skip
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         evaluation.begin(reports + 1)
@@ -634,12 +644,12 @@ def _multi_agent_dqn_iterations(
                     )
                     loss, num_updates, owed = update.loss, num_updates + int(owed), owed - int(owed)
             epsilon = epsilon_at(cfg, steps)
-            version = runners.sync_weights(weights(epsilon, trained))
+            version = runners.sync_weights(acting_weights(epsilon, trained))
             if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
                 last_log, reports = time.perf_counter(), reports + 1
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
-                evaluated = _evaluate(evaluation, tracker, reports)
+                evaluated = _evaluate(evaluation, tracker, reports, more=steps < cfg.max_env_steps)
                 yield _report(
                     tracker, reports, steps, failures(), on_iteration, log, loss=loss, epsilon=epsilon,
                     num_updates=num_updates, version=version, summed=True, evaluation=evaluated,

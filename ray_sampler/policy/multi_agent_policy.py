@@ -74,6 +74,11 @@ class MultiAgentPolicy:
         """``Policy.compute_single_action`` of ``agent_id``'s module."""
         return self.policy_for(agent_id).compute_single_action(obs, state, reward=reward, explore=explore)
 
+    def save_check(self) -> None:
+        """PolicyError now for what ``save`` would refuse, writing nothing."""
+        for policy in self.policies.values():
+            policy.save_check()
+
     def save(self, path: Path | str) -> Path:
         """Writes every module's policy and the mapping into the folder ``path`` (atomically)."""
         body = {

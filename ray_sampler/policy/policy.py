@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,11 @@ def _resolve_class(name: str, classes: Mapping[str, type], where: Path | str) ->
             f"policy {where} was built with {name}, which is not ray-sampler's: pass classes={{{name!r}: "
             "TheClass}} to load it (a class is never imported because a file names it)"
         )
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
+    # Only a class defined in that module of ray-sampler's: never a function, a module it imports,
+    # or a name reached through one (a file could otherwise name any callable and have it called).
+    obj = getattr(importlib.import_module(module), qualname, None) if qualname.isidentifier() else None
+    if not isinstance(obj, type) or obj.__module__ != module:
+        raise PolicyError(f"policy {where} names {name!r}, which is no class of ray-sampler's")
     return obj
 
 
@@ -130,6 +133,9 @@ class Policy:
         self.observation_space = observation_space
         self.action_space = action_space
         self.env_to_module_connectors = tuple(env_to_module_connectors)
+        for piece in self.env_to_module_connectors:  # a policy's answers never depend on what it was asked
+            if isinstance(getattr(piece, "update", None), bool):
+                piece.update = False
         self.module_to_env_connectors = tuple(module_to_env_connectors)
         self.normalize_actions = bool(normalize_actions)
         self.seed = seed
@@ -310,6 +316,11 @@ class Policy:
             info=info,
         )
 
+    def save_check(self) -> None:
+        """PolicyError now for what ``save`` would refuse (a piece without ``get_config()``, a space or
+        a config JSON cannot hold), writing nothing."""
+        self.spec({}, "policy")
+
     def save(self, path: Path | str) -> Path:
         """Writes this policy into the folder ``path`` (replaced whole, atomically); returns it."""
         write_policy_file(Path(path), {"kind": "single_agent", "modules": {"default_policy": self}}, self.info)
@@ -378,17 +389,28 @@ def read_policy_file(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return meta, arrays
 
 
+def _saved_iteration(folder: Path) -> int:
+    """The iteration a policy folder's ``info`` names (-1: none, or a file that cannot be read)."""
+    try:
+        meta = json.loads((folder / POLICY_FILE).read_bytes())
+        iteration = meta["info"]["iteration"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+    return iteration if isinstance(iteration, int) else -1
+
+
 def find_policy_dir(path: Path | str) -> Path:
     """The policy folder ``path`` names: itself (it holds ``policy.json``), a checkpoint's ``policy/``,
-    or a run directory's final ``policy/`` (else its newest checkpoint's). PolicyError if none."""
+    or in a run directory the newer of its final ``policy/`` and its newest checkpoint's (by the
+    iteration each names). PolicyError if none."""
     path = Path(path)
     if (path / POLICY_FILE).is_file():
         return path
-    if (path / "policy" / POLICY_FILE).is_file():
-        return path / "policy"
+    found = [path / "policy"] if (path / "policy" / POLICY_FILE).is_file() else []
     checkpoints = sorted(p for p in (path / "checkpoints").glob("ckpt-*") if (p / "policy" / POLICY_FILE).is_file())
-    if checkpoints:
-        return checkpoints[-1] / "policy"
+    found += [checkpoints[-1] / "policy"] if checkpoints else []
+    if found:  # a run killed before its end keeps an older final policy than its newest checkpoint's
+        return max(found, key=_saved_iteration)
     if not path.exists():
         raise PolicyError(f"no policy at {path}: it does not exist")
     raise PolicyError(

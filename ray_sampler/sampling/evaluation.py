@@ -294,8 +294,8 @@ class Evaluator:
 
     def stop(self) -> None:
         """Stops the evaluation runners (an evaluation still running is dropped)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
+        if self._executor is not None:  # a running evaluation ends with its runners, never waited out
+            self._executor.shutdown(wait=False, cancel_futures=True)
         if self._group is not None:
             self._group.stop()
         if self._local is not None:

@@ -43,7 +43,7 @@ def test_train_steps_the_same_loop_as_train_ppo_and_save_restore_carry_it_on(tmp
     cfg = ppo(max_iterations=4)
     whole = []
     train_ppo(cfg, on_iteration=whole.append)
-    with Algorithm(cfg) as algo:
+    with Algorithm(cfg, policy_dir=tmp_path / "final") as algo:
         stepped = [algo.train() for _ in range(2)]
         assert algo.iteration == 2 and not algo.is_done
         checkpoint = algo.save(tmp_path)
@@ -60,6 +60,7 @@ def test_train_steps_the_same_loop_as_train_ppo_and_save_restore_carry_it_on(tmp
     ]
     np.testing.assert_allclose([r.return_mean for r in stepped], [r.return_mean for r in whole], rtol=1e-9)
     assert checkpoint == tmp_path / "ckpt-0000002"
+    assert Policy.from_checkpoint(tmp_path / "final").info["iteration"] == 4  # the run's end kept its policy
     saved = Policy.from_checkpoint(checkpoint)  # the checkpoint's policy is the one the runners had then
     assert all(np.array_equal(saved.module.get_state()[k], v) for k, v in policy.module.get_state().items())
     resumed = Algorithm.from_checkpoint(checkpoint, cfg)

@@ -4,6 +4,7 @@ when its files changed or it is asked the wrong thing."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,33 @@ def test_spaces_come_back_equal_from_their_json(space: gym.Space) -> None:
 def test_a_space_a_saved_policy_cannot_hold_is_named() -> None:
     with pytest.raises(PolicyError, match=r"policy: obs/seq is a Sequence space"):
         space_to_json(gym.spaces.Dict({"seq": gym.spaces.Sequence(gym.spaces.Discrete(2))}), {}, "obs")
+
+
+def test_a_file_can_name_no_function_and_no_module_it_imports(tmp_path: Path) -> None:
+    """Digests prove nothing against a file crafted whole: the loader takes only classes defined in
+    ray-sampler's own modules, so a file naming ``os.system`` (reached through a module that imports
+    ``os``) is refused before anything is called."""
+    from ray_sampler.data.state_files import content_digest
+
+    filtered = EnvRunnerConfig(env="CartPole-v1", env_to_module_connectors=(MeanStdFilter(),))
+    folder = build_policy(filtered, *_cartpole()).save(tmp_path / "p")
+    for crafted in ("ray_sampler.data.state_files:os.system", "ray_sampler.data.state_files:write_bytes"):
+        meta = json.loads((folder / "policy.json").read_text())
+        meta["modules"]["default_policy"]["env_to_module"][0] = {"class": crafted, "config": {"command": "true"}}
+        meta.pop("sha256")
+        meta["sha256"] = content_digest(meta)
+        (folder / "policy.json").write_text(json.dumps(meta))
+        with pytest.raises(PolicyError, match=f"names '{re.escape(crafted)}', which is no class of ray-sampler's"):
+            Policy.from_checkpoint(folder)
+
+
+def test_a_policy_acting_never_moves_its_filter() -> None:
+    config = EnvRunnerConfig(env="CartPole-v1", env_to_module_connectors=(MeanStdFilter(),))
+    policy = build_policy(config, *_cartpole())
+    before = json.dumps(policy.env_to_module.get_state(), default=lambda a: np.asarray(a).tolist())
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    first = policy.compute_actions(obs, explore=False)
+    for _ in range(3):
+        policy.compute_actions(obs * 10, explore=True)  # a runner's filter would learn from these
+    assert json.dumps(policy.env_to_module.get_state(), default=lambda a: np.asarray(a).tolist()) == before
+    assert np.array_equal(policy.compute_actions(obs, explore=False), first)
