@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import time
-from collections import deque
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import gymnasium as gym
-import numpy as np
 
 from connectors.env_to_module import EnvToModulePiece
 from learner.checkpoint import Checkpointer, CheckpointError, TrainingState
@@ -25,9 +22,10 @@ from learner.frameworks import Framework, with_framework
 from learner.keep_policy import best_policy_dir
 from learner.learner import PPOConfig
 from learner.learner_group import GradientSync, LearnerGroup
-from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
+from learner.metrics import IterationRecord, PPOTrainResult
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from learner.optimizers import AsyncGradientsConfig, AsyncSamplesConfig, Optimizer
+from learner.return_tracker import ReturnTracker
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import Demand, check_demands
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -232,149 +230,6 @@ def env_spaces(env: str | Callable[..., Any], env_config: dict[str, Any] | None 
     runners build theirs (``probe_env``: the same resolution, never a second ``gymnasium.make``)."""
     probe = probe_env(env, env_config)
     return probe.observation_space, probe.action_space
-
-
-class ReturnTracker:
-    """The mean return of the last ``window`` finished episodes, and the stop rule on it (no target:
-    never reached; the loop uses its budget).
-
-    >>> tracker = ReturnTracker(10.0, window=2)
-    >>> tracker.add([4.0, 12.0]); tracker.reached
-    False
-    >>> tracker.add([9.0]); tracker.reached, tracker.mean
-    (True, 10.5)
-    """
-
-    def __init__(self, target_return: float | None, window: int = 100) -> None:
-        self.target_return = target_return
-        self.window = window
-        self.returns: deque[float] = deque(maxlen=window)
-        self.start = time.perf_counter()
-        self.episodes = 0
-        self.best = float("nan")
-        self._last_record = (self.start, 0)
-        self.returns_by: dict[str, deque[float]] = {}
-        """Multi-agent: a window per module (``module/<id>``) and per agent (``agent/<id>``)."""
-        self.stop_on_evaluation = False
-        """Whether the target applies to ``evaluation_mean`` (the last evaluation's mean return)."""
-        self.evaluation_mean = float("nan")
-
-    def expect(self, keys: list[str]) -> None:
-        """Windows for these ``returns_by`` keys from the start (a record then has every key, NaN
-        until it has a return; a run's metrics.csv columns are those of its first record)."""
-        for key in keys:
-            self.returns_by.setdefault(key, deque(maxlen=self.window))
-
-    def add(self, returns: list[float], *, by: Mapping[str, list[float]] | None = None) -> None:
-        """Adds finished episodes' returns, and with ``by`` their per-module/per-agent returns."""
-        self.returns.extend(returns)
-        self.episodes += len(returns)
-        for key, values in (by or {}).items():
-            self.returns_by.setdefault(key, deque(maxlen=self.window)).extend(values)
-        if self.count == self.window and not self.mean <= self.best:  # NaN best: the first full window
-            self.best = self.mean
-
-    def record(
-        self,
-        iteration: int,
-        env_steps: int,
-        *,
-        losses: Mapping[str, Any],
-        restarts: int = 0,
-        lost: int = 0,
-        evaluation: Mapping[str, float] | None = None,
-    ) -> IterationRecord:
-        """This iteration's record for ``on_iteration`` (throughput since the previous record)."""
-        now = time.perf_counter()
-        then, steps_then = self._last_record
-        self._last_record = (now, env_steps)
-        returns = np.asarray(self.returns) if self.returns else np.full(1, np.nan)
-        return IterationRecord(
-            iteration=iteration,
-            env_steps=env_steps,
-            episodes=self.episodes,
-            return_mean=self.mean,
-            return_min=float(returns.min()),
-            return_max=float(returns.max()),
-            window=self.count,
-            best_return_mean=self.best,
-            env_steps_per_s=(env_steps - steps_then) / max(now - then, 1e-9),
-            elapsed_s=now - self.start,
-            num_env_runner_restarts=restarts,
-            num_env_steps_lost=lost,
-            losses={k: float(v) for k, v in losses.items() if isinstance(v, float | int) and not isinstance(v, bool)},
-            returns_by={k: float(np.mean(v)) if v else float("nan") for k, v in self.returns_by.items()},
-            evaluation=dict(evaluation or {}),
-        )
-
-    @property
-    def count(self) -> int:
-        return len(self.returns)
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.returns)) if self.returns else float("nan")
-
-    @property
-    def reached(self) -> bool:
-        if self.target_return is None:
-            return False
-        if self.stop_on_evaluation:
-            return self.evaluation_mean >= self.target_return
-        return self.count == self.window and self.mean >= self.target_return
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def restore(self, state: TrainingState) -> None:
-        """Carries on from a checkpoint: its window of returns, episode count, best and wall time."""
-        self.returns.clear()
-        self.returns.extend(state.returns[-self.window :])
-        self.episodes, self.best = state.episodes, state.best_return_mean
-        self.returns_by = {k: deque(v[-self.window :], maxlen=self.window) for k, v in state.returns_by.items()}
-        self.start = time.perf_counter() - state.elapsed_s
-        self._last_record = (time.perf_counter(), state.env_steps)
-
-    def checkpoint_fields(self) -> dict[str, Any]:
-        """The tracker's part of a TrainingState."""
-        return {
-            "episodes": self.episodes,
-            "elapsed_s": self.elapsed,
-            "best_return_mean": self.best,
-            "returns": list(self.returns),
-            "returns_by": {k: list(v) for k, v in self.returns_by.items()},
-        }
-
-    def describe(self) -> str:
-        """The stop rule in words, for the run's first lines."""
-        rule = f"mean return of the last {self.window} finished episodes"
-        if self.stop_on_evaluation and self.target_return is not None:
-            return f"stop once an evaluation's mean return reaches {self.target_return:g}; the {rule} is reported"
-        if self.target_return is None:
-            return f"no target return: the run uses its budget; the {rule} is reported"
-        return f"stop once the {rule} reaches {self.target_return:g}"
-
-    def finish(self, env_steps: int, log: Callable[[str], None]) -> TrainResult:
-        """Logs the verdict; what was reached."""
-        tail = f"{self.mean:.1f} (last {self.count} episodes) after {env_steps} env steps in {self.elapsed:.1f} s"
-        word = "summed" if self.returns_by else "mean"  # a multi-agent run: the sum over every agent
-        if self.target_return is None:
-            log(f"budget used (no target): {word} return {tail}")
-        elif self.stop_on_evaluation:
-            verdict = "reached" if self.reached else "did not reach"
-            last = f"(last {self.evaluation_mean:.1f})"
-            log(f"{verdict} evaluation return {self.target_return:g} {last}; training: {tail}")
-        else:
-            log(f"{'reached' if self.reached else 'did not reach'} {word} return {self.target_return:g}: {tail}")
-        return TrainResult(
-            reached=self.reached,
-            target_return=self.target_return,
-            mean_return=self.mean,
-            env_steps=env_steps,
-            seconds=self.elapsed,
-            returns_by={k: float(np.mean(v)) if v else float("nan") for k, v in self.returns_by.items()},
-        )
 
 
 def restore_training(
