@@ -32,32 +32,60 @@ import gymnasium as gym
 
 from ray_sampler.errors import ConfigError, MultiAgentEnvError
 
-__all__ = ["ALL", "MultiAgentEnv", "check_multi_agent_output", "is_multi_agent_env", "make_multi_agent"]
+__all__ = [
+    "ALL",
+    "MultiAgentEnv",
+    "check_multi_agent_output",
+    "is_multi_agent_env",
+    "make_multi_agent",
+    "missing_methods",
+    "reset_output",
+]
 
 ALL = "__all__"
 
 
 class MultiAgentEnv(gym.Env):
-    """The base of a multi-agent env (see the module docstring). Subclasses set ``possible_agents``
-    and ``observation_spaces`` / ``action_spaces`` (dicts by agent), or override the getters."""
+    """The base of a multi-agent env (see the module docstring), a ``gymnasium.Env`` as RLlib's is.
+
+    Subclasses set ``possible_agents`` and ``observation_spaces`` / ``action_spaces`` (dicts by
+    agent), or one ``observation_space`` / ``action_space`` (a ``Dict`` by agent, or one space every
+    agent shares), or override the getters. They implement ``step``, and ``reset``, which may call
+    ``super().reset(seed=seed, options=options)`` first, as gymnasium's and RLlib's envs do: it seeds
+    ``self.np_random`` and returns nothing. ``render`` returns None and ``close`` does nothing
+    unless overridden."""
 
     possible_agents: list[Hashable] = []  # noqa: RUF012  # a class default, replaced per instance
+    agents: list[Hashable] = []  # noqa: RUF012  # likewise
     observation_spaces: dict[Hashable, gym.Space] | None = None
     action_spaces: dict[Hashable, gym.Space] | None = None
+    observation_space: gym.Space | None = None  # type: ignore[assignment]  # None: per agent, above
+    action_space: gym.Space | None = None  # type: ignore[assignment]
 
     def __init__(self) -> None:
         super().__init__()
-        self.agents: list[Hashable] = []
+        # Agents set before this call (a class attribute) are kept; each is the other's default.
+        self.agents = list(self.agents or self.possible_agents)
+        if not self.possible_agents:
+            self.possible_agents = list(self.agents)
 
     def get_observation_space(self, agent_id: Hashable) -> gym.Space:
-        if self.observation_spaces is not None and agent_id in self.observation_spaces:
-            return self.observation_spaces[agent_id]
-        raise MultiAgentEnvError(f"{type(self).__name__} has no observation space for agent {agent_id!r}")
+        return self._space("observation", self.observation_spaces, self.observation_space, agent_id)
 
     def get_action_space(self, agent_id: Hashable) -> gym.Space:
-        if self.action_spaces is not None and agent_id in self.action_spaces:
-            return self.action_spaces[agent_id]
-        raise MultiAgentEnvError(f"{type(self).__name__} has no action space for agent {agent_id!r}")
+        return self._space("action", self.action_spaces, self.action_space, agent_id)
+
+    def _space(self, kind: str, spaces: dict | None, space: gym.Space | None, agent_id: Hashable) -> gym.Space:
+        if spaces is not None and agent_id in spaces:
+            return spaces[agent_id]
+        if spaces is None and isinstance(space, gym.spaces.Dict) and agent_id in space.spaces:
+            return space[agent_id]
+        if spaces is None and space is not None and not isinstance(space, gym.spaces.Dict):
+            return space  # one space every agent shares
+        raise MultiAgentEnvError(
+            f"{type(self).__name__} has no {kind} space for agent {agent_id!r}: set '{kind}_spaces' (a dict by "
+            f"agent) or override get_{kind}_space()"
+        )
 
     @property
     def num_agents(self) -> int:
@@ -67,12 +95,18 @@ class MultiAgentEnv(gym.Env):
     def max_num_agents(self) -> int:
         return len(self.possible_agents)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        raise NotImplementedError
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:  # type: ignore[return]
+        """Seeds ``self.np_random`` when ``seed`` is given (gymnasium's ``Env.reset``); a subclass
+        calls it first, then returns ``(observations, infos)`` of the agents that act first."""
+        super().reset(seed=seed, options=options)
 
     # Dicts by agent where gymnasium.Env's single-agent step returns scalars: a different contract.
     def step(self, action_dict: dict[Hashable, Any]) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement step(action_dict)")
+
+    def render(self) -> Any:
+        """Renders nothing unless a subclass overrides it (RLlib's default)."""
+        return None
 
 
 def is_multi_agent_env(env: Any) -> bool:
@@ -81,6 +115,25 @@ def is_multi_agent_env(env: Any) -> bool:
     if isinstance(env, MultiAgentEnv):
         return True
     return hasattr(env, "possible_agents") and callable(getattr(env, "get_observation_space", None))
+
+
+def missing_methods(env: Any) -> list[str]:
+    """The contract's methods a MultiAgentEnv subclass left to the base class (``reset``, ``step``)."""
+    if not isinstance(env, MultiAgentEnv):
+        return []
+    return [m for m in ("reset", "step") if getattr(type(env), m) is getattr(MultiAgentEnv, m)]
+
+
+def reset_output(env: Any, out: Any) -> tuple[dict, dict]:
+    """A reset's ``(observations, infos)``; MultiAgentEnvError if ``out`` is anything else (a
+    ``reset`` that ends with ``super().reset(...)``'s None, say)."""
+    if isinstance(out, tuple) and len(out) == 2:
+        return out
+    got = f"{len(out)} values" if isinstance(out, tuple) else _short(out)
+    raise MultiAgentEnvError(
+        f"{type(env).__name__}.reset() must return (observations, infos), two dicts by agent (got {got}); "
+        "super().reset(seed=seed, options=options) only seeds np_random and returns None"
+    )
 
 
 def check_multi_agent_output(

@@ -61,7 +61,13 @@ from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_en
 from ray_sampler.sampling.global_observation import GlobalObservationEnv
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
-from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output, is_multi_agent_env
+from ray_sampler.sampling.multi_agent_env import (
+    ALL,
+    check_multi_agent_output,
+    is_multi_agent_env,
+    missing_methods,
+    reset_output,
+)
 from ray_sampler.sampling.pettingzoo_env import wrap_pettingzoo
 from ray_sampler.sampling.recorder import checked_state_out
 from ray_sampler.sampling.replay_outbox import ReplayOutbox
@@ -115,6 +121,12 @@ def make_multi_agent_sub_env(config: EnvRunnerConfig, *, worker_index: int, vect
             f"a multi-agent run's env creator must return a MultiAgentEnv or a PettingZoo env (got "
             f"{type(env).__module__}.{type(env).__qualname__} for worker_index={worker_index}, "
             f"vector_index={vector_index})"
+        )
+    missing = missing_methods(env)
+    if missing:
+        raise EnvCreatorError(
+            f"{type(env).__qualname__} (a MultiAgentEnv) must implement {' and '.join(missing)}: the base class's "
+            "step is abstract, and its reset only seeds np_random"
         )
     ma = config.multi_agent
     if ma is not None and ma.centralized_critic:
@@ -577,7 +589,7 @@ class MultiAgentEnvRunner:
 
     def _start_episode(self, i: int, *, seed: int | None) -> None:
         env = self.envs[i]
-        obs, infos = env.reset(seed=seed)
+        obs, infos = reset_output(env, env.reset(seed=seed))
         check_multi_agent_output(env, 0, obs, infos=infos, check_spaces=self.config.check_env_data)
         self._num_ids += 1
         ep = MultiAgentEpisode(

@@ -26,6 +26,7 @@ from ray_sampler.sampling.multi_agent_env import make_multi_agent
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module
 from tests.helpers import greedy_return
 from tests.ray_sampler.ma_envs import RecallEnv, SignalEnv
+from tests.ray_sampler.rllib_style_envs import LateJoinerEnv, SimultaneousEnv, TurnBasedEnv
 
 PER_AGENT = MultiAgentConfig(policies=("p0", "p1"), policy_mapping_fn=lambda aid, episode, **kw: f"p{aid}")
 ENV = make_multi_agent("CartPole-v1", 2)
@@ -54,6 +55,28 @@ def test_two_policies_learn_multi_agent_cartpole() -> None:
     policy = result.policy  # each module's final weights, and which agent each acts for
     assert isinstance(policy, MultiAgentPolicy) and policy.mapping == {0: "p0", 1: "p1"}
     assert min(greedy_return(policy.policies[mid]) for mid in ("p0", "p1")) > 60  # each on one CartPole
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize(
+    ("env_class", "target"),  # the most an episode can earn: 20, 10, 17; random play a third of it
+    [(SimultaneousEnv, 17.0), (TurnBasedEnv, 8.5), (LateJoinerEnv, 14.5)],
+    ids=["simultaneous", "turn_based", "late_joiner"],
+)
+def test_envs_written_the_rllib_way_train(env_class: type, target: float) -> None:
+    runner = EnvRunnerConfig(
+        env=env_class, num_envs_per_env_runner=8, rollout_fragment_length=64, seed=0, multi_agent=MultiAgentConfig()
+    )
+    cfg = PPOTrainingConfig(
+        env_runner=runner,
+        env_runner_group=EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5),
+        target_return=target,
+        stop_window=50,
+        max_iterations=40,
+    )
+    result = train_ppo(cfg, log=lambda line: None)
+    assert result.reached and result.mean_return >= target
+    assert set(result.returns_by) >= {"agent/player1", "agent/player2", "module/default_policy"}
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -1,14 +1,156 @@
-"""The multi-agent env contract: make_multi_agent and the checks a runner makes of each env output."""
+"""The multi-agent env contract: the MultiAgentEnv base class as RLlib-style subclasses use it,
+make_multi_agent, and the checks a runner makes of each env output."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from ray_sampler.errors import ConfigError, MultiAgentEnvError
-from ray_sampler.sampling.multi_agent_env import ALL, check_multi_agent_output, is_multi_agent_env, make_multi_agent
+from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
+from ray_sampler.errors import ConfigError, EnvCreatorError, MultiAgentEnvError
+from ray_sampler.sampling.config import EnvRunnerConfig
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.multi_agent_env import (
+    ALL,
+    MultiAgentEnv,
+    check_multi_agent_output,
+    is_multi_agent_env,
+    make_multi_agent,
+)
+from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from tests.ray_sampler.ma_envs import RandomScheduleEnv
+from tests.ray_sampler.rllib_style_envs import LateJoinerEnv, SimultaneousEnv, TurnBasedEnv
+
+BOX = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+class TestBaseClass:
+    """What a subclass may call through ``super()``, as on RLlib's MultiAgentEnv."""
+
+    def test_reset_seeds_np_random_and_returns_nothing(self) -> None:
+        env, twin = SimultaneousEnv(), SimultaneousEnv()
+        assert MultiAgentEnv.reset(env, seed=5) is None
+        MultiAgentEnv.reset(twin, seed=5)
+        assert env.np_random.integers(1000, size=4).tolist() == twin.np_random.integers(1000, size=4).tolist()
+        MultiAgentEnv.reset(twin, seed=6)
+        assert env.np_random_seed == 5 and twin.np_random_seed == 6
+
+    def test_a_subclass_reset_through_super_is_reproducible(self) -> None:
+        first, _ = SimultaneousEnv().reset(seed=3)
+        again, _ = SimultaneousEnv().reset(seed=3)
+        assert {a: o.tolist() for a, o in first.items()} == {a: o.tolist() for a, o in again.items()}
+
+    def test_step_is_abstract(self) -> None:
+        with pytest.raises(NotImplementedError, match="MultiAgentEnv must implement step"):
+            MultiAgentEnv().step({})
+
+    def test_render_and_close_do_nothing(self) -> None:
+        env = TurnBasedEnv()
+        assert env.render() is None and env.close() is None
+
+    def test_agents_and_possible_agents_default_to_each_other(self) -> None:
+        class Named(MultiAgentEnv):
+            agents = ["x", "y"]  # noqa: RUF012  # RLlib's docs set either one as a class attribute
+
+        class Possible(MultiAgentEnv):
+            possible_agents = ["p"]  # noqa: RUF012
+
+        assert Named().possible_agents == ["x", "y"] and Possible().agents == ["p"]
+        assert (Named().num_agents, Named().max_num_agents, MultiAgentEnv().agents) == (2, 2, [])
+
+    def test_space_getters_read_dicts_a_dict_space_or_one_shared_space(self) -> None:
+        env = MultiAgentEnv()
+        env.observation_spaces = {"a": BOX}
+        assert env.get_observation_space("a") is BOX
+        env = MultiAgentEnv()
+        env.observation_space = gym.spaces.Dict({"a": BOX, "b": gym.spaces.Discrete(2)})
+        env.action_space = gym.spaces.Discrete(3)  # no agent keys: every agent's
+        assert env.get_observation_space("b") == gym.spaces.Discrete(2)
+        assert env.get_action_space("zz") == gym.spaces.Discrete(3)
+
+    def test_a_missing_space_names_the_agent_and_what_to_set(self) -> None:
+        env = MultiAgentEnv()
+        env.action_spaces = {"a": gym.spaces.Discrete(2)}
+        with pytest.raises(
+            MultiAgentEnvError, match=r"MultiAgentEnv has no action space for agent 'b': set 'action_spaces'"
+        ):
+            env.get_action_space("b")
+        with pytest.raises(MultiAgentEnvError, match=r"no observation space for agent 'a'.*get_observation_space\(\)"):
+            env.get_observation_space("a")
+
+
+class _NoStep(MultiAgentEnv):
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.agents = self.possible_agents = ["a"]
+        self.observation_spaces = {"a": BOX}
+        self.action_spaces = {"a": gym.spaces.Discrete(2)}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed, options=options)
+        return {"a": np.zeros(2, np.float32)}, {}
+
+
+class _ResetReturnsSuper(_NoStep):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        return super(_NoStep, self).reset(seed=seed, options=options)  # forgot its own return
+
+    def step(self, action_dict: dict[Any, Any]) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
+        raise AssertionError("never reached")
+
+
+class TestSubclassMistakes:
+    def test_a_subclass_without_step_is_refused_when_built(self) -> None:
+        with pytest.raises(EnvCreatorError, match=r"_NoStep \(a MultiAgentEnv\) must implement step: the base"):
+            MultiAgentEnvRunner(EnvRunnerConfig(env=_NoStep, multi_agent=MultiAgentConfig()))
+
+    def test_a_reset_that_returns_none_is_one_line(self) -> None:
+        runner = MultiAgentEnvRunner(EnvRunnerConfig(env=_ResetReturnsSuper, multi_agent=MultiAgentConfig()))
+        with pytest.raises(
+            MultiAgentEnvError, match=r"_ResetReturnsSuper.reset\(\) must return \(observations, infos\).*\(got None\)"
+        ):
+            runner.sample(num_timesteps=1)
+
+
+RLLIB_STYLE = [SimultaneousEnv, TurnBasedEnv, LateJoinerEnv]
+
+
+def _sample_episodes(env_class: type, seed: int) -> list[MultiAgentEpisode]:
+    cfg = EnvRunnerConfig(env=env_class, seed=seed, num_envs_per_env_runner=2, multi_agent=MultiAgentConfig())
+    return MultiAgentEnvRunner(cfg).sample(num_episodes=4, random_actions=True)
+
+
+class TestRLlibStyleEnvs:
+    """Three envs written RLlib's way sample as their schedules say; their training is in
+    tests/learner/test_train_multi_agent.py."""
+
+    @pytest.mark.parametrize(
+        ("env_class", "agent_steps", "ends"),
+        [(SimultaneousEnv, 20, "terminated"), (TurnBasedEnv, 10, "terminated"), (LateJoinerEnv, 17, "truncated")],
+        ids=["simultaneous", "turn_based", "late_joiner"],
+    )
+    def test_whole_episodes_follow_the_schedule(self, env_class: type, agent_steps: int, ends: str) -> None:
+        for ep in _sample_episodes(env_class, seed=0):
+            assert (ep.env_steps(), ep.agent_steps(), ep.is_terminated, ep.is_truncated) == (
+                10, agent_steps, ends == "terminated", ends == "truncated"
+            )  # fmt: skip
+            rewards = [r for sa in ep.agent_episodes.values() for r in sa.get_rewards()]
+            assert set(rewards) <= {0.0, 1.0} and ep.get_return() == sum(rewards)
+
+    def test_the_late_joiner_starts_at_its_join_step(self) -> None:
+        ep = _sample_episodes(LateJoinerEnv, seed=0)[0]
+        assert ep.agent_episodes["player2"].get_infos(0) == {"joined_at": 3}
+        assert ep.env_t_to_agent_t["player2"].tolist()[:4] == [-1, -1, -1, 0]
+
+    @pytest.mark.parametrize("env_class", RLLIB_STYLE, ids=["simultaneous", "turn_based", "late_joiner"])
+    def test_the_seed_reaches_np_random_through_super_reset(self, env_class: type) -> None:
+        def observed(seed: int) -> list[list[float]]:
+            return [o.tolist() for ep in _sample_episodes(env_class, seed) for o in ep.get_observations(0).values()]
+
+        assert observed(1) == observed(1) and observed(1) != observed(2)
 
 
 class TestMakeMultiAgent:
