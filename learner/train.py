@@ -33,7 +33,7 @@ from ray_sampler.sampling.env_creator import MultiAgentEnvGiven, probe_env
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
 from ray_sampler.sampling.evaluation import EvaluationConfig
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
-from ray_sampler.sampling.multi_agent_env_runner import probe_multi_agent
+from ray_sampler.sampling.multi_agent_env_runner import probe_multi_agent, resolve_multi_agent
 from ray_sampler.sampling.placement import runner_demand
 from ray_sampler.validate import check_enum, check_int, check_number, check_type, replace_field
 
@@ -260,14 +260,16 @@ def set_learner_state(set_state: Callable[[dict[str, Any]], None], resume: Train
 
 def multi_agent_runner(env_runner: EnvRunnerConfig) -> EnvRunnerConfig | None:
     """The runner config of a multi-agent run (``multi_agent`` set, or the env is a MultiAgentEnv or
-    a PettingZoo env: then one module for every agent); None for a single-agent env."""
-    if env_runner.multi_agent is not None:
-        return env_runner
-    try:
-        probe_env(env_runner.env, env_runner.env_config)
-    except MultiAgentEnvGiven:
-        return dataclasses.replace(env_runner, multi_agent=MultiAgentConfig())
-    return None
+    a PettingZoo env), its modules made explicit (``resolve_multi_agent``: one module for every agent,
+    or one per distinct pair of spaces where the agents' differ); None for a single-agent env."""
+    if env_runner.multi_agent is None:
+        try:
+            probe_env(env_runner.env, env_runner.env_config)
+        except MultiAgentEnvGiven:
+            env_runner = dataclasses.replace(env_runner, multi_agent=MultiAgentConfig())
+        else:
+            return None
+    return resolve_multi_agent(env_runner)
 
 
 def run_observation_space(env_runner: EnvRunnerConfig) -> str:

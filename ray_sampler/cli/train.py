@@ -62,7 +62,7 @@ from ray_sampler.sampling.config import EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
-from ray_sampler.sampling.multi_agent_config import MultiAgentConfig, policy_mapping
+from ray_sampler.sampling.multi_agent_config import AgentTable, MultiAgentConfig, policy_mapping
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 
 __all__ = [
@@ -112,9 +112,11 @@ class RunOptions(EnvOptions):
     """A run directory to carry on from its newest checkpoint, with its config.toml (flags given
     after it override that config, e.g. a larger --max-iterations)."""
     policy_mapping: str | None = None
-    """Multi-agent envs: which module acts for each agent: shared (one module for every agent, the
-    default), per-agent (a module per agent, named by its id), or module:Name (a MultiAgentConfig, or
-    a policy_mapping_fn(agent_id, episode, **kwargs) whose modules are the ids it gives the agents)."""
+    """Multi-agent envs: which module acts for each agent: by-spaces (the default: agents with equal
+    observation and action spaces share a module, named after their common prefix; one module,
+    shared, where all agree), shared (one module for every agent), per-agent (a module per agent,
+    named by its id), or module:Name (a MultiAgentConfig, or a policy_mapping_fn(agent_id, episode,
+    **kwargs) whose modules are the ids it gives the agents)."""
     centralized_critic: bool = False
     """Multi-agent envs: MAPPO's centralized critic (the value function reads the global state, the
     policy the agent's own observation; numpy modules)."""
@@ -202,7 +204,7 @@ def _with_multi_agent(options: RunOptions, runner: Any) -> Any:
             raise UsageError(f"{given}: only a multi-agent env takes it (--env {options.env!r} is single-agent)")
         return runner
     try:
-        mapping = policy_mapping(options.policy_mapping or "shared", agents)
+        mapping = policy_mapping(options.policy_mapping or "by-spaces", list(agents), agent_spaces=agents)
         mapping = dataclasses.replace(
             mapping, centralized_critic=options.centralized_critic or mapping.centralized_critic,
             global_state=options.global_state if options.centralized_critic else mapping.global_state,
@@ -513,8 +515,13 @@ def algorithm_of(cfg: PPOTrainingConfig | DQNTrainingConfig) -> str:
 def modules_line(multi_agent: MultiAgentConfig) -> str:
     """The run's modules, for its first lines: each one, and whether it learns."""
     trained = multi_agent.trained_module_ids
-    parts = [mid if mid in trained else f"{mid} (frozen)" for mid in multi_agent.module_ids]
-    return f"modules: {', '.join(parts)}; summed return over every agent, and per module"
+    table = multi_agent.policy_mapping_fn.table if isinstance(multi_agent.policy_mapping_fn, AgentTable) else {}
+    parts = []
+    for mid in multi_agent.module_ids:
+        agents = [str(a) for a, m in table.items() if m == mid]
+        parts.append(mid + (f" ({', '.join(agents)})" if agents else "") + ("" if mid in trained else " (frozen)"))
+    why = "; a module per distinct pair of spaces" if table else ""
+    return f"modules: {', '.join(parts)}{why}; summed return over every agent, and per module"
 
 
 def config_of(command: TrainPPO | TrainDQN) -> dict[str, Any]:

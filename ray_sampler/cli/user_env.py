@@ -147,11 +147,13 @@ def check_env_name(env: str) -> str:
     return env
 
 
-def check_env_builds(env: str, env_config: dict[str, Any], *, multi_agent_ok: bool = False) -> list[Any] | None:
+def check_env_builds(
+    env: str, env_config: dict[str, Any], *, multi_agent_ok: bool = False
+) -> dict[Any, tuple[Any, Any]] | None:
     """UsageError with one line if ``env``'s creator raises or returns what is not an env (one
     sub-env is built, as a runner builds its first). A multi-agent env (a MultiAgentEnv or a
     PettingZoo env) is refused unless ``multi_agent_ok`` (the command trains or samples it); returns
-    its possible agents, or None for a single-agent env."""
+    its possible agents with their (observation, action) spaces, or None for a single-agent env."""
     try:
         probe_env(env, env_config)
     except MultiAgentEnvGiven:
@@ -162,9 +164,10 @@ def check_env_builds(env: str, env_config: dict[str, Any], *, multi_agent_ok: bo
             probe = make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0)
         except EnvCreatorError as e:
             raise UsageError(f"--env {env!r}: {e}") from None
-        agents = list(probe.possible_agents)
-        probe.close()
-        return agents
+        try:
+            return {a: (probe.get_observation_space(a), probe.get_action_space(a)) for a in probe.possible_agents}
+        finally:
+            probe.close()
     except EnvCreatorError as e:
         raise UsageError(f"--env {env!r}: {e}") from None
     return None

@@ -12,7 +12,8 @@ ray_sampler.errors.ConfigError: 'policies' must name at least one module (got {}
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, cast
 
 import gymnasium as gym
@@ -21,7 +22,15 @@ from ray_sampler.data.multi_agent_episode import DEFAULT_MODULE_ID
 from ray_sampler.errors import ConfigError
 from ray_sampler.validate import check_bool, check_callable, check_choice, check_dict, check_optional, replace_field
 
-__all__ = ["DEFAULT_MODULE_ID", "POLICY_MAPPINGS", "ModuleSpec", "MultiAgentConfig", "policy_mapping"]
+__all__ = [
+    "DEFAULT_MODULE_ID",
+    "POLICY_MAPPINGS",
+    "AgentTable",
+    "ModuleSpec",
+    "MultiAgentConfig",
+    "mapping_by_spaces",
+    "policy_mapping",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,6 +113,19 @@ class MultiAgentConfig:
         return tuple(self.policies)
 
     @property
+    def is_default(self) -> bool:
+        """Whether the modules are the default: one module, ``DEFAULT_MODULE_ID``, with no spec, no
+        mapping function and no ``policies_to_train``. A run resolves such a config on its env
+        (``mapping_by_spaces``): every agent on the one module if their spaces agree, else a module
+        per distinct pair of spaces."""
+        return (
+            self.module_ids == (DEFAULT_MODULE_ID,)
+            and self.spec(DEFAULT_MODULE_ID) == ModuleSpec()
+            and self.policy_mapping_fn is None
+            and self.policies_to_train is None
+        )
+
+    @property
     def trained_module_ids(self) -> tuple[str, ...]:
         """The modules that learn (``policies_to_train``, or every module)."""
         train = self.policies_to_train
@@ -130,31 +152,43 @@ class MultiAgentConfig:
         return mid
 
 
-POLICY_MAPPINGS = ("shared", "per-agent", "module:Name")
+POLICY_MAPPINGS = ("shared", "by-spaces", "per-agent", "module:Name")
 """The forms ``policy_mapping`` takes."""
 
 
-def policy_mapping(name: str, possible_agents: list[Any]) -> MultiAgentConfig:
+def policy_mapping(
+    name: str,
+    possible_agents: list[Any],
+    agent_spaces: Mapping[Hashable, tuple[gym.Space, gym.Space]] | None = None,
+) -> MultiAgentConfig:
     """The MultiAgentConfig a command line's ``--policy-mapping`` names, for an env whose agents are
-    ``possible_agents``: ``"shared"`` (one module, ``"shared"``, for every agent), ``"per-agent"`` (a
-    module per agent, named by the agent id), or ``"module:Name"`` where ``Name`` is a
-    MultiAgentConfig, or a ``policy_mapping_fn(agent_id, episode, **kwargs)`` whose modules are the
-    ids it gives the possible agents. ConfigError naming the flag otherwise.
+    ``possible_agents`` (with ``agent_spaces``, their (observation, action) spaces):
+
+    - ``"by-spaces"``: agents whose spaces are equal share a module (``mapping_by_spaces``), or one
+      module, ``"shared"``, where all agree;
+    - ``"shared"``: one module, ``"shared"``, for every agent;
+    - ``"per-agent"``: a module per agent, named by the agent id;
+    - ``"module:Name"``, where ``Name`` is a MultiAgentConfig, or a ``policy_mapping_fn(agent_id,
+      episode, **kwargs)`` whose modules are the ids it gives the possible agents.
+
+    ConfigError naming the flag otherwise.
 
     >>> policy_mapping("per-agent", [0, 1]).module_ids
     ('0', '1')
-    >>> policy_mapping("sharde", [0, 1])
-    Traceback (most recent call last):
-    ...
-    ray_sampler.errors.ConfigError: --policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got 'sharde')
     """
     if name == "shared":
         return MultiAgentConfig(policies=("shared",), policy_mapping_fn=_Shared())
+    if name == "by-spaces":
+        if agent_spaces is None:
+            raise ConfigError("--policy-mapping by-spaces: the agents' spaces are needed")
+        return mapping_by_spaces(agent_spaces) or MultiAgentConfig(policies=("shared",), policy_mapping_fn=_Shared())
     if name == "per-agent":
         return MultiAgentConfig(policies=tuple(str(a) for a in possible_agents), policy_mapping_fn=_PerAgent())
     module_name, _, attr = name.partition(":")
     if not module_name or not attr:
-        raise ConfigError(f"--policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got {name!r})")
+        raise ConfigError(
+            f"--policy-mapping: 'shared', 'by-spaces', 'per-agent' or 'module:Name' is allowed (got {name!r})"
+        )
     import importlib
 
     try:
@@ -194,3 +228,77 @@ class _PerAgent:
 
     def __call__(self, agent_id: Any, episode: Any, **kwargs: Any) -> str:
         return str(agent_id)
+
+
+def mapping_by_spaces(
+    agent_spaces: Mapping[Hashable, tuple[gym.Space, gym.Space]], base: MultiAgentConfig | None = None
+) -> MultiAgentConfig | None:
+    """The modules for agents whose spaces differ: agents with equal (observation, action) spaces
+    share a module, one per distinct pair, in the order of ``agent_spaces``. A module is named after
+    its agents' common prefix (``adversary_0 .. adversary_2`` give ``adversary``), or their names
+    joined where they have none. None where every agent has the same spaces (one module serves).
+    ``base``'s other fields (the critic) are kept.
+
+    >>> from gymnasium.spaces import Box, Discrete
+    >>> small, big = (Box(0, 1, (2,)), Discrete(5)), (Box(0, 1, (4,)), Discrete(5))
+    >>> cfg = mapping_by_spaces({"adversary_0": small, "adversary_1": small, "agent_0": big})
+    >>> cfg.module_ids, cfg.map_agent("agent_0", None)
+    (('adversary', 'agent'), 'agent')
+    >>> mapping_by_spaces({"a": small, "b": small}) is None
+    True
+    """
+    groups: list[tuple[tuple[gym.Space, gym.Space], list[Hashable]]] = []
+    for aid, spaces in agent_spaces.items():
+        for key, members in groups:
+            if key == spaces:
+                members.append(aid)
+                break
+        else:
+            groups.append((spaces, [aid]))
+    if len(groups) < 2:
+        return None
+    names: list[str] = []
+    stripped = [_group_name(members) for _, members in groups]
+    for name, (_, members) in zip(stripped, groups, strict=True):
+        if stripped.count(name) > 1 and len(members) == 1:
+            name = str(members[0])  # p0 and p1 alone: their own names, not p and p
+        names.append(name if name not in names else f"{name}_{len(names)}")
+    table = {aid: name for name, (_, members) in zip(names, groups, strict=True) for aid in members}
+    config = MultiAgentConfig(policies=tuple(names), policy_mapping_fn=AgentTable(table))
+    if base is None:
+        return config
+    return dataclasses.replace(config, centralized_critic=base.centralized_critic, global_state=base.global_state)
+
+
+def _group_name(agents: list[Hashable]) -> str:
+    """``adversary`` for ``adversary_0, adversary_1``; ``bob_alice`` for ``bob_0, alice_0``."""
+    strip = "0123456789_-. "
+    names = [str(a) for a in agents]
+    common = "".join(c[0] for c in itertools.takewhile(lambda chars: len(set(chars)) == 1, zip(*names))).rstrip(strip)
+    if common:
+        return common
+    parts = [n.rstrip(strip) or n for n in names]
+    return "_".join(parts[:3]) + ("_etc" if len(parts) > 3 else "")
+
+
+class AgentTable:
+    """A mapping function from a table: each agent to its module (``mapping_by_spaces``'s); an agent
+    the table lacks is a ConfigError naming it."""
+
+    def __init__(self, table: Mapping[Hashable, str]) -> None:
+        self.table = dict(table)
+
+    def __call__(self, agent_id: Any, episode: Any, **kwargs: Any) -> str:
+        try:
+            return self.table[agent_id]
+        except KeyError:
+            raise ConfigError(f"agent {agent_id!r} is in no module of the mapping by spaces {self.table}") from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AgentTable) and other.table == self.table
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(map(str, self.table.items()))))
+
+    def __repr__(self) -> str:
+        return f"AgentTable({self.table!r})"

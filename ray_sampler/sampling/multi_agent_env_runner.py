@@ -60,7 +60,7 @@ from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
 from ray_sampler.sampling.global_observation import GlobalObservationEnv
 from ray_sampler.sampling.metrics import RunnerMetrics
-from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig, mapping_by_spaces
 from ray_sampler.sampling.multi_agent_env import (
     ALL,
     check_multi_agent_output,
@@ -78,10 +78,12 @@ __all__ = [
     "MultiAgentEnvRunner",
     "MultiAgentRunnerMetrics",
     "build_multi_rl_module",
+    "effective_multi_agent",
     "make_multi_agent_sub_env",
     "module_build_config",
     "module_spaces",
     "probe_multi_agent",
+    "resolve_multi_agent",
 ]
 
 
@@ -210,9 +212,33 @@ def probe_multi_agent(config: EnvRunnerConfig) -> tuple[list[Hashable], dict[str
     in a multi-agent run of ``config``, from one sub-env built as a runner builds its first."""
     env = make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0)
     try:
-        return list(env.possible_agents), module_spaces(env, config.multi_agent or MultiAgentConfig())
+        return list(env.possible_agents), module_spaces(env, effective_multi_agent(config, env))
     finally:
         env.close()
+
+
+def effective_multi_agent(config: EnvRunnerConfig, env: Any) -> MultiAgentConfig:
+    """The modules a run of ``config`` uses on ``env``: ``config.multi_agent``, or where that is the
+    default (``MultiAgentConfig.is_default``) and the agents' spaces differ, a module per distinct
+    pair of spaces (``mapping_by_spaces``)."""
+    ma = config.multi_agent or MultiAgentConfig()
+    if not ma.is_default:
+        return ma
+    spaces = {aid: (env.get_observation_space(aid), env.get_action_space(aid)) for aid in env.possible_agents}
+    return mapping_by_spaces(spaces, ma) or ma
+
+
+def resolve_multi_agent(config: EnvRunnerConfig) -> EnvRunnerConfig:
+    """``config`` with its modules made explicit (``effective_multi_agent``, on one probe sub-env
+    where the modules are the default), so that every runner and learner builds the same ones."""
+    ma = config.multi_agent or MultiAgentConfig()
+    if ma.is_default:
+        env = make_multi_agent_sub_env(config, worker_index=0, vector_index=0, num_workers=0)
+        try:
+            ma = effective_multi_agent(config, env)
+        finally:
+            env.close()
+    return config if ma is config.multi_agent else dataclasses.replace(config, multi_agent=ma)
 
 
 def build_multi_rl_module(
@@ -220,8 +246,10 @@ def build_multi_rl_module(
 ) -> MultiRLModule:
     """The modules a MultiAgentEnvRunner of ``config`` builds, as a MultiRLModule (what a learner
     trains), on ``spaces`` (None: ``probe_multi_agent``'s)."""
+    if spaces is None:
+        config = resolve_multi_agent(config)
+        spaces = probe_multi_agent(config)[1]
     ma_config = config.multi_agent or MultiAgentConfig()
-    spaces = probe_multi_agent(config)[1] if spaces is None else spaces
     pieces = config.env_to_module_connectors  # the module sees what they make of the observations (e.g. a stack)
     return MultiRLModule(
         {
@@ -308,10 +336,11 @@ class MultiAgentEnvRunner:
             got = [piece_name(p) for p in config.module_to_env_connectors]
             raise ConfigError(f"multi-agent runs take no 'module_to_env_connectors' pieces yet (got {got})")
         self.config = config
-        self.ma_config = config.multi_agent or MultiAgentConfig()
         self.worker_index, self.num_workers = worker_index, num_workers
         self.num_envs = config.num_envs_per_env_runner
         self.envs = [self._make_env(i) for i in range(self.num_envs)]
+        self.ma_config = effective_multi_agent(config, self.envs[0])
+        self.config = dataclasses.replace(config, multi_agent=self.ma_config)
         self.possible_agents = list(self.envs[0].possible_agents)
         self._seed_seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else None
         self.policies: dict[str, _Policy] = {}

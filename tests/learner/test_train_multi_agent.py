@@ -80,6 +80,21 @@ def test_envs_written_the_rllib_way_train(env_class: type, target: float) -> Non
 
 
 @pytest.mark.usefixtures("ray_session")
+def test_agents_whose_spaces_differ_train_a_module_per_pair_by_default() -> None:
+    from tests.ray_sampler.sampling.test_multi_agent_config import simple_tag
+
+    runner = EnvRunnerConfig(env=simple_tag, num_envs_per_env_runner=2, rollout_fragment_length=50, seed=0)
+    group = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)
+    result = train_ppo(
+        PPOTrainingConfig(env_runner=runner, env_runner_group=group, max_iterations=2, target_return=None),
+        log=lambda line: None,
+    )
+    assert {"module/adversary", "module/agent", "agent/adversary_0", "agent/agent_0"} <= set(result.returns_by)
+    assert result.policy.mapping == {**dict.fromkeys(["adversary_0", "adversary_1", "adversary_2"], "adversary"),
+                                     "agent_0": "agent"}  # fmt: skip
+
+
+@pytest.mark.usefixtures("ray_session")
 def test_a_frozen_module_acts_but_does_not_learn() -> None:
     frozen = dataclasses.replace(PER_AGENT, policies_to_train=("p0",))
     records: list[IterationRecord] = []

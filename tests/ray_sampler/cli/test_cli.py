@@ -560,7 +560,7 @@ class TestMultiAgent:
             (TrainPPO, ["--policy-mapping", "per-agent"],
              "--policy-mapping: only a multi-agent env takes it (--env 'CartPole-v1' is single-agent)"),
             (TrainPPO, ["--env", "ma-cartpole:2", "--policy-mapping", "each"],
-             "--policy-mapping: 'shared', 'per-agent' or 'module:Name' is allowed (got 'each')"),
+             "--policy-mapping: 'shared', 'by-spaces', 'per-agent' or 'module:Name' is allowed (got 'each')"),
             (TrainPPO, ["--env", "ma-cartpole:2", "--policy-mapping", "os:sep"],
              "--policy-mapping 'os:sep': a MultiAgentConfig or a policy_mapping_fn is allowed (got str)"),
             (TrainDQN, ["--policy-mapping", "shared"],
@@ -593,3 +593,17 @@ class TestMultiAgent:
             TrainPPO, ["--env", "ma-cartpole:3", "--policy-mapping", "per-agent"], prog="ray-sampler"
         ).to_config()
         assert cfg.env_runner.multi_agent is not None and cfg.env_runner.multi_agent.module_ids == ("0", "1", "2")
+
+    def test_agents_whose_spaces_differ_get_a_module_per_pair_by_default(self) -> None:
+        from ray_sampler.cli.train import modules_line
+
+        args = ["--env", "pettingzoo:mpe2.simple_world_comm_v3"]
+        ma = command_from_args(TrainPPO, args, prog="ray-sampler").to_config().env_runner.multi_agent
+        assert ma is not None and ma.module_ids == ("leadadversary", "adversary", "agent")
+        assert modules_line(ma) == (
+            "modules: leadadversary (leadadversary_0), adversary (adversary_0, adversary_1, adversary_2), "
+            "agent (agent_0, agent_1); a module per distinct pair of spaces; summed return over every agent, "
+            "and per module"
+        )
+        shared = command_from_args(TrainPPO, [*args, "--policy-mapping", "per-agent"], prog="ray-sampler")
+        assert shared.to_config().env_runner.multi_agent.module_ids[:2] == ("leadadversary_0", "adversary_0")

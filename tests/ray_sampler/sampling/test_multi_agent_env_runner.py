@@ -256,8 +256,10 @@ class TestBadInput:
                 super().__init__(config)
                 self.action_spaces = {"p0": gym.spaces.Discrete(2), "p1": gym.spaces.Discrete(3)}
 
-        with pytest.raises(ConfigError, match=r"module 'default_policy' acts for agents \['p0', 'p1'\] whose action"):
-            runner(Mixed)
+        one = MultiAgentConfig(policies=("one",), policy_mapping_fn=lambda aid, episode, **kw: "one")
+        with pytest.raises(ConfigError, match=r"module 'one' acts for agents \['p0', 'p1'\] whose action"):
+            runner(Mixed, multi_agent=one)
+        assert runner(Mixed).module_ids == ("p0", "p1")  # the default: a module per pair of spaces
 
     def test_a_single_agent_env(self) -> None:
         with pytest.raises(EnvCreatorError, match="must return a MultiAgentEnv or a PettingZoo env"):
