@@ -496,7 +496,6 @@ class MultiAgentEnvRunner:
                 assert ep is not None, "every sub-env runs an episode between calls"
                 if len(ep) or ep.agent_steps():
                     out.append(ep)
-                    self._add_chunk_returns(i, ep)
                     horizon = self.config.episode_lookback_horizon or 0
                     self._episodes[i] = ep.cut(len_lookback_buffer=horizon, agent_lookback=self.agent_lookback)
         for ep in done:
@@ -556,10 +555,10 @@ class MultiAgentEnvRunner:
                 self._needs_reset = True
                 raise MultiAgentEnvError(f"sub-env worker_index={self.worker_index}, vector_index={i}: {e}") from e
             self._last_obs[i].update(obs)
+            self._add_rewards(i, obs, rewards)
             self._tally.env_steps += 1
             counted += (ep.agent_steps() - before) if by_agent else 1
             if ep.is_done:
-                self._add_chunk_returns(i, ep)
                 self._finished_sums[ep.id_] = self._done_returns[i]
                 done.append(ep)
                 self._start_episode(i, seed=None)
@@ -630,13 +629,19 @@ class MultiAgentEnvRunner:
         ep.add_env_reset(observations=obs, infos=infos)
         self._episodes[i] = ep
         self._states[i] = {}  # every agent starts from its module's initial state
-        self._done_returns[i] = {}
+        self._done_returns[i] = dict.fromkeys(obs, 0.0)
         self._last_obs[i] = dict(obs)
 
-    def _add_chunk_returns(self, i: int, ep: MultiAgentEpisode) -> None:
+    def _add_rewards(self, i: int, obs: dict[Hashable, Any], rewards: dict[Hashable, Any]) -> None:
+        """Every reward the env hands an agent, summed for the metrics: those that belong to no step
+        too (before the agent's first observation: a poker player whose opponent folds at once wins
+        without acting). An agent that got an observation is in the sums, with 0.0 if nothing more."""
         sums = self._done_returns[i]
-        for aid, sa in ep.agent_episodes.items():
-            sums[aid] = sums.get(aid, 0.0) + sa.get_return()
+        for aid, reward in rewards.items():
+            sums[aid] = sums.get(aid, 0.0) + float(reward)
+        if not obs.keys() <= sums.keys():
+            for aid in obs:
+                sums.setdefault(aid, 0.0)
 
     def _finish_metrics(self, out: list[MultiAgentEpisode], duration_s: float) -> None:
         t = self._tally

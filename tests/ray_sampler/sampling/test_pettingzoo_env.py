@@ -123,3 +123,75 @@ class TestNames:
         env = wrap_pettingzoo(resolve_creator(f"pettingzoo:{name}")({"worker_index": 0, "vector_index": 0}))
         assert len(env.possible_agents) in (2, 3)
         env.close()
+
+
+class _Totals:
+    """An AEC env that keeps PettingZoo's own account of each game: every agent's rewards summed over
+    every ``step`` (the per-step ``rewards`` that ``last()`` accumulates), one dict per game."""
+
+    def __init__(self, env: Any) -> None:
+        self.env, self.games = env, []
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        self.games.append(dict.fromkeys(self.env.possible_agents, 0.0))
+        return self.env.reset(*args, **kwargs)
+
+    def step(self, action: Any) -> None:
+        self.env.step(action)
+        for agent, reward in self.env.rewards.items():
+            self.games[-1][agent] += float(reward)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+
+class _CountingPettingZooEnv(PettingZooEnv):
+    """The AEC adapter over ``_Totals``; the creator keeps it so the test can read the games."""
+
+    built: list[_Totals] = []  # noqa: RUF012  # the test's record of what the creator built
+
+    def __init__(self, env: Any) -> None:
+        totals = _Totals(env)
+        _CountingPettingZooEnv.built.append(totals)
+        super().__init__(totals)
+
+
+CLASSIC = {  # name: (creator kwargs, games): games of random legal moves, a few of the long ones
+    "chess_v6": ({}, 2),
+    "connect_four_v3": ({}, 20),
+    "go_v5": ({"board_size": 5, "komi": 0.5}, 5),
+    "hanabi_v5": ({"players": 2, "hand_size": 5, "max_life_tokens": 1}, 10),
+    "leduc_holdem_v4": ({}, 60),
+    "rps_v2": ({"num_actions": 3, "max_cycles": 5}, 20),
+    "texas_holdem_v4": ({}, 60),
+    "texas_holdem_no_limit_v6": ({}, 60),
+    "tictactoe_v3": ({}, 30),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASSIC))
+def test_every_reward_a_classic_game_gives_is_in_the_returns(name: str) -> None:
+    """PettingZoo's own totals per agent, game by game, equal the runner's per-agent returns; their
+    sum is the episode's return (0 in a zero-sum game). A poker player whose opponent folds at once
+    wins without ever acting: its reward still counts."""
+    import importlib
+
+    from ray_sampler.modules import RandomModule
+    from ray_sampler.sampling.config import EnvRunnerConfig
+    from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
+
+    module = importlib.import_module(f"pettingzoo.classic.{name}")
+    kwargs, games = CLASSIC[name]
+    _CountingPettingZooEnv.built.clear()
+
+    def creator(cfg: dict[str, Any]) -> Any:
+        return _CountingPettingZooEnv(module.env(**kwargs))
+
+    runner = MultiAgentEnvRunner(EnvRunnerConfig(env=creator, seed=0, module_class=RandomModule))
+    runner.sample(num_episodes=games, random_actions=True)
+    metrics = runner.get_metrics()
+    (totals,) = _CountingPettingZooEnv.built
+    played = totals.games[:games]  # the runner has started the next game
+    for agent in totals.env.possible_agents:
+        assert metrics.agent_episode_returns[agent] == pytest.approx([g[agent] for g in played], abs=1e-9), agent
+    assert metrics.episode_returns == pytest.approx([sum(g.values()) for g in played], abs=1e-9)
