@@ -149,12 +149,17 @@ def _agent_key(mid: str, aid: Hashable) -> str:
 
 def _rest(ep: MultiAgentEpisode) -> dict[str, Any]:
     state = ep.get_state()
-    keys = ("hanging_actions_end", "hanging_extra_model_outputs_end", "hanging_rewards_end", "hanging_rewards_begin")
+    keys = (
+        "_hanging_actions_end",
+        "_hanging_extra_model_outputs_end",
+        "_hanging_rewards_end",
+        "_hanging_rewards_begin",
+    )
     out = {k: state[k] for k in keys if state[k]}
     done_unstarted = [a for a in state["done_agents"] if a not in ep.agent_episodes]
     if done_unstarted:
         out["done_agents"] = done_unstarted
-    out["agent_to_module_mapping"] = state["agent_to_module_mapping"]
+    out["_agent_to_module_mapping"] = state["_agent_to_module_mapping"]
     if state["custom_data"]:
         out["custom_data"] = state["custom_data"]
     return out
@@ -186,22 +191,24 @@ def columnar_to_multi_agent_episodes(col: MultiAgentColumnar) -> list[MultiAgent
             "env_t_started": int(col.env_t_started[i]),
             "env_t": int(col.env_t[i]),
             "len_lookback_buffer": int(col.lookback_lens[i]),
-            "terminated": bool(col.terminated[i]),
-            "truncated": bool(col.truncated[i]),
-            "agent_episodes": agents,
+            "is_terminated": bool(col.terminated[i]),
+            "is_truncated": bool(col.truncated[i]),
+            "agent_episodes": list(agents.items()),
             "env_t_to_agent_t": maps,
-            "hanging_actions_end": rest.get("hanging_actions_end", {}),
-            "hanging_extra_model_outputs_end": rest.get("hanging_extra_model_outputs_end", {}),
-            "hanging_rewards_end": rest.get("hanging_rewards_end", {}),
-            "hanging_rewards_begin": rest.get("hanging_rewards_begin", {}),
+            "_hanging_actions_end": rest.get("_hanging_actions_end", {}),
+            "_hanging_extra_model_outputs_end": rest.get("_hanging_extra_model_outputs_end", {}),
+            "_hanging_rewards_end": rest.get("_hanging_rewards_end", {}),
+            "_hanging_rewards_begin": rest.get("_hanging_rewards_begin", {}),
             "done_agents": done,
-            "agent_to_module_mapping": rest.get("agent_to_module_mapping", {}),
-            "observation_space": col.observation_space,
-            "action_space": col.action_space,
+            "_agent_to_module_mapping": rest.get("_agent_to_module_mapping", {}),
             "custom_data": rest.get("custom_data", {}),
         }
         try:
-            out.append(MultiAgentEpisode.from_state(state))
+            out.append(
+                MultiAgentEpisode.from_state(
+                    state, observation_space=col.observation_space, action_space=col.action_space
+                )
+            )
         except EpisodeError as e:
             raise DataFormatError(f"multi-agent chunk {i} (id_ {id_!r}) does not hold together: {e}") from e
     return out

@@ -48,6 +48,9 @@ import numpy as np
 
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.data.multi_agent_getters import MultiAgentGetters
+from ray_sampler.data.multi_agent_setters import MultiAgentSetters
+from ray_sampler.data.multi_agent_slicing import MultiAgentSlicing, record_data
+from ray_sampler.data.multi_agent_state import episode_from_state, episode_state
 from ray_sampler.errors import EpisodeError, MultiAgentEnvError
 from ray_sampler.validate import check_int
 
@@ -63,7 +66,7 @@ DEFAULT_MODULE_ID = "default_policy"
 """The module every agent maps to when no mapping function says otherwise (RLlib's name)."""
 
 
-class MultiAgentEpisode(MultiAgentGetters):
+class MultiAgentEpisode(MultiAgentGetters, MultiAgentSetters, MultiAgentSlicing):
     """A multi-agent episode chunk (see the module docstring for its rules).
 
     ``observation_space`` and ``action_space`` are per-agent dicts (or ``gymnasium.spaces.Dict``)
@@ -71,7 +74,9 @@ class MultiAgentEpisode(MultiAgentGetters):
     picks an agent's module once per episode (``module_for``); it is not part of the episode's state,
     the mapping it made is. The constructor records data given as lists of per-env-step dicts
     (``observations`` one longer than ``actions`` and ``rewards``) by replaying them, the first
-    ``len_lookback_buffer`` env steps becoming lookback.
+    ``len_lookback_buffer`` env steps (``"auto"``: all of them, RLlib's default; ours is 0) becoming
+    lookback; :mod:`ray_sampler.data.multi_agent_slicing` has the rules, RLlib's, for
+    ``env_t_started``, ``agent_t_started`` and agents that end or skip env steps.
     """
 
     __slots__ = (
@@ -82,6 +87,7 @@ class MultiAgentEpisode(MultiAgentGetters):
         "_hanging_extra_model_outputs_end",
         "_hanging_rewards_begin",
         "_hanging_rewards_end",
+        "_is_started",
         "_map_lookback",
         "_maps",
         "_to_act",
@@ -110,7 +116,8 @@ class MultiAgentEpisode(MultiAgentGetters):
         truncateds: dict[AgentID, bool] | bool = False,
         extra_model_outputs: list[dict[AgentID, dict[str, Any]]] | None = None,
         env_t_started: int = 0,
-        len_lookback_buffer: int = 0,
+        agent_t_started: dict[AgentID, int] | None = None,
+        len_lookback_buffer: int | str = 0,
         agent_module_ids: dict[AgentID, ModuleID] | None = None,
         agent_to_module_mapping_fn: Callable[..., ModuleID] | None = None,
     ) -> None:
@@ -131,61 +138,13 @@ class MultiAgentEpisode(MultiAgentGetters):
         self._agent_to_module_mapping: dict[AgentID, ModuleID] = dict(agent_module_ids or {})
         self._custom_data: dict[str, Any] = {}
         self._to_act: frozenset[AgentID] | None = None  # get_agents_to_act's, until the next change
+        self._is_started = False  # add_env_reset was called (or this is a cut's continuation)
         if observations:
-            self._record(
-                observations, infos, actions, rewards, terminateds, truncateds, extra_model_outputs, len_lookback_buffer
-            )
-
-    def _record(
-        self,
-        observations: list[dict],
-        infos: list[dict] | None,
-        actions: list[dict] | None,
-        rewards: list[dict] | None,
-        terminateds: dict | bool,
-        truncateds: dict | bool,
-        extra_model_outputs: list[dict] | None,
-        len_lookback_buffer: int,
-    ) -> None:
-        actions, rewards = actions or [], rewards or []
-        num_steps = len(observations) - 1
-        if len(actions) != num_steps or len(rewards) != num_steps:
-            raise EpisodeError(
-                f"'actions' and 'rewards' must hold one dict per env step, one fewer than 'observations' "
-                f"(got {len(actions)} and {len(rewards)} for {len(observations)} observations)"
-            )
-        lookback = check_int("len_lookback_buffer", len_lookback_buffer, minimum=0, error=EpisodeError)
-        lookback = min(lookback, num_steps)
-        start = self.env_t_started - lookback
-        if start < 0:
-            raise EpisodeError(
-                f"'env_t_started' ({self.env_t_started}) must be at least 'len_lookback_buffer' ({lookback})"
-            )
-        infos = infos or [{} for _ in observations]
-        ends: dict[AgentID, bool] = {ALL: False}
-        self.env_t = self.env_t_started = start
-        self.add_env_reset(observations=observations[0], infos=infos[0])
-        for i in range(num_steps):
-            if i == lookback:
-                cont = self.cut(len_lookback_buffer=lookback)
-                for name in self.__slots__:
-                    setattr(self, name, getattr(cont, name))
-            last = i == num_steps - 1
-            term = _final_flags(terminateds) if last else ends
-            trunc = _final_flags(truncateds) if last else ends
-            self.add_env_step(
-                observations[i + 1],
-                actions[i],
-                rewards[i],
-                infos[i + 1],
-                terminateds=term,
-                truncateds=trunc,
-                extra_model_outputs=extra_model_outputs[i] if extra_model_outputs else None,
-            )
-        if lookback == num_steps and num_steps:
-            cont = self.cut(len_lookback_buffer=lookback)
-            for name in self.__slots__:
-                setattr(self, name, getattr(cont, name))
+            record_data(
+                self, observations, infos=infos, actions=actions, rewards=rewards, terminateds=terminateds,
+                truncateds=truncateds, extra_model_outputs=extra_model_outputs,
+                len_lookback_buffer=len_lookback_buffer, env_t_started=env_t_started, agent_t_started=agent_t_started,
+            )  # fmt: skip
 
     def __repr__(self) -> str:
         return (
@@ -200,7 +159,7 @@ class MultiAgentEpisode(MultiAgentGetters):
 
     @property
     def is_reset(self) -> bool:
-        return bool(self._maps) or self.env_t > self.env_t_started or bool(self._hanging_rewards_begin)
+        return self._is_started or bool(self._maps) or self.env_t > self.env_t_started
 
     @property
     def is_numpy(self) -> bool:
@@ -210,6 +169,11 @@ class MultiAgentEpisode(MultiAgentGetters):
     def len_lookback_buffer(self) -> int:
         """Env steps of lookback before this chunk's first env step (its ``env_t_to_agent_t`` covers them)."""
         return self._map_lookback
+
+    @property
+    def agent_t_started(self) -> dict[AgentID, int]:
+        """Each agent's own timestep at this chunk's start (its chunk's ``t_started``)."""
+        return {aid: sa.t_started for aid, sa in self.agent_episodes.items()}
 
     @property
     def agent_ids(self) -> list[AgentID]:
@@ -281,6 +245,7 @@ class MultiAgentEpisode(MultiAgentGetters):
             raise EpisodeError(f"add_env_reset: episode {self.id_!r} already holds data; start a new episode")
         infos = infos or {}
         self._to_act = None
+        self._is_started = True
         for aid, obs in observations.items():
             self._start_agent(aid, obs, infos.get(aid), num_skips=0)
 
@@ -505,6 +470,7 @@ class MultiAgentEpisode(MultiAgentGetters):
             agent_to_module_mapping_fn=self.agent_to_module_mapping_fn,
         )  # fmt: skip
         cont._map_lookback = h
+        cont._is_started = True
         for aid, sa in self.agent_episodes.items():
             if aid in self._done_agents:
                 continue
@@ -586,51 +552,24 @@ class MultiAgentEpisode(MultiAgentGetters):
         return self
 
     def get_state(self) -> dict[str, Any]:
-        """Everything needed to rebuild this chunk with ``from_state`` (the mapping fn aside)."""
-        return {
-            "id_": self.id_,
-            "env_t_started": self.env_t_started,
-            "env_t": self.env_t,
-            "len_lookback_buffer": self._map_lookback,
-            "terminated": self.is_terminated,
-            "truncated": self.is_truncated,
-            "agent_episodes": {aid: sa.get_state() for aid, sa in self.agent_episodes.items()},
-            "env_t_to_agent_t": {aid: list(m) for aid, m in self._maps.items()},
-            "hanging_actions_end": dict(self._hanging_actions_end),
-            "hanging_extra_model_outputs_end": copy.deepcopy(self._hanging_extra_model_outputs_end),
-            "hanging_rewards_end": dict(self._hanging_rewards_end),
-            "hanging_rewards_begin": dict(self._hanging_rewards_begin),
-            "done_agents": sorted(self._done_agents, key=str),
-            "agent_to_module_mapping": dict(self._agent_to_module_mapping),
-            "observation_space": self.observation_space,
-            "action_space": self.action_space,
-            "custom_data": copy.deepcopy(self._custom_data),
-        }
+        """This chunk's state, plain Python and numpy data (see :mod:`ray_sampler.data.multi_agent_state`)."""
+        return episode_state(self)
 
     @classmethod
     def from_state(
-        cls, state: dict[str, Any], *, agent_to_module_mapping_fn: Callable[..., ModuleID] | None = None
+        cls,
+        state: dict[str, Any],
+        *,
+        observation_space: dict[AgentID, gym.Space] | gym.spaces.Dict | None = None,
+        action_space: dict[AgentID, gym.Space] | gym.spaces.Dict | None = None,
+        agent_to_module_mapping_fn: Callable[..., ModuleID] | None = None,
     ) -> MultiAgentEpisode:
-        """Rebuilds a chunk from ``get_state()`` output, then ``validate()``s it."""
-        ep = cls(
-            state["id_"], observation_space=state["observation_space"], action_space=state["action_space"],
-            env_t_started=state["env_t_started"], agent_module_ids=state["agent_to_module_mapping"],
+        """Rebuilds a chunk from ``get_state()`` output (the spaces and mapping function, which the
+        state leaves out, as arguments), then ``validate()``s it."""
+        return episode_from_state(
+            cls, state, observation_space=observation_space, action_space=action_space,
             agent_to_module_mapping_fn=agent_to_module_mapping_fn,
         )  # fmt: skip
-        ep.env_t = state["env_t"]
-        ep._map_lookback = state["len_lookback_buffer"]
-        ep.is_terminated, ep.is_truncated = state["terminated"], state["truncated"]
-        ep.agent_episodes = {aid: SingleAgentEpisode.from_state(s) for aid, s in state["agent_episodes"].items()}
-        ep._maps = {aid: list(m) for aid, m in state["env_t_to_agent_t"].items()}
-        ep._hanging_actions_end = dict(state["hanging_actions_end"])
-        ep._hanging_extra_model_outputs_end = copy.deepcopy(state["hanging_extra_model_outputs_end"])
-        ep._hanging_rewards_end = dict(state["hanging_rewards_end"])
-        ep._hanging_rewards_begin = dict(state["hanging_rewards_begin"])
-        ep._done_agents = set(state["done_agents"])
-        ep._custom_data = copy.deepcopy(state["custom_data"])
-        ep._to_act = None
-        ep.validate()
-        return ep
 
     def validate(self) -> None:
         """Raises EpisodeError if the chunk's parts do not fit: every agent's chunk valid, every map as
@@ -652,7 +591,8 @@ class MultiAgentEpisode(MultiAgentGetters):
             if seen != list(range(seen[0], seen[0] + len(seen))) if seen else False:
                 raise EpisodeError(f"validate: agent {aid!r}'s observation indices are not consecutive: {seen}")
             own = [j for j in m[self._map_lookback + 1 :] if j != SKIP_ENV_TS]
-            joined_here = sa.t_started == 0 and own[:1] == [0]  # its reset observation came in this chunk
+            # its first observation came in this chunk (after no lookback of its own)
+            joined_here = own[:1] == [sa.t_started] and all(j == SKIP_ENV_TS for j in m[: self._map_lookback + 1])
             if own != list(range(sa.t_started + (not joined_here), sa.t + 1)):
                 raise EpisodeError(
                     f"validate: agent {aid!r}'s env steps in this chunk hold observations {own}; its chunk "
@@ -670,12 +610,3 @@ class MultiAgentEpisode(MultiAgentGetters):
         if isinstance(agent_ids, (list, tuple, set, frozenset)):
             return [a for a in agent_ids if a in self.agent_episodes]
         return [agent_ids] if agent_ids in self.agent_episodes else []
-
-
-def _final_flags(flags: dict[AgentID, bool] | bool) -> dict[AgentID, bool]:
-    out: dict[AgentID, bool] = {ALL: False}
-    if isinstance(flags, dict):
-        out.update(flags)
-    else:
-        out[ALL] = bool(flags)
-    return out

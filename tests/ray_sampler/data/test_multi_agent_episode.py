@@ -203,7 +203,8 @@ class TestChunks:
         assert ep.get_observations([0, 1], fill=-9) == {"p0": [0, -9], "p1": [-9, 1]}
         assert ep.get_observations(slice(0, 2), return_list=True) == [{"p0": 0}, {"p1": 1}]
         assert ep.get_actions(-1) == {"p1": 13}  # the hanging action, taken at env step 3
-        assert ep.get_rewards(1) == {"p0": 1.0}  # p0's step that ended at env step 2
+        assert ep.get_rewards(0) == {"p0": 1.0}  # at the env step p0 acted, as RLlib
+        assert ep.get_rewards(-1) == {"p1": 4.0}  # p1's hanging reward so far
         assert ep.get_observations(-1, env_steps=False) == {"p0": 4, "p1": 3}
         with pytest.raises(ValueError, match="return_list=True needs env_steps=True"):
             ep.get_observations(env_steps=False, return_list=True)
