@@ -50,11 +50,13 @@ def as_columnar(data: Any) -> ColumnarEpisodes | None:
     return episodes_to_columnar(list(data)) if data else None
 
 
-def resolve_alias(name: str, value: Any, alias: str, alias_value: Any, *, default: Any) -> Any:
+def resolve_alias(
+    name: str, value: Any, alias: str, alias_value: Any, *, default: Any, error: type[Exception] = ReplayError
+) -> Any:
     """``value`` or (RLlib's name) ``alias_value``, whichever is given, else ``default``; both given
-    and different raises."""
+    and different raises ``error`` (a constructor's ConfigError, a request's ReplayError)."""
     if value is not None and alias_value is not None and value != alias_value:
-        raise ReplayError(f"'{name}' and '{alias}' name the same setting; give one (got {value!r} and {alias_value!r})")
+        raise error(f"'{name}' and '{alias}' name the same setting; give one (got {value!r} and {alias_value!r})")
     if value is not None:
         return value
     return default if alias_value is None else alias_value

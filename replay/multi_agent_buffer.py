@@ -13,12 +13,19 @@ at which env step each of the agent's stored observations came.
   every module's storage before any is changed.
 - Capacity counts **env steps** (lookback excluded): past it, whole multi-agent episodes go,
   oldest first, with every agent's data in every module (the newest episode always stays).
-- ``sample(batch_size_B, n_step, gamma, replay_mode=...)`` returns ``{module_id: batch}``:
+- ``sample(num_items or batch_size_B=, n_step=, gamma=, replay_mode=, modules_to_sample=)``
+  (RLlib's keywords) returns ``{module_id: batch}``:
   ``"independent"``: ``batch_size_B`` transitions per module, each drawn uniformly from its own
   agents' steps; ``"synchronized"``: ``batch_size_B`` env steps drawn uniformly from the stored
   ones, and every agent that acted at a drawn env step (its step complete in the buffer) gives
   its transition there, so counts differ per module; ``env_step_index`` says which draw each row
   belongs to, so the agents of one env step can be put together.
+- RLlib's constructor names (``capacity``, ``batch_size_B``, ``batch_length_T``, which must be 1)
+  and counters: ``get_num_timesteps`` / ``get_added_timesteps`` / ``get_sampled_timesteps`` /
+  ``get_num_episodes`` / ``get_num_episodes_evicted`` count env steps (episodes), or with a
+  ``module_id`` that module's agent steps (agent episodes); ``get_num_agent_timesteps`` and
+  ``get_added_agent_timesteps`` count agent steps. ``get_state()`` is plain data (nothing
+  pickled) and ``set_state(get_state())`` gives back a buffer that samples the same.
 
 >>> from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 >>> ep = MultiAgentEpisode("e")
@@ -36,8 +43,7 @@ at which env step each of the agent's stored observations came.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,41 +51,27 @@ import numpy as np
 from ray_sampler.data.columnar import episodes_to_columnar
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar, columnar_to_multi_agent_episodes
 from ray_sampler.data.multi_agent_episode import SKIP_ENV_TS, MultiAgentEpisode
-from ray_sampler.errors import ReplayError
+from ray_sampler.errors import ConfigError, DataFormatError, ReplayError
 from ray_sampler.validate import check_bool, check_choice, check_int, check_optional, check_probability
 from replay.buffer import EpisodeReplayBuffer
 from replay.compat import draw_n_step, n_step_range, resolve_alias
+from replay.multi_agent_record import MultiAgentRecord
 from replay.n_step import n_step_transitions
+from replay.state import state_from_plain, state_to_plain
 
-__all__ = ["MultiAgentEpisodeReplayBuffer", "MultiAgentRecord"]
+__all__ = ["COUNTERS", "STATE_FORMAT", "MultiAgentEpisodeReplayBuffer", "MultiAgentRecord"]
 
-
-@dataclasses.dataclass
-class MultiAgentRecord:
-    """What the buffer keeps of one stored multi-agent episode, beside its agents' chunks."""
-
-    env_t_started: int
-    """Env step of its first stored observation."""
-    env_t: int
-    """Env step of its last stored observation."""
-    terminated: bool = False
-    truncated: bool = False
-    modules: dict[Hashable, str] = dataclasses.field(default_factory=dict)
-    """Each agent's module."""
-    obs_env_steps: dict[Hashable, list[int]] = dataclasses.field(default_factory=dict)
-    """Per agent, the env step of each of its stored observations, from its first."""
-    obs_t_started: dict[Hashable, int] = dataclasses.field(default_factory=dict)
-    """Per agent, the observation index (its own time) of its first stored observation."""
-    restored_open: bool = False
-    """Restored from a checkpoint while running: its next chunk may come after a gap."""
-
-    @property
-    def is_done(self) -> bool:
-        return self.terminated or self.truncated
-
-    @property
-    def num_env_steps(self) -> int:
-        return self.env_t - self.env_t_started
+STATE_FORMAT = "ray-sampler-multi-agent-replay-state/1"
+"""The ``format`` of ``get_state()``'s dict."""
+COUNTERS = (
+    "num_env_steps_added",
+    "num_agent_steps_added",
+    "num_episodes_evicted",
+    "num_env_steps_evicted",
+    "num_duplicate_chunks_skipped",
+    "num_env_steps_sampled",
+)
+"""The buffer's lifetime counters, kept by ``get_state`` and a saved checkpoint."""
 
 
 class MultiAgentEpisodeReplayBuffer:
@@ -91,14 +83,19 @@ class MultiAgentEpisodeReplayBuffer:
         *,
         capacity_env_steps: int | None = None,
         batch_size_B: int = 16,
+        batch_length_T: int = 1,
         seed: int | None = None,
     ) -> None:
+        """``capacity`` is RLlib's name of ``capacity_env_steps``. ``batch_length_T`` is RLlib's too and
+        must be 1: this buffer samples single (n-step) transitions, as RLlib's does."""
         capacity_env_steps = resolve_alias(
-            "capacity_env_steps", capacity_env_steps, "capacity", capacity, default=10**6
+            "capacity_env_steps", capacity_env_steps, "capacity", capacity, default=10**6, error=ConfigError
         )
-        self.capacity_env_steps = check_int("capacity_env_steps", capacity_env_steps, minimum=1, error=ReplayError)
-        self.batch_size_B = check_int("batch_size_B", batch_size_B, minimum=1, error=ReplayError)
-        self.rng = np.random.default_rng(check_optional(check_int, "seed", seed, minimum=0, error=ReplayError))
+        self.capacity_env_steps = check_int("capacity_env_steps", capacity_env_steps, minimum=1, error=ConfigError)
+        self.batch_size_B = check_int("batch_size_B", batch_size_B, minimum=1, error=ConfigError)
+        """Default of ``sample``'s ``batch_size_B``."""
+        self.batch_length_T = _check_length_1(batch_length_T, ConfigError)
+        self.rng = np.random.default_rng(check_optional(check_int, "seed", seed, minimum=0, error=ConfigError))
         self.modules: dict[str, EpisodeReplayBuffer] = {}
         """Each module's single-agent buffer (read it through its read API)."""
         self.records: dict[str, MultiAgentRecord] = {}
@@ -110,17 +107,51 @@ class MultiAgentEpisodeReplayBuffer:
         self.num_env_steps_evicted = 0
         self.num_duplicate_chunks_skipped = 0
         self.num_env_steps_sampled = 0
+        self.num_module_steps_sampled: dict[str, int] = {}
+        """Per module, the agent transitions sampled for it."""
 
     # ---------------------------------------------------------------- counters (RLlib's names)
-    def get_num_timesteps(self) -> int:
-        """Env steps stored."""
+    # With a ``module_id``, a counter counts that module's agent steps (RLlib's rule; 0 for a module
+    # the buffer has not seen); without, env steps, or multi-agent episodes.
+    def get_num_timesteps(self, module_id: str | None = None) -> int:
+        """Env steps stored (lookback excluded), or module ``module_id``'s agent steps."""
+        if module_id is not None:
+            return self.modules[module_id].get_num_timesteps() if module_id in self.modules else 0
         return self._num_env_steps
+
+    def get_added_timesteps(self, module_id: str | None = None) -> int:
+        """Env steps added over the buffer's lifetime (re-sent chunks skipped), or module
+        ``module_id``'s agent steps."""
+        if module_id is not None:
+            return self.modules[module_id].get_added_timesteps() if module_id in self.modules else 0
+        return self.num_env_steps_added
+
+    def get_sampled_timesteps(self, module_id: str | None = None) -> int:
+        """Items sampled: ``batch_size_B`` per call (env steps drawn, in either mode, as RLlib), or
+        the transitions returned for module ``module_id``."""
+        if module_id is not None:
+            return self.num_module_steps_sampled.get(module_id, 0)
+        return self.num_env_steps_sampled
 
     def get_num_agent_timesteps(self) -> int:
         """Agent steps stored, every module together."""
         return sum(b.get_num_timesteps() for b in self.modules.values())
 
-    def get_num_episodes(self) -> int:
+    def get_added_agent_timesteps(self) -> int:
+        """Agent steps added over the buffer's lifetime, every module together."""
+        return self.num_agent_steps_added
+
+    def get_num_episodes_evicted(self, module_id: str | None = None) -> int:
+        """Multi-agent episodes evicted, or module ``module_id``'s agent episodes."""
+        if module_id is not None:
+            return self.modules[module_id].get_num_episodes_evicted() if module_id in self.modules else 0
+        return self.num_episodes_evicted
+
+    def get_num_episodes(self, module_id: str | None = None) -> int:
+        """Multi-agent episodes stored, or module ``module_id``'s agent episodes (each agent's chunks
+        joined: one per agent and episode that has a stored step)."""
+        if module_id is not None:
+            return self.modules[module_id].get_num_episodes() if module_id in self.modules else 0
         return len(self.records)
 
     def get_module_ids(self) -> list[str]:
@@ -244,21 +275,73 @@ class MultiAgentEpisodeReplayBuffer:
         """Sets the stored env steps from the records (after a restore put them back)."""
         self._num_env_steps = sum(r.num_env_steps for r in self.records.values())
 
+    # ---------------------------------------------------------------- state
+    def get_state(self) -> dict[str, Any]:
+        """Everything ``set_state`` needs to rebuild this buffer, as plain data (dicts, lists, str,
+        int, bool, bytes; nothing pickled, no spaces): settings, counters, both RNG states, each
+        module's single-agent state (its episodes as an Arrow IPC stream, see
+        :func:`replay.state.state_to_plain`) and one record per stored multi-agent episode."""
+        return {
+            "format": STATE_FORMAT,
+            "capacity_env_steps": self.capacity_env_steps,
+            "batch_size_B": self.batch_size_B,
+            "num_env_steps": self._num_env_steps,
+            "counters": {name: getattr(self, name) for name in COUNTERS},
+            "num_module_steps_sampled": dict(self.num_module_steps_sampled),
+            "rng_state": dict(self.rng.bit_generator.state),
+            "modules": {mid: state_to_plain(buf.get_state()) for mid, buf in self.modules.items()},
+            "records": [rec.to_plain(id_) for id_, rec in self.records.items()],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Replaces everything with ``get_state()`` output: the buffer then samples what the saved
+        one would have. Malformed state raises DataFormatError, leaving the buffer as it was."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise DataFormatError(f"set_state takes a dict of format {STATE_FORMAT!r} from get_state (got {got!r})")
+        try:
+            modules = {mid: state_from_plain(plain) for mid, plain in state["modules"].items()}
+            records = {r["id"]: MultiAgentRecord.from_plain(r) for r in state["records"]}
+            counters = {name: int(state["counters"][name]) for name in COUNTERS}
+            sampled = {str(mid): int(n) for mid, n in state["num_module_steps_sampled"].items()}
+            settings = (int(state["capacity_env_steps"]), int(state["batch_size_B"]), int(state["num_env_steps"]))
+            rng = np.random.default_rng()
+            rng.bit_generator.state = state["rng_state"]
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise DataFormatError(f"set_state: malformed state ({type(e).__name__}: {e})") from e
+        self.capacity_env_steps, self.batch_size_B, self._num_env_steps = settings
+        self.modules = {}
+        for mid, module_state in modules.items():
+            self.modules[mid] = EpisodeReplayBuffer(capacity_env_steps=module_state.capacity_env_steps)
+            self.modules[mid].set_state(module_state)
+        self.records = records
+        for name, value in counters.items():
+            setattr(self, name, value)
+        self.num_module_steps_sampled = sampled
+        self.rng = rng
+
     # ---------------------------------------------------------------- sampling
     def sample(
         self,
-        batch_size_B: int | None = None,
+        num_items: int | None = None,
         *,
-        n_step: int | tuple[int, int] = 1,
+        batch_size_B: int | None = None,
+        batch_length_T: int | None = None,
+        n_step: int | tuple[int, int] | None = 1,
         gamma: float = 0.99,
-        replay_mode: str = "independent",
-        modules_to_sample: Sequence[str] | None = None,
         include_infos: bool = False,
         include_extra_model_outputs: bool = False,
+        replay_mode: str = "independent",
+        modules_to_sample: Sequence[str] | None = None,
     ) -> dict[str, dict[str, Any]]:
         """``{module_id: batch}`` of n-step transitions (the single-agent buffer's batch columns; see
-        the module docstring for the two modes)."""
-        batch_size_B = check_int("batch_size_B", batch_size_B or self.batch_size_B, minimum=1, error=ReplayError)
+        the module docstring for the two modes). RLlib's keywords: ``num_items`` or ``batch_size_B``
+        (default: the buffer's), ``batch_length_T`` None or 1 (single transitions), ``n_step`` an int
+        or an inclusive ``(low, high)`` range drawn per transition."""
+        batch_size_B = resolve_alias("batch_size_B", batch_size_B, "num_items", num_items, default=self.batch_size_B)
+        batch_size_B = check_int("batch_size_B", batch_size_B, minimum=1, error=ReplayError)
+        if batch_length_T is not None:
+            _check_length_1(batch_length_T, ReplayError)
         check_choice("replay_mode", replay_mode, ("independent", "synchronized"), error=ReplayError)
         check_probability("gamma", gamma, error=ReplayError)
         check_bool("include_infos", include_infos, error=ReplayError)
@@ -274,7 +357,7 @@ class MultiAgentEpisodeReplayBuffer:
             raise ReplayError("sample: the buffer holds no env steps yet")
         self.num_env_steps_sampled += batch_size_B
         if replay_mode == "independent":
-            return {
+            out = {
                 mid: self.modules[mid].sample(  # a flat batch (no sample_episodes)
                     batch_size_B, n_step=n, gamma=gamma, include_infos=include_infos,
                     include_extra_model_outputs=include_extra_model_outputs,
@@ -282,7 +365,16 @@ class MultiAgentEpisodeReplayBuffer:
                 for mid in mids
                 if self.modules[mid].get_num_timesteps()
             }  # fmt: skip
-        return self._sample_synchronized(batch_size_B, n, gamma, set(mids), include_infos, include_extra_model_outputs)
+        else:
+            out = self._sample_synchronized(
+                batch_size_B, n, gamma, set(mids), include_infos, include_extra_model_outputs
+            )
+        for mid, batch in out.items():
+            self._count_sampled(mid, len(batch["rewards"]))
+        return out
+
+    def _count_sampled(self, module_id: str, num_transitions: int) -> None:
+        self.num_module_steps_sampled[module_id] = self.num_module_steps_sampled.get(module_id, 0) + num_transitions
 
     def sample_batches(
         self,
@@ -298,8 +390,10 @@ class MultiAgentEpisodeReplayBuffer:
         ``sample_batches`` gives them: what a DQN learner of that module pulls."""
         if module_id not in self.modules or not self.modules[module_id].get_num_timesteps():
             raise ReplayError(f"sample_batches: module {module_id!r} has no data (stored: {sorted(self.modules)})")
+        batches = self.modules[module_id].sample_batches(batch_size_B, num_batches, n_step=n_step, gamma=gamma)
         self.num_env_steps_sampled += batch_size_B * num_batches
-        return self.modules[module_id].sample_batches(batch_size_B, num_batches, n_step=n_step, gamma=gamma)
+        self._count_sampled(module_id, batch_size_B * num_batches)
+        return batches
 
     def _sample_synchronized(
         self, batch_size_B: int, n: Any, gamma: float, mids: set[str], include_infos: bool, include_emo: bool
@@ -336,6 +430,16 @@ class MultiAgentEpisodeReplayBuffer:
             batch["env_step_index"] = np.array([d for d, _, _ in rows], np.int64)
             out[mid] = batch
         return out
+
+
+def _check_length_1(batch_length_T: Any, error: type[Exception]) -> int:
+    """RLlib's ``batch_length_T``, which its multi-agent buffer takes but never uses: only 1 here."""
+    if isinstance(batch_length_T, bool) or batch_length_T != 1:
+        raise error(
+            "'batch_length_T' must be 1: the multi-agent buffer samples single (n-step) transitions, as RLlib's "
+            f"(got {batch_length_T!r})"
+        )
+    return 1
 
 
 def _index_of(steps: list[int], env_step: int) -> int | None:

@@ -26,22 +26,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ray_sampler.errors import DataFormatError, FileWriteError, ReplayError
-from replay.multi_agent_buffer import MultiAgentEpisodeReplayBuffer, MultiAgentRecord
+from ray_sampler.errors import DataFormatError, FileWriteError
+from replay.multi_agent_buffer import COUNTERS, MultiAgentEpisodeReplayBuffer
+from replay.multi_agent_record import MultiAgentRecord
 from replay.persistence import restore_buffer, save_buffer
 
 __all__ = ["FORMAT", "restore_multi_agent_buffer", "save_multi_agent_buffer"]
 
 FORMAT = "ray-sampler-multi-agent-replay/1"
 _MANIFEST = "multi_agent.json"
-_COUNTERS = (
-    "num_env_steps_added",
-    "num_agent_steps_added",
-    "num_episodes_evicted",
-    "num_env_steps_evicted",
-    "num_duplicate_chunks_skipped",
-    "num_env_steps_sampled",
-)
 
 
 def _sha256(data: bytes) -> str:
@@ -68,10 +61,11 @@ def save_multi_agent_buffer(buffer: MultiAgentEpisodeReplayBuffer, path: str | o
             "capacity_env_steps": buffer.capacity_env_steps,
             "batch_size_B": buffer.batch_size_B,
             "num_env_steps": buffer.get_num_timesteps(),
-            "counters": {name: getattr(buffer, name) for name in _COUNTERS},
+            "counters": {name: getattr(buffer, name) for name in COUNTERS},
+            "num_module_steps_sampled": buffer.num_module_steps_sampled,
             "rng": buffer.rng.bit_generator.state,
             "modules": modules,
-            "records": [_record_json(id_, rec) for id_, rec in buffer.records.items()],
+            "records": [rec.to_plain(id_) for id_, rec in buffer.records.items()],
         }
         record["sha256"] = _sha256(_canonical(record))
         with open(tmp / _MANIFEST, "wb") as f:
@@ -90,22 +84,6 @@ def save_multi_agent_buffer(buffer: MultiAgentEpisodeReplayBuffer, path: str | o
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
-
-
-def _record_json(id_: str, rec: MultiAgentRecord) -> dict[str, Any]:
-    agents = []
-    for aid, mid in rec.modules.items():
-        if not isinstance(aid, (str, int)) or isinstance(aid, bool):
-            raise ReplayError(f"agent id {aid!r} of episode {id_!r} cannot be saved: agent ids must be str or int")
-        agents.append([aid, mid, rec.obs_t_started.get(aid, 0), rec.obs_env_steps.get(aid, [])])
-    return {
-        "id": id_,
-        "env_t_started": rec.env_t_started,
-        "env_t": rec.env_t,
-        "terminated": rec.terminated,
-        "truncated": rec.truncated,
-        "agents": agents,
-    }
 
 
 def restore_multi_agent_buffer(path: str | os.PathLike, *, seed: int | None = None) -> MultiAgentEpisodeReplayBuffer:
@@ -147,13 +125,12 @@ def restore_multi_agent_buffer(path: str | os.PathLike, *, seed: int | None = No
     for m in record["modules"]:
         buffer.modules[m["id"]] = restore_buffer(path / m["file"])
     for name, value in record["counters"].items():
-        if name in _COUNTERS:
+        if name in COUNTERS:
             setattr(buffer, name, int(value))
+    buffer.num_module_steps_sampled = {str(k): int(v) for k, v in record.get("num_module_steps_sampled", {}).items()}
     for r in record["records"]:
-        rec = MultiAgentRecord(r["env_t_started"], r["env_t"], terminated=r["terminated"], truncated=r["truncated"])
-        for aid, mid, obs_t_started, steps in r["agents"]:
-            rec.modules[aid], rec.obs_t_started[aid], rec.obs_env_steps[aid] = mid, obs_t_started, list(steps)
-        rec.restored_open = not rec.is_done
+        rec = MultiAgentRecord.from_plain(r)
+        rec.restored_open = not rec.is_done  # chunks made after the save were lost: a gap may come
         buffer.records[r["id"]] = rec
     buffer._num_env_steps = int(record["num_env_steps"])  # noqa: SLF001  # the buffer's own count, saved whole
     return buffer

@@ -1,5 +1,7 @@
 """ReplayState: one record of a replay buffer's state, for ``get_state``/``set_state`` and the
-``ray_sampler.replay`` JSON metadata of a saved Parquet file (every field but ``episodes``).
+``ray_sampler.replay`` JSON metadata of a saved Parquet file (every field but ``episodes``), and its
+plain-data form (``state_to_plain``: dicts, ints and bytes, nothing pickled) that a multi-agent
+buffer's ``get_state`` nests.
 
 >>> state = ReplayState(capacity_env_steps=100, first_order=3)
 >>> ReplayState.from_metadata(state.to_metadata()) == state
@@ -15,11 +17,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pyarrow as pa
+
+from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import ColumnarEpisodes
-from ray_sampler.errors import DataFormatError
+from ray_sampler.errors import DataFormatError, first_line
 from ray_sampler.validate import check_dict, check_int, check_optional
 
-__all__ = ["ReplayState"]
+__all__ = ["ReplayState", "state_from_plain", "state_to_plain"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -75,3 +80,35 @@ class ReplayState:
             num_env_steps_received=counter("num_env_steps_received"),
             rng_state=check_optional(check_dict, "rng_state", meta.get("rng_state"), error=DataFormatError),
         )
+
+
+def _table_bytes(col: ColumnarEpisodes) -> bytes:
+    sink = pa.BufferOutputStream()
+    table = columnar_to_arrow(col)
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def state_to_plain(state: ReplayState) -> dict[str, Any]:
+    """``state`` as plain data: its metadata dict, and its episodes (if any) as the bytes of an Arrow
+    IPC stream of the documented episode table (:mod:`ray_sampler.data.arrow_format`; no pickle, no
+    spaces: any Arrow tool reads it)."""
+    return {**state.to_metadata(), "episodes": None if state.episodes is None else _table_bytes(state.episodes)}
+
+
+def state_from_plain(plain: Any) -> ReplayState:
+    """The ReplayState ``state_to_plain`` gave; DataFormatError if malformed."""
+    plain = check_dict("state", plain, error=DataFormatError)
+    episodes = plain.get("episodes")
+    if episodes is not None and not isinstance(episodes, bytes):
+        got = type(episodes).__name__
+        raise DataFormatError(f"'episodes' must be bytes of an Arrow IPC stream or None (got {got})")
+    state = ReplayState.from_metadata({k: v for k, v in plain.items() if k != "episodes"})
+    if episodes is None:
+        return state
+    try:
+        table = pa.ipc.open_stream(episodes).read_all()
+    except pa.ArrowInvalid as e:
+        raise DataFormatError(f"'episodes' is not an Arrow IPC stream: {first_line(e)}") from e
+    return dataclasses.replace(state, episodes=arrow_to_columnar(table))

@@ -11,7 +11,7 @@ import pytest
 from ray_sampler.errors import DataFormatError
 from replay.buffer import EpisodeReplayBuffer
 from replay.persistence import save_buffer
-from replay.state import ReplayState
+from replay.state import ReplayState, state_from_plain
 from tests.replay.test_storage import episode
 
 
@@ -52,3 +52,8 @@ def test_missing_counters_default_to_zero() -> None:
 def test_malformed_metadata_raises(meta: object, match: str) -> None:
     with pytest.raises(DataFormatError, match=match):
         ReplayState.from_metadata(meta)
+
+
+def test_state_from_plain_refuses_bytes_that_are_not_an_arrow_stream() -> None:
+    with pytest.raises(DataFormatError, match=r"'episodes' is not an Arrow IPC stream"):
+        state_from_plain({"capacity_env_steps": 10, "episodes": b"not arrow"})
