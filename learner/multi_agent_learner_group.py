@@ -25,11 +25,25 @@ from learner.learner_group import LearnerGroup
 from learner.metrics import DQNUpdateMetrics, PPOUpdateMetrics
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules import MultiRLModule
+from ray_sampler.resources import Demand, check_demands
+from ray_sampler.validate import check_int, check_number
 from replay.multi_agent_actor import ModuleReplay
 
 __all__ = ["MultiAgentLearnerGroup", "metrics_by_module"]
 
 _AVERAGED = ("policy_loss", "vf_loss", "entropy", "mean_kl_approx", "clip_fraction", "total_loss", "grad_norm_mean")
+
+
+def _check_all_learners_fit(modules: MultiRLModule, num_learners: int, num_cpus_per_learner: float) -> None:
+    """InsufficientResourcesError before any learner actor starts if every trained module's learners
+    together can never fit the cluster (each module's group checks only its own, and the first
+    modules' learners would have started before a later one is refused)."""
+    check_int("num_learners", num_learners, minimum=0)
+    check_number("num_cpus_per_learner", num_cpus_per_learner, minimum=0)
+    num_trained = sum(1 for mid in modules if modules.is_trainable(mid))
+    if num_learners and num_cpus_per_learner and num_trained:
+        fields = "trained modules x num_learners x num_cpus_per_learner"
+        check_demands([Demand(fields, num_trained * num_learners, {"CPU": float(num_cpus_per_learner)})])
 
 
 class MultiAgentLearnerGroup:
@@ -61,6 +75,7 @@ class MultiAgentLearnerGroup:
         self.frozen: dict[str, dict[str, Any]] = {}
         """Weights of the modules that do not learn, by module id."""
         self.mapping = AgentToModuleMapping()
+        _check_all_learners_fit(modules, num_learners, num_cpus_per_learner)
         try:
             for mid, module in modules.items():
                 self.add_module(mid, module, trainable=modules.is_trainable(mid))

@@ -166,6 +166,20 @@ def _check_checkpoint_directory(path: str) -> None:
         ) from None
 
 
+def _check_checkpoint_directory_here(path: str | None) -> None:
+    """The actor's directory check (``_check_checkpoint_directory``), run in this process where it
+    sees what the actor will: an absolute path, on a one-node cluster this process runs on (not a
+    Ray Client). A relative path is the actor's working directory's, and on several nodes the
+    actor's node is not known yet: the actor checks those when it starts."""
+    if path is None or not os.path.isabs(path):
+        return
+    import ray
+
+    if ray.util.client.ray.is_connected() or sum(1 for n in ray.nodes() if n.get("Alive")) != 1:
+        return
+    _check_checkpoint_directory(path)
+
+
 class ReplayActor:
     """A rate-limited, checkpointed replay buffer (see the module docstring)."""
 
@@ -437,9 +451,12 @@ def create_replay_actor(
     scheduling_strategy: Any = None,
 ) -> Any:
     """Starts a ReplayActor as a threaded Ray actor (Ray must be running); ``scheduling_strategy``
-    is Ray's (e.g. a placement group bundle beside the learners)."""
+    is Ray's (e.g. a placement group bundle beside the learners). A ``checkpoint_path`` whose
+    directory is missing raises ConfigError here, before the actor starts, where this process can
+    tell (see ``_check_checkpoint_directory_here``); elsewhere the actor refuses to start."""
     import ray
 
+    _check_checkpoint_directory_here(config.checkpoint_path)
     # No task events: the replay gets calls every few ms for hours, and the GCS keeps their events.
     # Few malloc arenas: Ray runs the calls on up to max_concurrency threads, glibc gives each its own
     # arena, and each arena keeps the free memory of its largest call (sum tree, priorities, a batch

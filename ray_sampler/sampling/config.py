@@ -19,6 +19,7 @@ from typing import Any
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import PlacementStrategy
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+from ray_sampler.sampling.sub_env_limits import check_num_envs_cap
 from ray_sampler.validate import (
     check_bool,
     check_callable,
@@ -72,7 +73,8 @@ class EnvRunnerConfig:
     """Passed to the creator (with ``worker_index``, ``vector_index``, ``num_workers`` added), or as
     keyword arguments to ``gymnasium.make`` for a gymnasium id."""
     num_envs_per_env_runner: int = 1
-    """Sub-envs each runner steps as one vector env."""
+    """Sub-envs each runner steps as one vector env: at most 65,536 in ``"sync"`` mode, and no more than
+    the largest node's memory holds (checked before they are built; see ``sub_env_limits``)."""
     vectorization_mode: VectorizationMode | str = VectorizationMode.SYNC
     """``"sync"``: a SyncVectorEnv of single envs; ``"vector_entry_point"``: the env's native vector class."""
     rollout_fragment_length: int = 200
@@ -158,6 +160,7 @@ class EnvRunnerConfig:
         replace_field(
             self, "vectorization_mode", check_enum("vectorization_mode", VectorizationMode, self.vectorization_mode)
         )
+        check_num_envs_cap(self.num_envs_per_env_runner, is_sync=self.vectorization_mode is VectorizationMode.SYNC)
         replace_field(self, "batch_mode", check_enum("batch_mode", BatchMode, self.batch_mode))
         replace_field(self, "count_steps_by", check_enum("count_steps_by", CountStepsBy, self.count_steps_by))
         check_optional(check_callable, "module_class", self.module_class)

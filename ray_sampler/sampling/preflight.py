@@ -4,7 +4,8 @@
 resolved to (a ``register_env`` name lives in this process only, and so may a gymnasium id the
 user's module registered: the runners get the creator, or the id's spec), and, with
 ``validate_env_locally``, builds a few sub-envs and the module once (bad creators, spaces a module
-cannot take), checks that the runners' memory can fit the nodes (``runner_memory``) and runs the
+cannot take), checks that the runners' memory can fit the nodes (``sub_env_limits`` from the first
+sub-env's spaces, before more are built; then ``runner_memory`` from measured ones) and runs the
 env check (``env_check.check_env``, with ``check_env``): every error comes before a runner is placed.
 """
 
@@ -25,6 +26,7 @@ from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from ray_sampler.sampling.runner_memory import check_runner_memory, node_memory_bytes, step_bytes
+from ray_sampler.sampling.sub_env_limits import check_num_envs_memory, multi_agent_step_bytes
 
 __all__ = ["prepare_env"]
 
@@ -51,12 +53,17 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
     if config.multi_agent is None and group_config.validate_env_locally:
         try:
             # A first build, not measured: the imports and caches a first env brings are no sub-env's.
-            build(dataclasses.replace(config, num_envs_per_env_runner=1)).close()
+            first = build(dataclasses.replace(config, num_envs_per_env_runner=1))
         except MultiAgentEnvGiven:  # a multi-agent env: the group runs MultiAgentEnvRunners
             config = dataclasses.replace(config, multi_agent=MultiAgentConfig())
+        else:
+            try:  # its spaces bound the runner's memory before more sub-envs are built
+                _check_num_envs_memory(config, step_bytes(first.single_observation_space, first.single_action_space))
+            finally:
+                first.close()
     if config.multi_agent is not None:
         if group_config.validate_env_locally:
-            _check_multi_agent(config, group_config)
+            config = _check_multi_agent(config, group_config)
         return config
     if group_config.validate_env_locally:
         probe = dataclasses.replace(
@@ -102,15 +109,37 @@ def prepare_env(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> 
     return config
 
 
-def _check_multi_agent(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> None:
+def _check_multi_agent(config: EnvRunnerConfig, group_config: EnvRunnerGroupConfig) -> EnvRunnerConfig:
     """A multi-agent config's driver-side checks: one runner of one sub-env is built (the creator,
     every module and its spaces, the mapping) and, with ``check_env``, samples a few random steps
-    with every env output checked against the contract."""
+    with every env output checked against the contract. Returns ``config`` with the modules that
+    runner resolved (the default ones become a module per distinct pair of spaces where the agents'
+    differ), so that every runner of the group and its weights name the same modules."""
     probe = MultiAgentEnvRunner(
         dataclasses.replace(config, num_envs_per_env_runner=1), worker_index=0, num_workers=group_config.num_env_runners
     )
     try:
+        env = probe.envs[0]  # every possible agent acting at every step: the most a step can hold
+        agents = probe.possible_agents
+        _check_num_envs_memory(
+            config,
+            multi_agent_step_bytes(
+                [env.get_observation_space(a) for a in agents], [env.get_action_space(a) for a in agents]
+            ),
+        )
         if group_config.check_env:
             probe.sample(num_timesteps=max(config.check_env_first_steps, 1), random_actions=True)
     finally:
         probe.stop()
+    return dataclasses.replace(config, multi_agent=probe.ma_config)
+
+
+def _check_num_envs_memory(config: EnvRunnerConfig, bytes_per_step: int) -> None:
+    """ConfigError if ``num_envs_per_env_runner`` sub-envs cannot fit the largest node (``sub_env_limits``)."""
+    assert config.episode_lookback_horizon is not None  # the config sets it in __post_init__
+    check_num_envs_memory(
+        config.num_envs_per_env_runner,
+        bytes_per_step=bytes_per_step,
+        rollout_fragment_length=config.rollout_fragment_length,
+        episode_lookback_horizon=config.episode_lookback_horizon,
+    )

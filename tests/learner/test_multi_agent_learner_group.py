@@ -19,7 +19,7 @@ from learner.multi_agent_learner_group import MultiAgentLearnerGroup, metrics_by
 from learner.train import view_pieces
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
-from ray_sampler.errors import ConfigError
+from ray_sampler.errors import ConfigError, InsufficientResourcesError
 from ray_sampler.modules import MLPModule, MultiRLModule
 from ray_sampler.modules.rl_module import is_stateful
 from ray_sampler.sampling.config import EnvRunnerConfig
@@ -27,6 +27,7 @@ from ray_sampler.sampling.env_runner import EnvRunner
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
 from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner, build_multi_rl_module
+from tests.helpers import idle_cpus
 from tests.ray_sampler.ma_envs import RandomScheduleEnv
 
 TOL = 1e-6  # floats that went through a module's matrix products: compared with this relative tolerance
@@ -243,3 +244,19 @@ class TestGroup:
     def test_not_a_multi_rl_module(self) -> None:
         with pytest.raises(ConfigError, match="'modules' must be a MultiRLModule"):
             MultiAgentLearnerGroup({"p": None})  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_learners_of_every_module_that_can_never_fit_are_refused_before_any_starts() -> None:
+    """2 modules x 3 learners x 1 CPU on the session's 4 CPUs: each module's 3 fit alone, so before,
+    the first module's learners started and the second's were refused after them."""
+    import ray
+
+    total = idle_cpus()
+    with pytest.raises(InsufficientResourcesError) as raised:
+        MultiAgentLearnerGroup(group_modules(), PPOConfig(), num_learners=3, num_cpus_per_learner=1.0)
+    assert str(raised.value).startswith(
+        "cannot place the actors: trained modules x num_learners x num_cpus_per_learner = 6 x 1 CPU = 6.0 CPU, "
+        f"but the cluster has {total:.1f} CPU in all"
+    )
+    assert ray.available_resources().get("CPU", 0.0) == total  # nothing was reserved, even for a moment

@@ -467,3 +467,16 @@ class TestRestoredActor:
         assert (ack.num_env_steps, ack.num_env_steps_received, ack.num_env_steps_stored) == (0, 0, 3)
         metrics = again.get_metrics()
         assert (metrics.num_env_steps_duplicate_skipped, metrics.num_env_steps_received) == (3, 3)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_create_replay_actor_refuses_a_missing_checkpoint_directory_before_the_actor_starts(tmp_path: Path) -> None:
+    """Before: the actor started and died, and the caller got an ActorDiedError wrapping this."""
+    path = str(tmp_path / "missing" / "c.parquet")
+    before = len(ray.util.list_named_actors())
+    with pytest.raises(ConfigError) as raised:
+        create_replay_actor(ReplayConfig(checkpoint_path=path), num_cpus=0, name="replay-missing-dir")
+    assert str(raised.value) == (
+        f"'checkpoint_path' {path!r}: its directory {tmp_path / 'missing'} does not exist on the replay actor's node"
+    )
+    assert len(ray.util.list_named_actors()) == before

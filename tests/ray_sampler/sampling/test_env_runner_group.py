@@ -16,7 +16,6 @@ from ray_sampler.errors import (
     ConfigError,
     EnvCreatorError,
     EnvRunnerFailedError,
-    InsufficientResourcesError,
     RaySamplerError,
 )
 from ray_sampler.modules.mlp_module import MLPModule
@@ -160,10 +159,9 @@ def test_bad_creator_fails_before_any_actor_starts() -> None:
     assert len(ray.util.list_named_actors()) == before
 
 
-def test_a_million_sub_envs_per_runner_are_refused_having_built_three() -> None:
-    """The driver's check builds three sub-envs (one first, whose imports are not measured, then two
-    measured), not a runner's million (which took minutes), and refuses a request whose memory no
-    node of the session's cluster can hold."""
+def test_sub_envs_too_many_for_the_node_are_refused_having_built_one() -> None:
+    """The driver's check takes the env's spaces from one sub-env (a runner's 65,536 took long) and
+    refuses a request whose memory no node can hold, before any runner starts."""
     built = []
 
     def counting_creator(ctx: dict) -> gym.Env:
@@ -173,12 +171,19 @@ def test_a_million_sub_envs_per_runner_are_refused_having_built_three() -> None:
         return gym.make("CartPole-v1")
 
     before = len(ray.util.list_named_actors())
-    # At least 5 PB a runner: beyond any machine this suite runs on.
-    config = EnvRunnerConfig(env=counting_creator, num_envs_per_env_runner=10**6, rollout_fragment_length=10**5)
-    with pytest.raises(InsufficientResourcesError, match=r"^cannot run the env runners: .* = 1,000,000 x \("):
+    # 65,536 x (3,000 + 50 x 100,002) bytes: at least 328 GB a runner, beyond any machine this suite runs on.
+    config = EnvRunnerConfig(env=counting_creator, num_envs_per_env_runner=65_536, rollout_fragment_length=10**5)
+    with pytest.raises(
+        ConfigError, match=r"^'num_envs_per_env_runner' must be an int <= [\d,]+ for this env \(got 65,536\)"
+    ):
         EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, check_env=False))
-    assert built == [0, 0, 1]
+    assert built == [0]
     assert len(ray.util.list_named_actors()) == before
+
+
+def test_a_million_sub_envs_per_runner_are_refused_by_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"'num_envs_per_env_runner' must be an int <= 65,536 .*\(got 1,000,000\)"):
+        EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=1_000_000)
 
 
 def test_registered_name_works_in_actors() -> None:

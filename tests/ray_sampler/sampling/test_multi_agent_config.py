@@ -97,3 +97,16 @@ class TestRunsResolveTheDefault:
         shared = MultiAgentConfig(policies=("p",), policy_mapping_fn=lambda aid, ep, **kw: "p")
         with pytest.raises(ConfigError, match=r"module 'p' acts for agents .* whose observation spaces differ"):
             MultiAgentEnvRunner(EnvRunnerConfig(env=simple_tag, multi_agent=shared))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_group_resolves_the_default_before_its_runners_start() -> None:
+    from ray_sampler.sampling import EnvRunnerGroup, EnvRunnerGroupConfig
+
+    group_config = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)
+    config = EnvRunnerConfig(env=simple_tag, rollout_fragment_length=10, multi_agent=MultiAgentConfig())
+    with EnvRunnerGroup(config, group_config) as group:
+        assert group.config.multi_agent is not None and group.config.multi_agent.module_ids == ("adversary", "agent")
+        episodes = group.sample()
+        assert {ep.module_for("adversary_0") for ep in episodes} == {"adversary"}
+        assert {ep.module_for("agent_0") for ep in episodes} == {"agent"}
