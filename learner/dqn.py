@@ -8,6 +8,10 @@ Loss per batch (``n_step`` from the replay: the steps really used, never through
 
 Truncated episodes bootstrap (only ``terminated`` stops it). ``td_errors`` come back for
 prioritized replay's ``update_priorities``.
+
+Where the observations are a Dict carrying an ``action_mask`` (``QModule.action_mask_slice``), the
+learner flattens them as the runner does, and the argmax over next actions is over the actions the
+next observation's mask allows.
 """
 
 from __future__ import annotations
@@ -21,16 +25,19 @@ import numpy as np
 
 from learner.metrics import DQNStepMetrics
 from learner.optim import Adam
+from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
+from ray_sampler.data.spaces import flatten_batch
 from ray_sampler.errors import SpaceError
 from ray_sampler.handles import call
+from ray_sampler.modules.action_masking import legal_actions, mask_logits
 from ray_sampler.modules.mlp import backward, forward
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.validate import check_bool, check_int, check_number, check_optional, check_probability, check_type
 from replay.buffer import EpisodeReplayBuffer
 from replay.shards import ShardDraw
 
-__all__ = ["DQNConfig", "DQNLearner", "dqn_loss_and_grads"]
+__all__ = ["DQNConfig", "DQNLearner", "check_dqn_observation_space", "dqn_loss_and_grads", "flat_observations"]
 
 
 def _huber(x: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -48,8 +55,10 @@ def dqn_loss_and_grads(
     huber_delta: float = 1.0,
     double_q: bool = True,
     activation: str = "relu",
+    action_mask_slice: slice | None = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray], np.ndarray]:
-    """Loss terms, gradients of the online parameters, and TD errors (see the module docstring).
+    """Loss terms, gradients of the online parameters, and TD errors (see the module docstring);
+    ``action_mask_slice``: where the flat observations hold the action mask (None: no masking).
 
     Computed in the parameters' float dtype (float32 for training, float64 for gradient checks)."""
     dtype = np.result_type(*params.values())
@@ -60,7 +69,10 @@ def dqn_loss_and_grads(
     q_all, cache = forward(params, "q", obs, activation)
     q = q_all[rows, actions]
     q_next_target = forward(target_params, "q", next_obs, activation)[0]
-    best = (forward(params, "q", next_obs, activation)[0] if double_q else q_next_target).argmax(axis=1)
+    q_next_choice = forward(params, "q", next_obs, activation)[0] if double_q else q_next_target
+    if action_mask_slice is not None:  # the best of the next state's legal actions
+        q_next_choice = mask_logits(q_next_choice, legal_actions(next_obs, action_mask_slice))
+    best = q_next_choice.argmax(axis=1)
     discount = gamma ** np.asarray(batch.get(Columns.N_STEP, np.ones(n)), np.float64)
     not_done = 1.0 - np.asarray(batch[Columns.TERMINATEDS], np.float64)
     target = np.asarray(batch[Columns.REWARDS], np.float64) + discount * not_done * q_next_target[rows, best]
@@ -72,6 +84,26 @@ def dqn_loss_and_grads(
     grads = backward(params, "q", cache, grad_q, activation)
     terms = {"loss": float((weights * loss).mean()), "q_mean": float(q.mean()), "td_abs_mean": float(np.abs(td).mean())}
     return terms, {k: g.astype(params[k].dtype, copy=False) for k, g in grads.items()}, td
+
+
+def check_dqn_observation_space(owner: str, module: Any) -> None:
+    """SpaceError naming ``owner`` unless the module's observations are what a DQN loss reads: a Box,
+    or a Dict carrying an action mask (flattened by ``flat_observations``)."""
+    space = module.observation_space
+    if not isinstance(space, gym.spaces.Box) and getattr(module, "action_mask_slice", None) is None:
+        raise SpaceError(
+            f"{owner} needs a Box observation space, or a Dict with an 'action_mask': its loss reads "
+            f"replay observations as arrays (got {space})"
+        )
+
+
+def flat_observations(observation_space: gym.Space, batch: dict[str, Any]) -> dict[str, Any]:
+    """``batch`` with its ``obs`` and ``next_obs`` flattened as the runner flattens them, where the
+    observation space is not a Box (a Dict carrying an action mask); the batch itself otherwise."""
+    if isinstance(observation_space, gym.spaces.Box):
+        return batch
+    flat = {k: flatten_batch(observation_space, batch[k]) for k in (Columns.OBS, Columns.NEXT_OBS)}
+    return {**batch, **flat}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -117,11 +149,7 @@ class DQNLearner:
     """
 
     def __init__(self, module: QModule, config: DQNConfig | None = None) -> None:
-        if not isinstance(module.observation_space, gym.spaces.Box):
-            raise SpaceError(
-                f"DQNLearner needs a Box observation space: its loss reads replay observations as "
-                f"arrays (got {module.observation_space})"
-            )
+        check_dqn_observation_space("DQNLearner", module)
         self.module = module
         self.config: DQNConfig = DQNConfig() if config is None else check_type("config", config, DQNConfig)
         self.target_params = {k: v.copy() for k, v in module.params.items()}
@@ -137,9 +165,10 @@ class DQNLearner:
         batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
         if self.module.action_space.start:  # env actions of Discrete(n, start): columns 0..n-1
             batch = {**batch, Columns.ACTIONS: np.asarray(batch[Columns.ACTIONS]) - self.module.action_space.start}
-        n = len(batch[Columns.OBS])
+        n = len(tree.first_leaf(batch[Columns.OBS]))
         if not n:
             return {}, {k: np.zeros_like(v) for k, v in self.module.params.items()}, 0
+        batch = flat_observations(self.module.observation_space, batch)
         loss_terms, grads, td = dqn_loss_and_grads(
             self.module.params,
             self.target_params,
@@ -148,6 +177,7 @@ class DQNLearner:
             huber_delta=self.config.huber_delta,
             double_q=self.config.double_q,
             activation=self.module.activation,
+            action_mask_slice=self.module.action_mask_slice,
         )
         if isinstance(batch_index, int):
             self._td[batch_index] = td

@@ -283,6 +283,7 @@ class Learner:
             entropy_coeff=self.config.entropy_coeff,
             vf_clip_param=self.config.vf_clip_param,
             clipped=self.config.policy_loss is PolicyLoss.CLIPPED,
+            action_mask_slice=getattr(self.module, "action_mask_slice", None),
         )
         return terms, grads, len(rows)
 

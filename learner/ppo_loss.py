@@ -13,6 +13,10 @@ clipping to the env's bounds). ``vf_clip_param`` None leaves the squared error u
 ``clipped=False`` the policy term is the plain policy gradient ``-mean(logp_new * A)`` (IMPALA's on
 V-trace advantages, which carry the clipped ratios already; A2C's on GAE's).
 Returns the loss terms and the gradients of every parameter; a finite-difference test pins them.
+
+With ``action_mask_slice`` (the module's, where its observations carry an ``action_mask``), the
+logits of the actions the mask forbids become ``MASKED_LOGIT`` before the categorical, as in the
+module's forward: they get zero probability in the ratio and the entropy, and zero gradient.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ray_sampler.data.columns import Columns
+from ray_sampler.modules.action_masking import legal_actions, mask_logits
 from ray_sampler.modules.mlp import backward, forward
 
 __all__ = ["ppo_loss_and_grads"]
@@ -75,11 +80,13 @@ def ppo_loss_and_grads(
     entropy_coeff: float = 0.0,
     vf_clip_param: float | None = None,
     clipped: bool = True,
+    action_mask_slice: slice | None = None,
 ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """Loss terms and gradients for ``batch`` (obs, actions, action_logp, advantages, value_targets);
     a Gaussian policy where ``params`` has ``pi.log_std``, else a categorical one. Observations that
     are ``{"own", "global"}`` dicts (CentralizedCriticMLPModule) feed the policy ``own`` and the
-    value head ``global``."""
+    value head ``global``. ``action_mask_slice``: where the policy input holds the action mask (None:
+    no masking)."""
     raw = batch[Columns.OBS]
     if isinstance(raw, dict):  # a centralized critic's {"own", "global"}: the policy on own, the value on global
         obs = np.asarray(raw["own"], np.float64).reshape(len(raw["own"]), -1)
@@ -93,10 +100,13 @@ def ppo_loss_and_grads(
     p64 = {k: v.astype(np.float64) for k, v in params.items()}
 
     head_out, pi_cache = forward(p64, "pi", obs)
+    legal: np.ndarray | None = None
     if "pi.log_std" in p64:
         logp, entropy, policy_grads = _diag_gaussian(head_out, p64["pi.log_std"], batch[Columns.ACTIONS])
     else:
-        logp, entropy, policy_grads = _categorical(head_out, batch[Columns.ACTIONS])
+        legal = None if action_mask_slice is None else legal_actions(obs, action_mask_slice)
+        logits = head_out if legal is None else mask_logits(head_out, legal)
+        logp, entropy, policy_grads = _categorical(logits, batch[Columns.ACTIONS])
     ratio = np.exp(logp - logp_old)
     clipped_ratio = np.clip(ratio, 1.0 - clip_param, 1.0 + clip_param)
     surrogate = np.minimum(ratio * advantages, clipped_ratio * advantages) if clipped else logp * advantages
@@ -121,6 +131,8 @@ def ppo_loss_and_grads(
     else:
         d_logp = -advantages / n
     d_head, grads = policy_grads(d_logp, np.full(n, -entropy_coeff / n))
+    if legal is not None:  # a masked logit is a constant: no gradient reaches the head's output there
+        d_head = np.where(legal, d_head, 0.0)
     grads.update(backward(p64, "pi", pi_cache, d_head))
     grads.update(backward(p64, "vf", vf_cache, (vf_coeff * 2.0 * vf_err * vf_active / n)[:, None]))
     return terms, {k: g.astype(params[k].dtype) for k, g in grads.items()}

@@ -29,10 +29,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from learner.dqn import DQNConfig, DQNLearner
+from learner.dqn import DQNConfig, DQNLearner, check_dqn_observation_space, flat_observations
 from learner.learner import Learner, PolicyLoss, PPOConfig
+from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
-from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.errors import ConfigError
 from ray_sampler.modules.distributions import dist_class_for
 from ray_sampler.modules.rl_module import is_stateful
 from ray_sampler.modules.torch_mlp import Q_VALUES, TorchQModule
@@ -248,11 +249,7 @@ class TorchDQNLearner(DQNLearner):
 
     def __init__(self, module: TorchQModule, config: DQNConfig | None = None) -> None:
         # Not DQNLearner.__init__: it builds a numpy target network and optimizer from ``module.params``.
-        if not isinstance(module.observation_space, gym.spaces.Box):
-            raise SpaceError(
-                f"TorchDQNLearner needs a Box observation space: its loss reads replay observations as "
-                f"arrays (got {module.observation_space})"
-            )
+        check_dqn_observation_space("TorchDQNLearner", module)
         self.module = module
         self.config: DQNConfig = DQNConfig() if config is None else check_type("config", config, DQNConfig)
         torch.set_num_threads(self.config.num_torch_threads)
@@ -266,9 +263,10 @@ class TorchDQNLearner(DQNLearner):
         """Loss terms (and ``td_errors``), gradients (numpy, by parameter name) and row count of a batch
         (pulled batch ``batch_index``, or given)."""
         batch = self._batches[batch_index] if isinstance(batch_index, int) else batch_index
-        n = len(batch[Columns.OBS])
+        n = len(tree.first_leaf(batch[Columns.OBS]))
         if not n:
             return {}, self.optimizer.zero_gradients(), 0
+        batch = flat_observations(self.module.observation_space, batch)  # its Q-values mask the next argmax
         keys = [Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS]
         keys += [k for k in (Columns.N_STEP, Columns.WEIGHTS) if k in batch]
         columns = {k: np.asarray(batch[k]) for k in keys}

@@ -1,12 +1,19 @@
-"""Action masking: modules for envs whose observations say which actions are legal.
+"""Action masking: the helpers the default modules mask with, and modules for masked envs.
 
 PettingZoo's board games (tictactoe, connect four, chess) and many RLlib users' envs observe a
 dict ``{"observation": ..., "action_mask": [n]}`` over ``Discrete(n)`` actions, and an illegal
 action ends the game or is an error. A masking module gives the actions the mask forbids the logit
 ``MASKED_LOGIT``: they are never drawn, and have zero probability in the loss (the learner's
-log-probabilities and entropy come from the same masked logits). ``MaskedRandomModule`` is the
-random player of such envs (uniform over the legal actions); ``TorchActionMaskingModule``
-(``ray_sampler/modules/torch_action_masking.py``) is the trainable one.
+log-probabilities and entropy come from the same masked logits).
+
+The default modules (``MLPModule``, ``QModule`` and their torch twins) mask by themselves where
+``action_mask_slice`` finds a mask in their observation space: they read the flattened
+observation (the whole dict, in gymnasium's flatten layout, as the env-to-module pipeline's
+``FlattenObservations`` gives it), and the mask is the slice of it that ``action_mask_slice``
+names; an entry > 0 allows its action. ``MaskedRandomModule`` is the random player of such envs
+(uniform over the legal actions); ``TorchActionMaskingModule``
+(``ray_sampler/modules/torch_action_masking.py``) is a trainable one that reads only
+``observation`` as its input.
 
 >>> import gymnasium as gym
 >>> space = gym.spaces.Dict({"observation": gym.spaces.Box(0, 1, (2,)), "action_mask": gym.spaces.MultiBinary(3)})
@@ -26,10 +33,57 @@ import numpy as np
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import SpaceError
 
-__all__ = ["MASKED_LOGIT", "MaskedRandomModule", "check_masked_spaces"]
+__all__ = [
+    "MASKED_LOGIT",
+    "MaskedRandomModule",
+    "action_mask_slice",
+    "check_masked_spaces",
+    "legal_actions",
+    "mask_logits",
+]
 
 MASKED_LOGIT = -1e9
 """The logit of a forbidden action: finite (no NaN in a softmax or an entropy), never drawn."""
+
+
+def action_mask_slice(observation_space: gym.Space, action_space: gym.Space) -> slice | None:
+    """Where the action mask lies in a flattened observation of ``observation_space`` (gymnasium's
+    layout: a Dict's parts in key order); None where the spaces carry no mask: the observation space
+    is not a Dict with an ``action_mask`` key, or the actions are not Discrete. SpaceError where the
+    mask is not a Box or MultiBinary of one entry per action.
+
+    >>> box = gym.spaces.Box(0, 1, (2,))
+    >>> space = gym.spaces.Dict({"observation": box, "action_mask": gym.spaces.MultiBinary(3)})
+    >>> action_mask_slice(space, gym.spaces.Discrete(3))  # the keys sorted: "action_mask" comes first
+    slice(0, 3, None)
+    >>> action_mask_slice(box, gym.spaces.Discrete(3)) is None
+    True
+    """
+    if not isinstance(observation_space, gym.spaces.Dict) or "action_mask" not in observation_space.spaces:
+        return None
+    if not isinstance(action_space, gym.spaces.Discrete):
+        return None
+    mask, num_actions = observation_space["action_mask"], int(action_space.n)
+    if not isinstance(mask, (gym.spaces.Box, gym.spaces.MultiBinary)) or gym.spaces.flatdim(mask) != num_actions:
+        raise SpaceError(
+            f"'action_mask' must be a Box or MultiBinary of {num_actions} entries, one per action (got {mask})"
+        )
+    start = 0
+    for key, space in observation_space.spaces.items():
+        if key == "action_mask":
+            break
+        start += gym.spaces.flatdim(space)
+    return slice(start, start + num_actions)
+
+
+def legal_actions(flat_obs: np.ndarray, mask_slice: slice) -> np.ndarray:
+    """Which actions each row of flattened observations ``flat_obs[N, D]`` allows: bool [N, n]."""
+    return np.asarray(flat_obs)[:, mask_slice] > 0
+
+
+def mask_logits(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """``logits[N, n]`` with ``MASKED_LOGIT`` where ``legal[N, n]`` is False (a new array)."""
+    return np.where(legal, logits, np.asarray(MASKED_LOGIT, logits.dtype))
 
 
 def check_masked_spaces(owner: str, observation_space: gym.Space, action_space: gym.Space) -> int:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.action_masking import action_mask_slice, legal_actions, mask_logits
 from ray_sampler.modules.distributions import dist_input_size
 from ray_sampler.modules.mlp import forward, init_layer
 
@@ -21,7 +22,16 @@ class MLPModule:
 
     Observations must be flat float vectors (the default env-to-module pipeline flattens
     nested and Discrete observations); the input width is ``gymnasium.spaces.flatdim``.
+
+    Where the observation space is a Dict with an ``action_mask`` over Discrete actions (PettingZoo's
+    board games), the input is still the whole flattened dict, mask included, and the actions the mask
+    forbids get the logit ``MASKED_LOGIT`` in every forward (``action_mask_slice`` says where the mask
+    lies, ``ray_sampler/modules/action_masking.py``); the numpy PPO loss masks the same logits.
     """
+
+    action_mask_slice: slice | None = None
+    """Where the action mask lies in the flat input (None: the observations carry none); set per
+    instance from the spaces (``action_masking.action_mask_slice``)."""
 
     def __init__(
         self,
@@ -41,6 +51,7 @@ class MLPModule:
         n_in = gym.spaces.flatdim(observation_space)
         n_dist = dist_input_size(action_space)
         self.is_gaussian = isinstance(action_space, gym.spaces.Box)
+        self.action_mask_slice = action_mask_slice(observation_space, action_space)
         rng = np.random.default_rng(seed)
         self.params: dict[str, np.ndarray] = {}
         for head, n_out, out_gain in (("pi", n_dist // 2 if self.is_gaussian else n_dist, 0.01), ("vf", 1, 1.0)):
@@ -56,6 +67,8 @@ class MLPModule:
 
     def _dist_inputs(self, obs: np.ndarray) -> np.ndarray:
         out = self._mlp("pi", obs)
+        if self.action_mask_slice is not None:
+            out = mask_logits(out, legal_actions(obs, self.action_mask_slice))
         if self.is_gaussian:
             out = np.concatenate([out, np.broadcast_to(self.params["pi.log_std"], out.shape)], axis=-1)
         return out

@@ -10,6 +10,7 @@ import numpy as np
 
 from ray_sampler.data import tree
 from ray_sampler.data.columns import Columns
+from ray_sampler.modules.action_masking import action_mask_slice, legal_actions
 
 __all__ = ["RandomModule"]
 
@@ -18,7 +19,8 @@ class RandomModule:
     """Uniformly random actions from the action space, batched; holds no weights. It reads only the
     batch size, so it takes observations of any space as they come (no flattening); where the
     observations are dicts with an ``action_mask`` over Discrete actions (PettingZoo's board games),
-    it draws among the actions the mask allows."""
+    it draws among the actions the mask allows, and so it does where the runner has flattened such
+    observations (the mask read where ``action_mask_slice`` says it lies)."""
 
     needs_flat_observations = False
 
@@ -28,6 +30,8 @@ class RandomModule:
         self._space = copy.deepcopy(action_space)  # seeded privately; the runner's space stays as it was
         self._space.seed(seed)
         self._rng = np.random.default_rng(seed)
+        # Where a flattened observation (the runner's, for random_actions=True) holds the mask.
+        self._mask_slice = action_mask_slice(observation_space, action_space)
 
     def _actions(self, n: int) -> Any:
         space = self.action_space
@@ -40,8 +44,13 @@ class RandomModule:
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
         obs = batch[Columns.OBS]
         space = self.action_space
+        mask = None
         if isinstance(obs, dict) and "action_mask" in obs and isinstance(space, gym.spaces.Discrete):
             mask = np.asarray(obs["action_mask"]).reshape(-1, int(space.n)) > 0
+        elif self._mask_slice is not None and not isinstance(obs, (dict, tuple)):  # flattened by the runner
+            mask = legal_actions(np.asarray(obs).reshape(len(obs), -1), self._mask_slice)
+        if mask is not None:
+            assert isinstance(space, gym.spaces.Discrete), "a mask is read for Discrete actions only"
             keys = self._rng.random(mask.shape) + (~mask) * 2.0  # the smallest key: a random allowed action
             return {Columns.ACTIONS: keys.argmin(axis=1) + int(space.start)}
         return {Columns.ACTIONS: self._actions(len(tree.first_leaf(obs)))}

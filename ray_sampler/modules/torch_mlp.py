@@ -4,6 +4,12 @@ Parameters are named as the numpy ones' with torch's suffixes: layer ``i`` of he
 ``h.i.weight`` ([out, in], the numpy ``h.i.w`` transposed) and ``h.i.bias``; the Gaussian
 log-std is ``pi.log_std``. A seed gives the same weights every time (and leaves torch's global
 random state as it was).
+
+Both mask as their numpy twins do where the observation space carries an ``action_mask``
+(``ray_sampler/modules/action_masking.py``): the input is the whole flattened dict, and the actions
+the mask forbids get ``MASKED_LOGIT`` as their logit (TorchMLPModule) or Q-value (TorchQModule) in
+every forward, ``forward_train`` included, so a learner's log-probabilities, entropy and next-state
+maxima see only the legal actions.
 """
 
 from __future__ import annotations
@@ -20,11 +26,21 @@ import torch
 
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.action_masking import MASKED_LOGIT, action_mask_slice
 from ray_sampler.modules.distributions import dist_input_size
-from ray_sampler.modules.q_module import check_q_module_args, checked_epsilon
+from ray_sampler.modules.q_module import check_q_module_args, checked_epsilon, epsilon_greedy_logits
 from ray_sampler.modules.torch_module import TorchRLModule
 
-__all__ = ["Q_VALUES", "TorchMLPModule", "TorchQModule", "check_hidden_sizes", "mlp_layers", "run_mlp", "seeded"]
+__all__ = [
+    "Q_VALUES",
+    "TorchMLPModule",
+    "TorchQModule",
+    "check_hidden_sizes",
+    "masked",
+    "mlp_layers",
+    "run_mlp",
+    "seeded",
+]
 
 Q_VALUES = "q_values"
 """TorchQModule's ``forward_train`` output: Q-values per action [N, num_actions]."""
@@ -59,6 +75,14 @@ def run_mlp(layers: torch.nn.ModuleList, x: torch.Tensor, activation: str) -> to
     return x
 
 
+def masked(out: torch.Tensor, flat_obs: torch.Tensor, mask_slice: slice | None) -> torch.Tensor:
+    """``out[N, n]`` with ``MASKED_LOGIT`` where the mask at ``mask_slice`` of ``flat_obs[N, D]`` is <= 0
+    (``out`` itself where ``mask_slice`` is None)."""
+    if mask_slice is None:
+        return out
+    return out.masked_fill(flat_obs[:, mask_slice] <= 0, MASKED_LOGIT)
+
+
 def check_hidden_sizes(hidden_sizes: tuple[int, ...]) -> tuple[int, ...]:
     """``hidden_sizes`` as a tuple; ConfigError unless it is a non-empty tuple of ints >= 1."""
     if not hidden_sizes or not all(isinstance(h, int) and h >= 1 for h in hidden_sizes):
@@ -70,8 +94,13 @@ class TorchMLPModule(TorchRLModule):
     """A tanh MLP policy (logits, or mean and a state-free log-std) and a separate MLP value head.
 
     The torch twin of :class:`ray_sampler.modules.mlp_module.MLPModule`: the same outputs
-    (``action_dist_inputs``, ``vf_preds``) for the same weights, flat float observations.
+    (``action_dist_inputs``, ``vf_preds``) for the same weights, flat float observations, the same
+    masking (see the module docstring).
     """
+
+    action_mask_slice: slice | None = None
+    """Where the action mask lies in the flat input (None: the observations carry none); set per
+    instance from the spaces (``action_masking.action_mask_slice``)."""
 
     def __init__(
         self,
@@ -87,6 +116,7 @@ class TorchMLPModule(TorchRLModule):
         pi_in, vf_in = self._input_sizes(observation_space)
         n_dist = dist_input_size(action_space)
         self.is_gaussian = isinstance(action_space, gym.spaces.Box)
+        self.action_mask_slice = action_mask_slice(observation_space, action_space)
         with seeded(seed):
             self.pi = mlp_layers((pi_in, *self.hidden_sizes, n_dist // 2 if self.is_gaussian else n_dist), 0.01)
             self.vf = mlp_layers((vf_in, *self.hidden_sizes, 1), 1.0)
@@ -106,7 +136,8 @@ class TorchMLPModule(TorchRLModule):
         return self._policy_input(batch)
 
     def _forward(self, batch: dict[str, Any]) -> dict[str, Any]:
-        out = run_mlp(self.pi, self._policy_input(batch), "tanh")
+        policy_input = self._policy_input(batch)
+        out = masked(run_mlp(self.pi, policy_input, "tanh"), policy_input, self.action_mask_slice)
         if self.is_gaussian:
             out = torch.cat([out, self.pi.get_parameter("log_std").expand_as(out)], dim=-1)
         return {Columns.ACTION_DIST_INPUTS: out, Columns.VF_PREDS: self._compute_values(batch)}
@@ -121,6 +152,10 @@ class TorchQModule(TorchRLModule):
     The torch twin of :class:`ray_sampler.modules.q_module.QModule` (whose docstring has the
     semantics); ``forward_train`` gives the Q-values as ``q_values``.
     """
+
+    action_mask_slice: slice | None = None
+    """Where the action mask lies in the flat input (None: the observations carry none); set per
+    instance from the spaces (``action_masking.action_mask_slice``)."""
 
     def __init__(
         self,
@@ -137,16 +172,23 @@ class TorchQModule(TorchRLModule):
         self.activation = activation
         self.num_actions, self.action_start = int(discrete.n), int(discrete.start)
         sizes = (gym.spaces.flatdim(observation_space), *check_hidden_sizes(hidden_sizes), self.num_actions)
+        self.action_mask_slice = action_mask_slice(observation_space, discrete)
         with seeded(seed):
             self.q = mlp_layers(sizes, 1.0)
         self.epsilon = checked_epsilon(epsilon)
 
     def _forward(self, batch: dict[str, Any]) -> dict[str, Any]:
         obs: torch.Tensor = batch[Columns.OBS]
-        return {Q_VALUES: run_mlp(self.q, obs.reshape(len(obs), -1), self.activation)}
+        flat = obs.reshape(len(obs), -1)
+        return {Q_VALUES: masked(run_mlp(self.q, flat, self.activation), flat, self.action_mask_slice)}
 
     def _greedy_and_dist(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         greedy = self._forward(batch)[Q_VALUES].argmax(dim=1)
+        if self.action_mask_slice is not None:  # the masked twin of the plain path below: QModule's rule
+            obs: torch.Tensor = batch[Columns.OBS]
+            legal = (obs.reshape(len(obs), -1)[:, self.action_mask_slice] > 0).cpu().numpy()
+            logits = epsilon_greedy_logits(greedy.cpu().numpy(), self.num_actions, self.epsilon, legal)
+            return greedy, torch.as_tensor(logits)
         n = self.num_actions
         probs = torch.full((len(greedy), n), self.epsilon / n, dtype=torch.float64)
         probs[torch.arange(len(greedy)), greedy] += 1.0 - self.epsilon

@@ -1,4 +1,4 @@
-"""MLPModule: output shapes, seeded weights, state handling and the spaces and sizes it refuses."""
+"""MLPModule: output shapes, seeded weights, state handling, action masks and the spaces and sizes it refuses."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from ray_sampler.data.spaces import flatten_batch
 from ray_sampler.errors import ConfigError, SpaceError
 from ray_sampler.modules import MLPModule
+from ray_sampler.modules.action_masking import MASKED_LOGIT
+from ray_sampler.modules.mlp import forward
 
 
 def test_mlp_outputs_for_discrete_and_box() -> None:
@@ -80,3 +83,38 @@ class TestFreeLogStd:
 
     def test_a_discrete_action_space_has_no_log_std(self) -> None:
         assert "pi.log_std" not in MLPModule(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)).get_state()
+
+
+class TestActionMask:
+    """Over a Dict observation with an ``action_mask`` the MLP reads the whole flattened dict and gives
+    forbidden actions ``MASKED_LOGIT``; other spaces are untouched."""
+
+    OBS = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (3,)), "action_mask": gym.spaces.MultiBinary(4)})
+
+    def flat(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(flattened observations [n, 7], their masks [n, 4], each allowing one to four actions)."""
+        rng = np.random.default_rng(0)
+        mask = (rng.random((n, 4)) < 0.4).astype(np.int8)
+        mask[np.arange(n), rng.integers(0, 4, n)] = 1
+        obs = {"observation": rng.uniform(-1, 1, (n, 3)), "action_mask": mask}
+        return flatten_batch(self.OBS, obs), mask
+
+    def test_forbidden_actions_get_the_masked_logit_in_every_forward(self) -> None:
+        module = MLPModule(self.OBS, gym.spaces.Discrete(4), seed=3)
+        x, mask = self.flat(200)
+        raw = forward(module.params, "pi", x)[0]  # the whole flattened dict is the input
+        for method in (module.forward_exploration, module.forward_inference):
+            logits = method({"obs": x})["action_dist_inputs"]
+            assert np.array_equal(logits == MASKED_LOGIT, mask == 0)
+            np.testing.assert_allclose(logits[mask == 1], raw[mask == 1], rtol=1e-6)
+            assert mask[np.arange(200), logits.argmax(1)].all()  # the greedy action is legal
+
+    def test_spaces_without_a_mask_give_the_plain_logits(self) -> None:
+        plain = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (3,)), "mask": gym.spaces.MultiBinary(4)})
+        x, _ = self.flat(20)
+        for space, actions in ((plain, gym.spaces.Discrete(4)), (gym.spaces.Box(-1, 1, (7,)), gym.spaces.Discrete(4))):
+            module = MLPModule(space, actions, seed=3)
+            assert module.action_mask_slice is None
+            logits = module.forward_exploration({"obs": x})["action_dist_inputs"]
+            np.testing.assert_allclose(logits, forward(module.params, "pi", x)[0], rtol=1e-6)
+            assert logits.min() > -1.0  # no logit masked

@@ -1,5 +1,5 @@
-"""QModule: Q-values of a ReLU MLP, epsilon-greedy exploration, state with epsilon, checks, and runners
-that explore with it."""
+"""QModule: Q-values of a ReLU MLP, epsilon-greedy exploration, state with epsilon, checks, action
+masks, and runners that explore with it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from ray_sampler.data.spaces import flatten_batch
 from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.modules.action_masking import MASKED_LOGIT
+from ray_sampler.modules.mlp import forward
 from ray_sampler.modules.q_module import QModule
 from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_runner import EnvRunner
@@ -122,3 +125,48 @@ def test_a_q_runner_switches_between_exploring_and_not(columnar: bool) -> None:
     greedy = runner.sample(explore=False)
     logp = np.concatenate([np.asarray(ep.get_extra_model_outputs("action_logp")) for ep in greedy])
     np.testing.assert_allclose(logp, 0.0, atol=1e-6)  # greedy actions have probability 1 at epsilon 0
+
+
+class TestActionMask:
+    """Over a Dict observation with an ``action_mask``: Q-values of forbidden actions are
+    ``MASKED_LOGIT``, the greedy action is legal and epsilon is spread over the legal actions only."""
+
+    OBS = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (3,)), "action_mask": gym.spaces.MultiBinary(5)})
+
+    def flat(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(1)
+        mask = (rng.random((n, 5)) < 0.4).astype(np.int8)
+        mask[np.arange(n), rng.integers(0, 5, n)] = 1
+        return flatten_batch(self.OBS, {"observation": rng.uniform(-1, 1, (n, 3)), "action_mask": mask}), mask
+
+    def test_greedy_actions_are_legal_and_masked_q_values_are_the_masked_logit(self) -> None:
+        module = QModule(self.OBS, gym.spaces.Discrete(5, start=2), seed=0, epsilon=0.0)
+        x, mask = self.flat(300)
+        q = module.q_values(x)
+        assert np.array_equal(q == MASKED_LOGIT, mask == 0)
+        actions = module.forward_inference({"obs": x})["actions"] - 2
+        assert mask[np.arange(300), actions].all()
+        unmasked = forward(module.params, "q", x, "relu")[0]  # where the plain argmax would break the rules
+        assert not mask[np.arange(300), unmasked.argmax(1)].all()
+
+    def test_epsilon_is_spread_over_the_legal_actions_only(self) -> None:
+        module = QModule(self.OBS, gym.spaces.Discrete(5), seed=0, epsilon=0.3)
+        x, mask = self.flat(300)
+        greedy = module.forward_inference({"obs": x})["actions"]
+        logits = module.forward_exploration({"obs": x})["action_dist_inputs"]
+        assert np.array_equal(logits == MASKED_LOGIT, mask == 0)
+        probs = np.exp(logits.astype(np.float64))
+        expected = 0.3 * mask / mask.sum(1, keepdims=True) + 0.7 * np.eye(5)[greedy]
+        np.testing.assert_allclose(probs, expected, rtol=1e-6)
+
+    def test_a_runner_exploring_with_epsilon_one_keeps_to_the_mask(self) -> None:
+        from tests.ray_sampler.modules.masked_env import MaskedPickEnv
+
+        config = EnvRunnerConfig(
+            env=MaskedPickEnv, module_class=QModule, module_config={"epsilon": 1.0}, rollout_fragment_length=300, seed=0
+        )
+        episodes = EnvRunner(config).sample()
+        obs = [ep.get_observations(slice(0, len(ep))) for ep in episodes]
+        mask = np.concatenate([np.asarray(o["action_mask"]) for o in obs])
+        actions = np.concatenate([np.asarray(ep.get_actions(slice(0, len(ep)))) for ep in episodes])
+        assert len(actions) == 300 and mask[np.arange(300), actions].all()

@@ -215,3 +215,57 @@ def test_the_library_imports_without_torch() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+class TestActionMask:
+    """The torch twins mask as the numpy modules do: over a Dict observation with an ``action_mask``,
+    with the same weights they give the same masked logits and Q-values, in ``forward_train`` too,
+    and no gradient reaches a masked entry."""
+
+    OBS = gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (3,)), "action_mask": gym.spaces.MultiBinary(5)})
+
+    def flat(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        from ray_sampler.data.spaces import flatten_batch
+
+        rng = np.random.default_rng(2)
+        mask = (rng.random((n, 5)) < 0.4).astype(np.int8)
+        mask[np.arange(n), rng.integers(0, 5, n)] = 1
+        return flatten_batch(self.OBS, {"observation": rng.uniform(-1, 1, (n, 3)), "action_mask": mask}), mask
+
+    def test_the_mlp_masks_acting_and_training_as_its_numpy_twin(self) -> None:
+        from ray_sampler.modules.action_masking import MASKED_LOGIT
+
+        numpy_module = MLPModule(self.OBS, gym.spaces.Discrete(5), hidden_sizes=(8,), seed=3)
+        module = TorchMLPModule(self.OBS, gym.spaces.Discrete(5), hidden_sizes=(8,), seed=0)
+        module.set_state(torch_weights(numpy_module.get_state()))
+        x, mask = self.flat(100)
+        want = numpy_module.forward_exploration({Columns.OBS: x})[Columns.ACTION_DIST_INPUTS]
+        for method in ("forward_exploration", "forward_inference"):
+            got = getattr(module, method)({Columns.OBS: x})[Columns.ACTION_DIST_INPUTS]
+            assert np.array_equal(got == MASKED_LOGIT, mask == 0)
+            np.testing.assert_allclose(got, want, atol=1e-5)
+        logits = module.forward_train({Columns.OBS: torch.as_tensor(x)})[Columns.ACTION_DIST_INPUTS]
+        assert np.array_equal(logits.detach().numpy() == MASKED_LOGIT, mask == 0)
+        weights = torch.as_tensor(np.random.default_rng(0).normal(size=(100, 5)), dtype=logits.dtype)
+        (logits * weights).sum().backward()  # d/d bias_j: the weights of the rows where action j is legal
+        grad = module.pi[-1].bias.grad
+        assert grad is not None
+        np.testing.assert_allclose(grad.numpy(), (weights.numpy() * mask).sum(0), rtol=1e-5, atol=1e-6)
+
+    def test_the_q_module_masks_q_values_and_explores_as_its_numpy_twin(self) -> None:
+        from ray_sampler.modules.action_masking import MASKED_LOGIT
+
+        numpy_module = QModule(self.OBS, gym.spaces.Discrete(5, start=1), hidden_sizes=(8,), seed=4, epsilon=0.3)
+        module = TorchQModule(self.OBS, gym.spaces.Discrete(5, start=1), hidden_sizes=(8,), seed=0)
+        module.set_state(torch_weights(numpy_module.get_state()))
+        x, mask = self.flat(200)
+        q = module.forward_train({Columns.OBS: torch.as_tensor(x)})[Q_VALUES].detach().numpy()
+        assert np.array_equal(q == MASKED_LOGIT, mask == 0)
+        np.testing.assert_allclose(q, numpy_module.q_values(x), atol=1e-5)
+        got = module.forward_inference({Columns.OBS: x})
+        assert mask[np.arange(200), got[Columns.ACTIONS] - 1].all()
+        want = numpy_module.forward_inference({Columns.OBS: x})
+        np.testing.assert_array_equal(got[Columns.ACTIONS], want[Columns.ACTIONS])
+        dist = module.forward_exploration({Columns.OBS: x})[Columns.ACTION_DIST_INPUTS]
+        assert np.array_equal(dist == MASKED_LOGIT, mask == 0)
+        np.testing.assert_allclose(dist, want[Columns.ACTION_DIST_INPUTS], atol=1e-6)
