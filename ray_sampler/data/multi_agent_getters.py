@@ -158,7 +158,7 @@ class MultiAgentGetters:
             p = pos(i)
             if fill is None and not 0 <= p < total:
                 raise IndexError(
-                    f"env step index {i} reaches outside the {lb} lookback and {num} chunk env steps; pass fill= to pad"
+                    f"env step index {i} reaches outside the {lb} lookback and {num} chunk entries; pass fill= to pad"
                 )
             return p
 

@@ -200,7 +200,8 @@ def module_spaces(
                 raise ConfigError(
                     f"module {mid!r} acts for agents {sorted(map(str, candidates))} whose {what} spaces differ "
                     f"({first} for {next(iter(candidates))!r}, {candidates[differ[0]]} for {differ[0]!r}): "
-                    f"map them to different modules or give ModuleSpec({what}_space=...)"
+                    f"map them to different modules (the default modules do: one per distinct pair of spaces; "
+                    f"--policy-mapping by-spaces from the command line) or give ModuleSpec({what}_space=...)"
                 )
             spaces.append(first)
         out[mid] = (spaces[0], spaces[1])

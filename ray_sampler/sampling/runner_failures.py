@@ -35,13 +35,20 @@ from typing import Any
 import numpy as np
 
 from ray_sampler.data.columnar import ColumnarEpisodes
-from ray_sampler.errors import EnvRunnerFailedError
+from ray_sampler.errors import EnvRunnerFailedError, MultiAgentEnvError
 from ray_sampler.sampling.config import EnvRunnerGroupConfig
 from ray_sampler.sampling.metrics import RunnerMetrics
 
 __all__ = ["RunnerFailures", "describe_failure"]
 
 _MAX_CAUSE_CHARS = 300
+
+
+def _broke_the_env_contract(error: BaseException) -> bool:
+    """Whether a runner call failed on a MultiAgentEnvError: the env's own bug, which a restarted
+    runner meets again (an env that raises is restarted by the runner itself where allowed)."""
+    cause = getattr(error, "cause", None)
+    return isinstance(error, MultiAgentEnvError) or isinstance(cause, MultiAgentEnvError)
 
 
 def describe_failure(error: BaseException) -> tuple[str, str]:
@@ -124,6 +131,8 @@ class RunnerFailures:
         self.num_episodes_abandoned += len(self._running.pop(worker_index, ()))
         if not may_restart:
             return
+        if _broke_the_env_contract(error):
+            raise self.error("the env broke the multi-agent env contract: fix the env (a new runner would repeat it)")
         if not self.config.restart_failed_env_runners:
             raise self.error("restarts are disabled (restart_failed_env_runners=False)")
         if self.num_restarts >= self.config.max_num_env_runner_restarts:

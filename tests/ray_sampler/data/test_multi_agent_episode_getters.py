@@ -48,7 +48,7 @@ class TestIndices:
     )
     def test_an_index_outside_lookback_and_chunk_raises(self, index: int | list[int], nal: bool) -> None:
         ep = one_agent([4, 5, 6, 7, 8, 9], lookback=3)
-        with pytest.raises(IndexError, match=r"reaches outside the 3 lookback and 3 chunk env steps; pass fill="):
+        with pytest.raises(IndexError, match=r"reaches outside the 3 lookback and 3 chunk entries; pass fill="):
             ep.get_observations(index, neg_index_as_lookback=nal)
 
     def test_actions_have_one_env_step_fewer_than_observations(self) -> None:

@@ -12,7 +12,7 @@ import ray
 
 from ray_sampler.data.multi_agent_columnar import MultiAgentColumnar
 from ray_sampler.data.multi_agent_episode import SKIP_ENV_TS, MultiAgentEpisode
-from ray_sampler.errors import ConfigError, EnvCreatorError, MultiAgentEnvError
+from ray_sampler.errors import ConfigError, EnvCreatorError, EnvRunnerFailedError, MultiAgentEnvError
 from ray_sampler.modules import RandomModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
@@ -132,6 +132,28 @@ def test_contract_breach_is_found_on_the_driver_before_any_runner_starts() -> No
 
     with pytest.raises(MultiAgentEnvError, match=r"truncateds at env step 1 must be a dict with the key '__all__'"):
         EnvRunnerGroup(EnvRunnerConfig(env=NoAll), EnvRunnerGroupConfig(num_env_runners=1))
+
+
+class LateBreach(RandomScheduleEnv):
+    """Breaks the contract (no ``"__all__"``) at env step 15, after the driver's probe steps."""
+
+    def step(self, action_dict: dict[Any, Any]) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
+        out = super().step(action_dict)
+        if self.t == 15:
+            del out[3]["__all__"]
+        return out
+
+
+def test_a_contract_breach_in_a_runner_fails_the_call_at_once_without_restarts() -> None:
+    config = EnvRunnerConfig(
+        env=LateBreach, env_config={"num_agents": 2, "max_steps": 40, "p_end": 0.0, "p_leave": 0.0},
+        module_class=RandomModule, rollout_fragment_length=5, check_env_first_steps=3,
+    )  # fmt: skip
+    with EnvRunnerGroup(config, EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)) as group:
+        with pytest.raises(EnvRunnerFailedError, match=r"must be a dict with the key '__all__'.*broke the multi-agent"):
+            for _ in range(8):  # env step 15 comes in the third or fourth call
+                group.sample()
+        assert group.metrics.num_env_runner_restarts == 0
 
 
 def test_runners_add_to_a_multi_agent_replay_and_hold_chunks_while_it_is_dead() -> None:
