@@ -54,7 +54,7 @@ class TestIndices:
     def test_actions_have_one_env_step_fewer_than_observations(self) -> None:
         ep = one_agent([4, 5, 6, 7, 8, 9], lookback=3)
         assert ep.get_actions(-1) == {"A": 8}
-        with pytest.raises(IndexError, match="reaches outside the 3 lookback and 2 chunk env steps"):
+        with pytest.raises(IndexError, match="reaches outside the 3 lookback and 2 chunk entries"):
             ep.get_actions(2)
 
     def test_a_numpy_episode_raises_the_same(self) -> None:
