@@ -14,10 +14,14 @@ workers may run elsewhere: ``--working-dir DIR`` ships a directory, ``--py-modul
 modules or packages, ``--runtime-env FILE`` any runtime env (a YAML or JSON mapping), all through
 Ray's job-level ``runtime_env``. Attached without any of them, the env's module is shipped: the
 current directory when it holds the module, else the module's top-level package (found on
-``PYTHONPATH``; not one installed in site-packages). The run's first line says what was shipped,
-with a working dir's packed size; one over Ray's upload limit is refused before Ray starts. A job submitted
-with ``ray job submit --working-dir`` already has its directory on every worker: nothing more is
-shipped.
+``PYTHONPATH``; not one installed in site-packages). A working dir shipped never holds the runs,
+sweeps and checkpoints directories (nor the command's own ``--runs-dir`` inside it) or a
+virtualenv: they go into the runtime env's ``excludes``, after a user's own; Ray itself leaves out
+``.git``, ``__pycache__``, ``.venv``, ``venv`` and what ``.gitignore`` and ``.rayignore`` list. The
+run's first line says what was shipped, how many files and how big it packs, and what was left
+out; a working dir that packs, so left out, to more than Ray's upload limit is refused before Ray
+starts. A job submitted with ``ray job submit --working-dir`` already has its directory on every
+worker: nothing more is shipped.
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import sys
 import sysconfig
 import tempfile
+import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -205,25 +212,91 @@ def _in_submitted_job_with_working_dir() -> bool:
         return False
 
 
-def _package_size(directory: Path) -> int | None:
-    """Bytes of the zip Ray would upload for ``directory`` (its own packaging, so the same excludes
-    and .gitignore rules), or None where this Ray's packaging is not the one this was written for."""
+_ALWAYS_LEFT_OUT = ("runs", "sweeps", "checkpoints")
+"""Directories never shipped in a working dir, at any depth: the runs (``--runs-dir``'s default), the
+sweeps (``--sweeps-dir``'s) and the checkpoints (a run's ``checkpoints/``) the commands write."""
+_NEVER_HOLDS_A_VENV = frozenset({".git", "__pycache__"})  # not walked looking for virtualenvs
+_IGNORE_FILES = (".gitignore", ".rayignore")
+"""The ignore files Ray's packaging honours in every directory of a working dir."""
+_SHIP_GITIGNORED = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
+"""Ray's switch: "1" ships what ``.gitignore`` lists (``.rayignore`` still counts)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Package:
+    """What Ray's packaging of a working dir holds."""
+
+    num_files: int
+    num_bytes: int
+    """The zip's size, which Ray's upload limit counts."""
+
+
+def _as_pattern(relative: Path) -> str:
+    """A gitignore pattern for the one directory ``relative`` (to the working dir), its contents too."""
+    escaped = "".join("\\" + c if c in "*?[]\\" else c for c in relative.as_posix())
+    return f"/{escaped}/"
+
+
+def _left_out_dirs(directory: Path, output_dirs: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The directories under ``directory`` that are never shipped (relative, sorted): those named in
+    ``_ALWAYS_LEFT_OUT`` or in ``output_dirs``, and the virtualenvs (a ``pyvenv.cfg``); the
+    virtualenvs are also returned alone (Ray's own excludes know only ``.venv`` and ``venv``)."""
+    left_out: list[Path] = []
+    venvs: list[Path] = []
+    # Ray's ignore files are not read here: a virtualenv .gitignore lists is left out twice, harmlessly.
+    for root, dirs, _ in os.walk(directory):
+        kept = []
+        for name in sorted(dirs):
+            path = Path(root) / name
+            relative = path.relative_to(directory)
+            if (path / "pyvenv.cfg").is_file():
+                venvs.append(relative)
+                left_out.append(relative)
+            elif name in _ALWAYS_LEFT_OUT or relative in output_dirs:
+                left_out.append(relative)
+            elif name not in _NEVER_HOLDS_A_VENV:
+                kept.append(name)
+        dirs[:] = kept  # nothing under a directory left out is walked
+    return sorted(left_out), sorted(venvs)
+
+
+def _honours_gitignore() -> bool:
+    return os.environ.get(_SHIP_GITIGNORED, "0") != "1"
+
+
+def _ignore_file_patterns(directory: Path) -> dict[str, int]:
+    """The ignore files in ``directory`` that Ray's packaging honours, with how many patterns each."""
+    names = _IGNORE_FILES if _honours_gitignore() else _IGNORE_FILES[1:]
+    counts = {}
+    for name in names:
+        path = directory / name
+        if path.is_file():
+            lines = (line.strip() for line in path.read_text(errors="replace").splitlines())
+            counts[name] = sum(1 for line in lines if line and not line.startswith("#"))
+    return counts
+
+
+def _package(directory: Path, excludes: list[str]) -> _Package | None:
+    """What Ray's packaging of ``directory`` holds, with ``excludes`` beside Ray's default ones and
+    the ignore files, as Ray applies them; None where this Ray's packaging is not the one this was
+    written for."""
     try:
-        # Ray's own packaging (no public API says how large a working dir packs): the same excludes.
+        # Ray's own packaging (no public API says what a working dir packs to): the same rules.
         from ray._private import ray_constants  # noqa: PLC2701
         from ray._private.runtime_env.packaging import create_package  # noqa: PLC2701
 
-        include_gitignore = os.environ.get("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "0") != "1"
         with tempfile.TemporaryDirectory() as tmp:
             target = Path(tmp) / "package.zip"
             create_package(
                 str(directory),
                 target,
-                include_gitignore=include_gitignore,
-                excludes=ray_constants.get_runtime_env_default_excludes(),
-                logger=None,
+                include_gitignore=_honours_gitignore(),
+                excludes=[*ray_constants.get_runtime_env_default_excludes(), *excludes],
+                logger=logging.getLogger(__name__),  # not Ray's: its INFO lines come again as Ray uploads
             )
-            return target.stat().st_size
+            with zipfile.ZipFile(target) as package:
+                num_files = sum(1 for info in package.infolist() if not info.is_dir())
+            return _Package(num_files=num_files, num_bytes=target.stat().st_size)
     except (ImportError, TypeError, AttributeError):
         return None
 
@@ -240,15 +313,29 @@ def _upload_limit() -> int:
 def _size_text(num_bytes: int | None) -> str:
     if num_bytes is None:
         return "size unknown"
+    if num_bytes < 1024:
+        return f"{num_bytes} B"
     return f"{num_bytes / 1024:.0f} KiB" if num_bytes < 1024 * 1024 else f"{num_bytes / 1024**2:.1f} MiB"
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def job_runtime_env(
-    options: EnvOptions, *, attached: bool, upload_limit_bytes: int | None = None
+    options: EnvOptions,
+    *,
+    attached: bool,
+    output_dirs: Sequence[Path] = (),
+    upload_limit_bytes: int | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """The job-level runtime env for ``options`` and a few words for the run's first line (""
-    when nothing is shipped). UsageError, before Ray starts, for a bad file or path, or a working
-    dir that packs to more than ``upload_limit_bytes`` (default: Ray's upload limit)."""
+    when nothing is shipped). A working dir shipped leaves out the runs, sweeps and checkpoints
+    directories, ``output_dirs`` (what the command writes, e.g. its ``--runs-dir``) where they lie in
+    it, and every virtualenv, through the runtime env's ``excludes`` (after any of ``--runtime-env``'s
+    own); Ray itself leaves out ``.git``, ``__pycache__``, ``.venv``, ``venv`` and what ``.gitignore``
+    and ``.rayignore`` list. UsageError, before Ray starts, for a bad file or path, or a working dir
+    that packs, so left out, to more than ``upload_limit_bytes`` (default: Ray's upload limit)."""
     limit = _upload_limit() if upload_limit_bytes is None else upload_limit_bytes
     runtime_env: dict[str, Any] = {}
     if options.runtime_env is not None:
@@ -274,25 +361,47 @@ def job_runtime_env(
         runtime_env["working_dir"] = str(Path(working_dir).resolve())
     if not runtime_env:
         return None, ""
+    other = sorted(set(runtime_env) - {"working_dir", "py_modules"})  # excludes: a user's own only
     words = []
     if "working_dir" in runtime_env:
-        directory = Path(runtime_env["working_dir"])
-        size = _package_size(directory) if directory.is_dir() else None
-        if size is not None and size > limit:
-            flag = "the current directory (it holds the env's module)" if by_default else "--working-dir"
-            raise UsageError(
-                f"{flag}: {str(directory)!r} packs to {_size_text(size)}, over Ray's upload limit of "
-                f"{_size_text(limit)} (leave large files out with .gitignore or .rayignore, or ship only the "
-                "modules with --py-modules)"
-            )
-        words.append(f"working dir {directory} shipped{by_default}, {_size_text(size)}")
+        words.append(_ship_working_dir(runtime_env, output_dirs, limit=limit, by_default=by_default))
     if "py_modules" in runtime_env:
         names = ", ".join(Path(p).name for p in runtime_env["py_modules"])
         words.append(f"py_modules {names} shipped{by_default if 'working_dir' not in runtime_env else ''}")
-    other = sorted(set(runtime_env) - {"working_dir", "py_modules"})
     if other:
         words.append(f"runtime env {', '.join(other)}")
     return runtime_env, "; ".join(words)
+
+
+def _ship_working_dir(runtime_env: dict[str, Any], output_dirs: Sequence[Path], *, limit: int, by_default: str) -> str:
+    """Adds to ``runtime_env``'s excludes what its local working dir never ships; the words saying
+    what is shipped. UsageError for a package over ``limit`` bytes."""
+    directory = Path(runtime_env["working_dir"])
+    if not directory.is_dir():  # a URI or an archive: shipped as it is
+        return f"shipped {directory} as the working dir"
+    directory = directory.resolve()
+    inside = [p.resolve().relative_to(directory) for p in output_dirs if p.resolve().is_relative_to(directory)]
+    inside = [p for p in inside if p != Path(".")]
+    left_out, venvs = _left_out_dirs(directory, inside)
+    ours = [f"{name}/" for name in _ALWAYS_LEFT_OUT]
+    ours += [_as_pattern(p) for p in sorted({*inside, *venvs}) if p.name not in _ALWAYS_LEFT_OUT]
+    excludes = list(runtime_env.get("excludes") or [])  # a user's own come first and stay
+    runtime_env["excludes"] = [*excludes, *(e for e in ours if e not in excludes)]
+    package = _package(directory, runtime_env["excludes"])
+    size = None if package is None else package.num_bytes
+    if size is not None and size > limit:
+        flag = "the current directory (it holds the env's module)" if by_default else "--working-dir"
+        raise UsageError(
+            f"{flag}: {str(directory)!r} packs to {_size_text(size)}, over Ray's upload limit of "
+            f"{_size_text(limit)} (leave large files out with .gitignore or .rayignore, or ship only the "
+            "modules with --py-modules)"
+        )
+    what = "size unknown" if package is None else f"{_plural(package.num_files, 'file')}, {_size_text(size)}"
+    gone = [f"{p.as_posix()}/" for p in left_out]
+    gone += [f"{name}'s {_plural(n, 'pattern')}" for name, n in _ignore_file_patterns(directory).items() if n]
+    return f"shipped {directory} as the working dir{by_default}: {what}" + (
+        f"; left out {', '.join(gone)}" if gone else ""
+    )
 
 
 def _read_runtime_env(path: Path) -> dict[str, Any]:

@@ -301,7 +301,7 @@ def test_attached_from_the_modules_directory_the_directory_is_shipped_and_said(
     first = done.stdout.splitlines()[0]
     assert first.startswith(
         f"ray-sampler train: PPO on lightside:LightSide-v0, 2 env runners x 2 sub-envs (Ray cluster at "
-        f"{cluster.address} (2 CPUs); working dir {module_dir.resolve()} shipped (it holds the env's module), "
+        f"{cluster.address} (2 CPUs); shipped {module_dir.resolve()} as the working dir (it holds the env's module): "
     ), first
     assert first.endswith(" KiB)")
     assert "iter 2/2" in done.stdout

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from ray_sampler.cli.user_env import (
 from tests.ray_sampler.cli.test_cli_cluster import LIGHTSIDE
 
 USER_ENVS = "tests.ray_sampler.sampling.user_envs"
+LEFT_OUT = ["runs/", "sweeps/", "checkpoints/"]
+"""The excludes every shipped working dir gets (its virtualenvs come after)."""
 
 
 class TestEnvConfig:
@@ -67,8 +70,10 @@ class TestShipping:
         monkeypatch.chdir(tmp_path)
         monkeypatch.syspath_prepend(str(tmp_path))
         runtime_env, words = job_runtime_env(EnvOptions(env="lightside:LightSide"), attached=True)
-        assert runtime_env == {"working_dir": str(tmp_path.resolve())}
-        assert words.startswith(f"working dir {tmp_path.resolve()} shipped (it holds the env's module), ")
+        assert runtime_env == {"working_dir": str(tmp_path.resolve()), "excludes": LEFT_OUT}
+        assert words.startswith(
+            f"shipped {tmp_path.resolve()} as the working dir (it holds the env's module): 1 file, "
+        )
 
     def test_attached_a_module_found_elsewhere_on_the_path_ships_its_package(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -103,9 +108,12 @@ class TestShipping:
             "env_vars": {"SIZE": "5"},
             "py_modules": [str(tmp_path / "code" / "a.py")],
             "working_dir": str(tmp_path / "code"),
+            "excludes": LEFT_OUT,
         }
-        assert words.startswith(f"working dir {tmp_path / 'code'} shipped, ")
-        assert words.endswith(" KiB; py_modules a.py shipped; runtime env env_vars, pip")
+        assert words == (
+            f"shipped {tmp_path / 'code'} as the working dir: 1 file, 106 B; py_modules a.py shipped; "
+            "runtime env env_vars, pip"
+        )
 
     def test_a_working_dir_over_rays_upload_limit_is_refused_naming_it(self, tmp_path: Path) -> None:
         (tmp_path / "weights.bin").write_bytes(os.urandom(64 * 1024))  # random: zip cannot shrink it
@@ -120,6 +128,122 @@ class TestShipping:
         (tmp_path / "r.yaml").write_text("- just\n- a list\n")
         with pytest.raises(UsageError, match=r"^--runtime-env: '.*r\.yaml' must hold a mapping"):
             job_runtime_env(EnvOptions(runtime_env=tmp_path / "r.yaml"), attached=True)
+
+
+SHIPPED_BYTES = 3297
+"""The zip of the project's two shipped files: 3047 + 32 bytes, a local header (30 bytes) and a
+central one (46) per file, each with its name, and the end record (22)."""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A user's project: the env's module and a .gitignore (shipped, zipped to ``SHIPPED_BYTES``),
+    beside what is not shipped: a run with a large file, a sweep, a checkpoint, what .gitignore
+    lists, two virtualenvs, Git's and Python's own."""
+    root = tmp_path / "proj"
+    files = {
+        "lightside.py": "# the env's module: found, never imported here\n" + "a = 1\n" * 500,  # 3047 bytes
+        ".gitignore": "# data and weights\ndata/\n*.ckpt\n",
+        "runs/ppo-lightside/metrics.csv": "iter,return\n1,0.5\n",
+        "sweeps/ppo-1/sweep.toml": 'algo = "ppo"\n',
+        "old/checkpoints/ckpt-1/state.json": "{}",
+        "data/obs.csv": "1,2,3\n",
+        "model.ckpt": "weights",
+        ".venv/pyvenv.cfg": "home = /usr/bin\n",
+        ".venv/lib/site.py": "",
+        "py311/pyvenv.cfg": "home = /usr/bin\n",
+        "py311/lib/site.py": "",
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "__pycache__/lightside.cpython-311.pyc": "",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "runs" / "ppo-lightside" / "big.bin").write_bytes(os.urandom(64 * 1024))  # zip cannot shrink it
+    return root.resolve()
+
+
+def _ray_package(runtime_env: dict[str, object], tmp_path: Path) -> list[str]:
+    """The files of the zip Ray's own working_dir upload makes of ``runtime_env`` (its excludes, its
+    defaults, the ignore files), with the upload itself left out: no cluster is needed."""
+    from ray._private.runtime_env.packaging import create_package  # noqa: PLC2701 -- what Ray zips
+    from ray._private.runtime_env.working_dir import upload_working_dir_if_needed  # noqa: PLC2701
+
+    target = tmp_path / "package.zip"
+
+    def zip_only(working_dir: str, *, excludes: list[str]) -> None:  # what upload_package_if_needed does
+        create_package(working_dir, target, include_gitignore=True, excludes=excludes)
+
+    upload_working_dir_if_needed(dict(runtime_env), include_gitignore=True, upload_fn=zip_only)
+    with zipfile.ZipFile(target) as package:
+        return sorted(info.filename for info in package.infolist() if not info.is_dir())
+
+
+class TestWhatIsShipped:
+    """A working dir shipped leaves out runs, sweeps, checkpoints, virtualenvs, Git's and Python's own
+    and what .gitignore lists; the first line says what went and how big."""
+
+    def test_runs_sweeps_checkpoints_and_every_virtualenv_are_excluded(self, project: Path) -> None:
+        runtime_env, _ = job_runtime_env(EnvOptions(working_dir=project), attached=True)
+        assert runtime_env == {"working_dir": str(project), "excludes": [*LEFT_OUT, "/.venv/", "/py311/"]}
+
+    def test_the_first_line_says_what_was_shipped_how_big_and_what_was_left_out(
+        self, project: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(project)
+        monkeypatch.syspath_prepend(str(project))
+        _, words = job_runtime_env(EnvOptions(env="lightside:LightSide"), attached=True)
+        assert words == (
+            f"shipped {project} as the working dir (it holds the env's module): 2 files, 3 KiB; left out "
+            ".venv/, old/checkpoints/, py311/, runs/, sweeps/, .gitignore's 2 patterns"
+        )
+
+    def test_rays_own_packaging_ships_the_files_counted_and_honours_gitignore(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        runtime_env, _ = job_runtime_env(EnvOptions(working_dir=project), attached=True)
+        assert runtime_env is not None
+        assert _ray_package(runtime_env, tmp_path) == [".gitignore", "lightside.py"]  # data/, *.ckpt: Ray's own
+
+    def test_with_rays_gitignore_switch_off_what_gitignore_lists_is_shipped_and_said(
+        self, project: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("RAY_RUNTIME_ENV_IGNORE_GITIGNORE", "1")
+        _, words = job_runtime_env(EnvOptions(working_dir=project), attached=True)
+        assert words == (
+            f"shipped {project} as the working dir: 4 files, 3 KiB; left out .venv/, old/checkpoints/, py311/, "
+            "runs/, sweeps/"
+        )
+
+    def test_the_commands_own_output_dir_inside_it_is_excluded_and_said(self, project: Path) -> None:
+        (project / "experiments" / "ppo-lightside").mkdir(parents=True)
+        options = EnvOptions(working_dir=project)
+        runtime_env, words = job_runtime_env(options, attached=True, output_dirs=(project / "experiments",))
+        assert runtime_env is not None
+        assert runtime_env["excludes"] == [*LEFT_OUT, "/.venv/", "/experiments/", "/py311/"]
+        assert "; left out .venv/, experiments/, old/checkpoints/, py311/, runs/, sweeps/, " in words
+
+    def test_a_runtime_env_files_own_excludes_come_first_and_stay(self, project: Path, tmp_path: Path) -> None:
+        (project / "notes.log").write_text("a note\n")
+        (tmp_path / "r.yaml").write_text("excludes: ['*.log', 'runs/']\n")
+        options = EnvOptions(working_dir=project, runtime_env=tmp_path / "r.yaml")
+        runtime_env, words = job_runtime_env(options, attached=True)
+        assert runtime_env is not None
+        assert runtime_env["excludes"] == ["*.log", "runs/", "sweeps/", "checkpoints/", "/.venv/", "/py311/"]
+        assert words.startswith(f"shipped {project} as the working dir: 2 files, 3 KiB; ")
+        assert words.endswith("; runtime env excludes")
+
+    def test_the_upload_limit_counts_only_what_is_shipped(self, project: Path) -> None:
+        # runs/ alone holds 64 KiB: a limit of what is shipped, to the byte, lets it through.
+        runtime_env, _ = job_runtime_env(
+            EnvOptions(working_dir=project), attached=True, upload_limit_bytes=SHIPPED_BYTES
+        )
+        assert runtime_env is not None and runtime_env["working_dir"] == str(project)
+
+    def test_a_limit_one_byte_under_what_is_shipped_refuses_it(self, project: Path) -> None:
+        with pytest.raises(UsageError) as raised:
+            job_runtime_env(EnvOptions(working_dir=project), attached=True, upload_limit_bytes=SHIPPED_BYTES - 1)
+        assert str(raised.value).startswith(f"--working-dir: {str(project)!r} packs to 3 KiB, over Ray's upload limit")
 
 
 def test_the_working_directory_goes_first_on_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
