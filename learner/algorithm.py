@@ -11,7 +11,7 @@ There is one loop per optimizer, not two: ``train_ppo`` and ``train_dqn`` (and s
 train`` and the Ray Tune trials) run the same generator of iterations to its end that ``train()``
 steps one at a time (``learner.train.ppo_iterations``, ``learner.train_dqn.dqn_iterations``). The
 config's budget and target hold here too: ``is_done`` says when they are met, and ``train()`` then
-refuses to go on (raise ``max_iterations`` / ``max_env_steps`` for a longer run). A DQN iteration
+refuses to go on (raise ``max_env_steps``, ``max_iterations`` or ``max_time_s`` for a longer run). A DQN iteration
 is one progress report (``log_every_s`` of training).
 
 A checkpoint holds no config (it would need pickle for an env creator or a module class), so
@@ -110,10 +110,11 @@ class Algorithm:
         last queued updates' records if any (an asynchronous loop drains its learner), then the final
         policy to ``policy_dir`` and ConfigError, the actors stopped."""
         if self._result is not None:
-            budget = "max_env_steps" if isinstance(self.config, DQNTrainingConfig) else "max_iterations"
+            stopped = getattr(self._result, "stopped_by", None)
+            why = f"stopped by its {stopped.value!r}" if stopped is not None else "its target reached or a budget used"
             raise ConfigError(
-                f"Algorithm.train: the run is done at iteration {self.iteration} (its target reached or its '{budget}' "
-                "used): raise the budget in a new Algorithm, from_checkpoint to carry on"
+                f"Algorithm.train: the run is done at iteration {self.iteration} ({why}): raise the budget "
+                "(max_env_steps, max_iterations, max_time_s) in a new Algorithm, from_checkpoint to carry on"
             )
         self._check_running("train")
         while True:

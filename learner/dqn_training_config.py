@@ -9,6 +9,7 @@ from learner.frameworks import Framework, with_framework
 from learner.learner_group import GradientSync
 from learner.train import (
     StopOn,
+    check_budgets,
     check_evaluation,
     check_stop_rule,
     check_training_components,
@@ -98,8 +99,13 @@ class DQNTrainingConfig:
     """Exploration rate after the decay."""
     epsilon_steps: int = 8000
     """Env steps over which epsilon falls linearly from 1 to ``epsilon_final``."""
-    max_env_steps: int = 150_000
-    """Stop after this many env steps."""
+    max_env_steps: int | None = 300_000
+    """Stop once the runners have sent this many env steps to the replay (None: no bound on them).
+    The default is twice the most a run of docs/optimizers.md's command took to CartPole-v1's 475
+    (135k; one run of four missed within 150k, the budget before)."""
+    max_time_s: float | None = None
+    """Stop once the run's wall time (a resumed run's earlier time included) reaches this many
+    seconds, checked between the runners' answers (None: no bound)."""
     target_return: float | str | None = "auto"
     """Stop once the mean return of the last ``stop_window`` finished episodes reaches this; ``"auto"``:
     the env spec's ``reward_threshold`` (475 for CartPole-v1); None, or ``"auto"`` for an env without
@@ -128,8 +134,9 @@ class DQNTrainingConfig:
         check_type("dqn", self.dqn, DQNConfig)
         replace_field(self, "gradient_sync", check_enum("gradient_sync", GradientSync, self.gradient_sync))
         check_type("replay", self.replay, ReplayConfig)
-        for name in ("batch_size", "n_step", "epsilon_steps", "max_env_steps"):
+        for name in ("batch_size", "n_step", "epsilon_steps"):
             check_int(name, getattr(self, name), minimum=1)
+        check_budgets(self)
         check_int("num_learners", self.num_learners, minimum=0)
         check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
         check_probability("epsilon_final", self.epsilon_final)

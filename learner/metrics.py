@@ -14,6 +14,7 @@ working unchanged. Loss terms without a value (no minibatch had rows) are NaN.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -27,7 +28,9 @@ __all__ = [
     "IterationRecord",
     "PPOTrainResult",
     "PPOUpdateMetrics",
+    "StopReason",
     "TrainResult",
+    "async_figures",
 ]
 
 _NAN = math.nan
@@ -164,11 +167,40 @@ class IterationRecord(_FieldMapping):
     """Multi-agent: the mean return over the window (the last ``window`` episodes where each acted)
     per module (``module/<id>``: its agents' returns summed) and per agent (``agent/<id>``); empty
     for a single-agent run. ``return_mean`` is the sum over every agent."""
+    asynchronous: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The asynchronous optimizers (APPO, IMPALA, A3C): ``async_figures``' keys, totals since the run
+    began (the policy lag over every fragment or gradient that arrived); empty for the others."""
     evaluation: dict[str, float] = dataclasses.field(default_factory=dict)
     """With evaluation on: this iteration's evaluation (``episode_return_mean``, ``_std``, ``_min``,
     ``_max``, ``episode_len_mean``, ``num_episodes``, ``duration_s``, and ``module/<id>/episode_return_mean`` and
     ``agent/<id>/...`` in a multi-agent run), every value NaN in an iteration that did not evaluate;
     empty with evaluation off."""
+
+
+class StopReason(str, enum.Enum):
+    """What ended a training loop: its target, or the first of its budgets it reached."""
+
+    TARGET_RETURN = "target_return"
+    MAX_ITERATIONS = "max_iterations"
+    MAX_ENV_STEPS = "max_env_steps"
+    MAX_TIME_S = "max_time_s"
+
+
+def async_figures(lags: Mapping[int, int], *, dropped: int, unused: int) -> dict[str, float]:
+    """An asynchronous run's figures (``IterationRecord.asynchronous``): the mean and largest policy
+    lag of the histogram ``lags`` (lag -> fragments or gradients; NaN while empty), and the env steps
+    dropped for their lag and collected unused.
+
+    >>> async_figures({0: 1, 2: 3}, dropped=0, unused=256)
+    {'policy_lag_mean': 1.5, 'policy_lag_max': 2.0, 'num_env_steps_dropped': 0.0, 'num_env_steps_unused': 256.0}
+    """
+    count = sum(lags.values())
+    return {
+        "policy_lag_mean": sum(lag * n for lag, n in lags.items()) / count if count else _NAN,
+        "policy_lag_max": float(max((lag for lag, n in lags.items() if n), default=_NAN)),
+        "num_env_steps_dropped": float(dropped),
+        "num_env_steps_unused": float(unused),
+    }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -187,6 +219,11 @@ class TrainResult(_FieldMapping):
     """Wall time of the loop."""
     returns_by: dict[str, float] = dataclasses.field(default_factory=dict)
     """Multi-agent: the last record's mean returns per module and per agent (``IterationRecord.returns_by``)."""
+    stopped_by: StopReason | None = None
+    """What ended the loop: its target, or the first budget it reached (None: not recorded)."""
+    asynchronous: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The asynchronous optimizers: ``async_figures`` at the end (the unused env steps include the
+    fragments or gradients collected after the last update); empty for the others."""
     policy: Any = dataclasses.field(default=None, metadata={"mapping": False})
     """The final policy (``ray_sampler.policy.Policy``, or ``MultiAgentPolicy``): the weights and connector
     states the runners last acted with, ready to ``compute_actions`` or ``save``; None if it could not be

@@ -32,11 +32,13 @@ from learner.train import (
     ReturnTracker,
     StopOn,
     TrainingLoop,
+    budget_used,
     check_training_resources,
     multi_agent_runner,
     ppo_losses,
     restore_training,
     returns_by,
+    stop_reason,
     target_for,
     training_evaluation,
     view_pieces,
@@ -124,6 +126,10 @@ def sync_iterations(
     agent_steps = 0
     completed = (0, 0)  # (iterations, env steps) finished: what a checkpoint counts
 
+    def is_over() -> bool:
+        """Whether a budget is used (the target ends the loop after its record)."""
+        return budget_used(cfg, iterations=it, env_steps=steps, elapsed_s=tracker.elapsed) is not None
+
     def make_policy(weights: Any = None, connector_states: Any = None) -> Any:
         """The policy of ``weights`` and ``connector_states`` (None: the learners' and runners' now)."""
         info = run_info(
@@ -182,10 +188,10 @@ def sync_iterations(
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         handle.attach(
             learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
-            is_done=lambda: it >= cfg.max_iterations or tracker.reached, iteration=lambda: completed[0],
+            is_done=lambda: is_over() or tracker.reached, iteration=lambda: completed[0],
         )  # fmt: skip
         yield None  # the actors are up
-        while it < cfg.max_iterations:
+        while not is_over():
             it += 1
             evaluation.begin(it)
             t0 = time.perf_counter()
@@ -259,7 +265,8 @@ def sync_iterations(
         agent_steps=agent_steps if ma_runner is not None else steps,
         runner_utilization=timings["runner_s"] / max(num_runners * (timings["sample_s"] + timings["update_s"]), 1e-9),
     )
-    return dataclasses.replace(result, policy=policy)
+    stopped_by = stop_reason(cfg, tracker, iterations=it, env_steps=steps)
+    return dataclasses.replace(result, policy=policy, stopped_by=stopped_by)
 
 
 LOOPS[Optimizer.SYNC_SAMPLES] = sync_iterations

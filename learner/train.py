@@ -22,7 +22,7 @@ from learner.frameworks import Framework, with_framework
 from learner.keep_policy import best_policy_dir
 from learner.learner import PPOConfig
 from learner.learner_group import GradientSync, LearnerGroup
-from learner.metrics import IterationRecord, PPOTrainResult
+from learner.metrics import IterationRecord, PPOTrainResult, StopReason
 from learner.multi_agent_learner_group import MultiAgentLearnerGroup
 from learner.optimizers import AsyncGradientsConfig, AsyncSamplesConfig, Optimizer
 from learner.return_tracker import ReturnTracker
@@ -44,6 +44,8 @@ __all__ = [
     "ReturnTracker",
     "StopOn",
     "TrainingLoop",
+    "budget_used",
+    "check_budgets",
     "check_evaluation",
     "check_stop_rule",
     "check_training_components",
@@ -58,11 +60,16 @@ __all__ = [
     "run_observation_space",
     "run_to_end",
     "set_learner_state",
+    "stop_reason",
     "target_for",
     "train_ppo",
     "training_demands",
     "training_evaluation",
 ]
+
+
+DEFAULT_MAX_ENV_STEPS = 500_000
+"""``PPOTrainingConfig.max_env_steps``' default."""
 
 
 class StopOn(str, enum.Enum):
@@ -105,8 +112,17 @@ class PPOTrainingConfig:
     """How learner actors average their gradients at every step: ``"driver"`` (gathered by the
     driver, one mean sent back) or ``"allreduce"`` (among themselves, torch.distributed's gloo: the
     driver sends only the data; needs torch). Unused with one local learner."""
-    max_iterations: int = 120
-    """Stop after this many iterations (122,880 env steps with the default runners)."""
+    max_iterations: int | None = None
+    """Stop after this many iterations (None: no bound on them). What an iteration is depends on the
+    optimizer: with ``"sync_samples"`` a batch from every runner (1,024 env steps with the default
+    runners), with the asynchronous ones one update on one fragment (512 env steps by default)."""
+    max_env_steps: int | None = DEFAULT_MAX_ENV_STEPS
+    """Stop once the loop has trained on this many env steps (None: no bound on them); the same
+    measure for every optimizer. The default reaches CartPole-v1's 475 with each optimizer's
+    command in docs/optimizers.md (the slowest measured took 305k)."""
+    max_time_s: float | None = None
+    """Stop once the run's wall time (a resumed run's earlier time included) reaches this many
+    seconds, checked between iterations (None: no bound)."""
     target_return: float | str | None = "auto"
     """Stop once the mean return of the last ``stop_window`` finished episodes reaches this; ``"auto"``:
     the env spec's ``reward_threshold`` (475 for CartPole-v1); None, or ``"auto"`` for an env without
@@ -142,9 +158,49 @@ class PPOTrainingConfig:
         check_int("num_learners", self.num_learners, minimum=0)
         check_number("num_cpus_per_learner", self.num_cpus_per_learner, minimum=0)
         replace_field(self, "gradient_sync", check_enum("gradient_sync", GradientSync, self.gradient_sync))
-        check_int("max_iterations", self.max_iterations, minimum=1)
+        check_budgets(self)
         check_stop_rule(self.target_return, self.stop_window)
         check_evaluation(self)
+
+
+def check_budgets(cfg: Any) -> None:
+    """A training config's budgets (``max_iterations`` where it has one, ``max_env_steps``,
+    ``max_time_s``): each None or positive, and at least one given."""
+    names = [n for n in ("max_iterations", "max_env_steps", "max_time_s") if hasattr(cfg, n)]
+    for name in names[:-1]:  # None is no bound; the message names the ints, as when they were the only form
+        if getattr(cfg, name) is not None:
+            check_int(name, getattr(cfg, name), minimum=1)
+    if cfg.max_time_s is not None:
+        check_number("max_time_s", cfg.max_time_s, minimum=0, exclusive_minimum=True)
+    if all(getattr(cfg, n) is None for n in names):
+        raise ConfigError(f"give a budget: {', '.join(repr(n) for n in names)} may not all be None")
+
+
+def budget_used(cfg: Any, *, iterations: int, env_steps: int, elapsed_s: float) -> StopReason | None:
+    """The first of ``cfg``'s budgets that ``iterations``, ``env_steps`` and ``elapsed_s`` reached
+    (checked in that order); None while every one has room.
+
+    >>> cfg = PPOTrainingConfig(max_iterations=10, max_env_steps=2048)
+    >>> budget_used(cfg, iterations=3, env_steps=2048, elapsed_s=1.0)
+    <StopReason.MAX_ENV_STEPS: 'max_env_steps'>
+    >>> budget_used(cfg, iterations=3, env_steps=1024, elapsed_s=1.0) is None
+    True
+    """
+    max_iterations = getattr(cfg, "max_iterations", None)
+    if max_iterations is not None and iterations >= max_iterations:
+        return StopReason.MAX_ITERATIONS
+    if cfg.max_env_steps is not None and env_steps >= cfg.max_env_steps:
+        return StopReason.MAX_ENV_STEPS
+    if cfg.max_time_s is not None and elapsed_s >= cfg.max_time_s:
+        return StopReason.MAX_TIME_S
+    return None
+
+
+def stop_reason(cfg: Any, tracker: ReturnTracker, *, iterations: int, env_steps: int) -> StopReason | None:
+    """What ended a loop that returned: its target, else the first budget it reached."""
+    if tracker.reached:
+        return StopReason.TARGET_RETURN
+    return budget_used(cfg, iterations=iterations, env_steps=env_steps, elapsed_s=tracker.elapsed)
 
 
 def check_evaluation(cfg: Any) -> None:
@@ -426,7 +482,8 @@ def train_ppo(
     on_train_result: Callable[[TrainingLoop], None] | None = None,
     policy_dir: Path | None = None,
 ) -> PPOTrainResult:
-    """Trains until ``target_return`` or ``max_iterations``; returns what it reached, with the
+    """Trains until ``target_return`` or the first budget (``max_iterations``, ``max_env_steps``,
+    ``max_time_s``; the result's ``stopped_by`` says which); returns what it reached, with the
     time spent sampling, updating, and in the learner pipeline (a part of updating; NaN with
     learner actors). Each iteration's record goes to ``on_iteration``; without one, a line to ``log``.
 

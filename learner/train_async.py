@@ -51,7 +51,7 @@ from learner.frameworks import Framework, ppo_learner_class
 from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
 from learner.learner_group import LearnerGroup
 from learner.learner_queue import LearnerQueue
-from learner.metrics import IterationRecord, PPOTrainResult, PPOUpdateMetrics
+from learner.metrics import IterationRecord, PPOTrainResult, PPOUpdateMetrics, async_figures
 from learner.optimizers import AsyncSamplesConfig, Optimizer
 from learner.train import (
     LOOPS,
@@ -59,11 +59,13 @@ from learner.train import (
     PPOTrainingConfig,
     ReturnTracker,
     StopOn,
+    budget_used,
     check_training_resources,
     multi_agent_runner,
     ppo_losses,
     run_to_end,
     set_learner_state,
+    stop_reason,
     target_for,
     view_pieces,
 )
@@ -125,8 +127,9 @@ def train_async(
     policy_dir: Path | None = None,
 ) -> AsyncTrainResult:
     """Trains with asynchronous samples (see the module docstring; ``cfg.async_samples`` holds the
-    loop's knobs, whatever ``cfg.optimizer`` says) until ``target_return`` or ``max_iterations``
-    updates (one per fragment learned from). ``on_iteration`` gets each update's record (without
+    loop's knobs, whatever ``cfg.optimizer`` says) until ``target_return`` or the first budget:
+    ``max_iterations`` updates (one per fragment learned from), ``max_env_steps`` env steps learned
+    from, ``max_time_s``. ``on_iteration`` gets each update's record (without
     one, a line to ``log``); ``on_fragment(episodes, policy_lag)`` each fragment the learner takes,
     before the update. With ``checkpointer``, a checkpoint is saved every ``every`` updates (at the
     first broadcast from then on: the learner's queue is empty there) and at the end; ``resume``
@@ -174,11 +177,20 @@ def async_iterations(
     lags = Counter[int]()
     timings = {"sample_s": 0.0, "update_s": 0.0, "learner_connector_s": 0.0, "busy_s": 0.0}
     submitted, updates = 0, 0  # updates sent to the learner, and finished
+    submitted_steps = 0  # the env steps of the updates sent: what the budget counts (all are learned from)
     by_ref = cfg.num_learners == 1  # runners put their chunks in the object store; the learner actor reads them
     fragment_steps = cfg.env_runner.rollout_fragment_length * cfg.env_runner.num_envs_per_env_runner
     before = {"restarts": 0, "lost": 0, "lost_on_resume": 0}  # a resumed run's earlier processes'
     carried: list[tuple[PPOUpdateMetrics, int]] = []  # updates a save waited for: reported at the next step
     saved_at = -1  # the update of the newest checkpoint this loop saved
+
+    def is_over() -> bool:
+        """Whether the target is reached or a budget used: no more fragments go to the learner."""
+        used = budget_used(cfg, iterations=submitted, env_steps=submitted_steps, elapsed_s=tracker.elapsed)
+        return used is not None or tracker.reached
+
+    def figures() -> dict[str, float]:
+        return async_figures(lags, dropped=counts["dropped"], unused=counts["unused"])
 
     def failures() -> tuple[int, int]:
         """(runner restarts, env steps lost) in all: failed runners and learner actors, and on resume."""
@@ -216,13 +228,14 @@ def async_iterations(
         saved_at = updates
 
     def restore(state: TrainingState) -> None:
-        nonlocal updates, submitted
+        nonlocal updates, submitted, submitted_steps
         set_learner_state(learner.set_state, state)
         tracker.restore(state)
         c = state.counters
         updates, submitted = state.iteration, int(c.get("submitted", state.iteration))
         for key in ("used", "sampled", "unused", "dropped", "dropped_fragments", "max_in_flight"):
             counts[key] = int(c.get(key, 0))
+        submitted_steps = counts["used"]  # a save waits for every queued update
         lags.update({int(k.split("/", 1)[1]): int(v) for k, v in c.items() if k.startswith("lag/")})
         before.update(restarts=int(c.get("num_env_runner_restarts", 0)), lost=int(c.get("num_env_steps_lost", 0)))
         before["lost_on_resume"] = int(c.get("in_flight_env_steps", 0))
@@ -258,12 +271,13 @@ def async_iterations(
             timings["learner_connector_s"] += update.learner_connector_s
             evaluated = evaluation.end(updates)
             tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
-            if submitted < cfg.max_iterations and not tracker.reached:
+            if not is_over():
                 evaluation.begin(updates + 1)
             restarts, lost = failures()
             record = tracker.record(
                 updates, counts["used"], losses=ppo_losses(update), restarts=restarts, lost=lost, evaluation=evaluated
             )
+            record = dataclasses.replace(record, asynchronous=figures())
             records.append(record)
             if on_iteration is not None:
                 on_iteration(record)
@@ -288,13 +302,13 @@ def async_iterations(
         evaluation.begin(updates + 1)
         handle.attach(
             learners=learner, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
-            is_done=lambda: submitted >= cfg.max_iterations or tracker.reached, iteration=lambda: updates,
+            is_done=is_over, iteration=lambda: updates,
         )  # fmt: skip
         yield None  # the actors are up
         loop_start, num_runners = time.perf_counter(), runners.num_env_runners
         every = checkpointer.every if checkpointer is not None else 0
         next_save = (updates // every + 1) * every if every else None
-        while submitted < cfg.max_iterations and not tracker.reached:
+        while not is_over():
             if carried:
                 yield from report(carried[:], 0)
                 carried.clear()
@@ -307,7 +321,7 @@ def async_iterations(
                 timings["busy_s"] += metrics.duration_s
                 counts["sampled"] += metrics.num_env_steps
                 tracker.add(metrics.episode_returns)
-                if col is None or submitted >= cfg.max_iterations or tracker.reached:
+                if col is None or is_over():
                     counts["unused"] += metrics.num_env_steps  # arrived with others after the last update
                     continue
                 lag = submitted - updates_at_version.get(metrics.weights_version, 0)
@@ -324,6 +338,7 @@ def async_iterations(
                 t1 = time.perf_counter()
                 finished = learner.submit(fragment, metrics.num_env_steps)
                 submitted += 1
+                submitted_steps += metrics.num_env_steps
                 if submitted % async_config.broadcast_interval == 0:
                     weights = broadcast["weights"] = learner.refresh()
                     finished += learner.take_finished()
@@ -373,7 +388,8 @@ def async_iterations(
         max_learner_queue=learner.max_queued,
         num_env_steps_lost_on_resume=before["lost_on_resume"],
     )
-    return dataclasses.replace(result, policy=policy)
+    stopped_by = stop_reason(cfg, tracker, iterations=submitted, env_steps=submitted_steps)
+    return dataclasses.replace(result, policy=policy, stopped_by=stopped_by, asynchronous=figures())
 
 
 class _LocalLearner:

@@ -42,7 +42,7 @@ from learner.checkpoint import Checkpointer, TrainingState
 from learner.evaluation_loop import TrainingEvaluation
 from learner.frameworks import Framework, ppo_learner_class
 from learner.keep_policy import PolicyKeeper, best_policy_dir, run_info
-from learner.metrics import IterationRecord, PPOTrainResult
+from learner.metrics import IterationRecord, PPOTrainResult, async_figures
 from learner.optimizers import Optimizer
 from learner.train import (
     LOOPS,
@@ -50,10 +50,12 @@ from learner.train import (
     PPOTrainingConfig,
     ReturnTracker,
     StopOn,
+    budget_used,
     check_training_resources,
     multi_agent_runner,
     run_to_end,
     set_learner_state,
+    stop_reason,
     target_for,
 )
 from ray_sampler.errors import ConfigError, EnvRunnerFailedError
@@ -142,8 +144,9 @@ def train_async_gradients(
     resume: Any = None,
     policy_dir: Path | None = None,
 ) -> AsyncGradientsResult:
-    """Trains with asynchronous gradients (see the module docstring) until ``target_return`` or
-    ``max_iterations`` updates (one per gradient applied). ``on_iteration`` gets each update's
+    """Trains with asynchronous gradients (see the module docstring) until ``target_return`` or the
+    first budget: ``max_iterations`` updates (one per gradient applied), ``max_env_steps`` env steps
+    applied, ``max_time_s``. ``on_iteration`` gets each update's
     record (without one, a line to ``log``). The result holds the final policy (the central
     module's weights), also written to ``policy_dir`` when given, however the loop ends."""
     steps = async_gradients_iterations(
@@ -208,6 +211,14 @@ def async_gradients_iterations(
     fragment_steps = cfg.env_runner.rollout_fragment_length * cfg.env_runner.num_envs_per_env_runner
     saved_at, lost_on_resume = -1, 0
 
+    def is_over() -> bool:
+        """Whether the target is reached or a budget used."""
+        used = budget_used(cfg, iterations=version, env_steps=counts["used"], elapsed_s=tracker.elapsed)
+        return used is not None or tracker.reached
+
+    def figures() -> dict[str, float]:
+        return async_figures(staleness, dropped=counts["dropped"], unused=counts["unused"])
+
     def save_to(saver: Checkpointer) -> Path:
         """A checkpoint now: the central learner, the counters, and the steps the workers are computing
         gradients on (a run resumed from here never gets them: counted lost on resume)."""
@@ -265,11 +276,11 @@ def async_gradients_iterations(
             send(i, weights_ref)
         handle.attach(
             learners=central, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
-            is_done=lambda: version >= cfg.max_iterations or tracker.reached, iteration=lambda: version,
+            is_done=is_over, iteration=lambda: version,
         )  # fmt: skip
         yield None  # the actors are up
         loop_start = time.perf_counter()
-        while version < cfg.max_iterations and not tracker.reached:
+        while not is_over():
             record = None
             [ref], _ = ray.wait(list(inflight), num_returns=1, timeout=group.sample_timeout_s)
             index = inflight.pop(ref)
@@ -302,10 +313,11 @@ def async_gradients_iterations(
                 counts["used"] += answer.num_env_steps
                 evaluated = evaluation.end(version)
                 tracker.evaluation_mean = evaluation.last.get("episode_return_mean", float("nan"))
-                if version < cfg.max_iterations and not tracker.reached:
+                if not is_over():
                     evaluation.begin(version + 1)
                 record = tracker.record(version, counts["used"], losses=answer.losses, restarts=restarts,
                                         lost=counts["lost"], evaluation=evaluated)  # fmt: skip
+                record = dataclasses.replace(record, asynchronous=figures())
                 if checkpointer is not None and checkpointer.due(version):
                     save_checkpoint()
                 if on_iteration is not None:
@@ -353,7 +365,8 @@ def async_gradients_iterations(
         runner_utilization=busy_s / max(num_workers * loop_s, 1e-9),
         num_env_steps_lost_on_resume=lost_on_resume,
     )
-    return dataclasses.replace(result, policy=policy)
+    stopped_by = stop_reason(cfg, tracker, iterations=version, env_steps=counts["used"])
+    return dataclasses.replace(result, policy=policy, stopped_by=stopped_by, asynchronous=figures())
 
 
 def check_async_gradients(cfg: PPOTrainingConfig) -> None:

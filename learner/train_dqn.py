@@ -38,11 +38,13 @@ from learner.train import (
     LoopHandle,
     ReturnTracker,
     StopOn,
+    budget_used,
     check_training_resources,
     multi_agent_runner,
     restore_training,
     returns_by,
     run_to_end,
+    stop_reason,
     target_for,
     training_evaluation,
 )
@@ -71,8 +73,9 @@ def train_dqn(
     resume: TrainingState | None = None,
     policy_dir: Path | None = None,
 ) -> DQNTrainResult:
-    """Trains until ``target_return`` or ``max_env_steps``; returns what it reached, with the final
-    policy (greedy with ``explore=False``), also written to ``policy_dir`` when given.
+    """Trains until ``target_return`` or the first budget (``max_env_steps``, ``max_time_s``; the
+    result's ``stopped_by`` says which); returns what it reached, with the final policy (greedy
+    with ``explore=False``), also written to ``policy_dir`` when given.
 
     At most every ``log_every_s`` seconds, and at the end, the loop reports: a record to
     ``on_iteration`` (its ``iteration`` counts these reports), or without one a line to ``log``.
@@ -151,6 +154,10 @@ def _dqn_iterations(
     loss = math.nan
     done = {"num_env_runner_restarts": 0, "num_env_steps_lost": 0}  # before a resume
 
+    def over() -> bool:
+        """Whether a budget is used."""
+        return budget_used(cfg, iterations=reports, env_steps=steps, elapsed_s=tracker.elapsed) is not None
+
     def totals() -> dict[str, int]:
         assert runners is not None and replay is not None
         lost = runners.metrics.num_env_steps_lost + replay.metrics.num_env_steps_lost
@@ -220,10 +227,10 @@ def _dqn_iterations(
         evaluation.begin(reports + 1)
         handle.attach(
             learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
-            is_done=lambda: steps >= cfg.max_env_steps or tracker.reached, iteration=lambda: reports,
+            is_done=lambda: over() or tracker.reached, iteration=lambda: reports,
         )  # fmt: skip
         yield None  # the actors are up
-        while steps < cfg.max_env_steps and not tracker.reached:
+        while not over() and not tracker.reached:
             answers = replay.sample_to_replay(runners)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
                 log(line)
@@ -248,12 +255,12 @@ def _dqn_iterations(
                 log(line)
             epsilon = epsilon_at(cfg, steps)
             version = runners.sync_weights({**learners.get_weights(), "epsilon": np.float64(epsilon)})
-            if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
+            if time.perf_counter() - last_log >= log_every_s or tracker.reached or over():
                 last_log, reports = time.perf_counter(), reports + 1
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
                 counts = totals()
-                evaluated = _evaluate(evaluation, tracker, reports, more=steps < cfg.max_env_steps)
+                evaluated = _evaluate(evaluation, tracker, reports, more=not over())
                 yield _report(
                     tracker, reports, steps, (counts["num_env_runner_restarts"], counts["num_env_steps_lost"]),
                     on_iteration, log, loss=loss, epsilon=epsilon, num_updates=num_updates, version=version,
@@ -276,7 +283,7 @@ def _dqn_iterations(
             runners.stop()
         if replay is not None:
             replay.stop()
-    return DQNTrainResult(
+    result = DQNTrainResult(
         **tracker.finish(steps, log),
         num_updates=num_updates,
         runner_env_steps_sent=steps_sent,
@@ -286,6 +293,7 @@ def _dqn_iterations(
         num_env_steps_lost_by_shard=replay.metrics.num_env_steps_lost_by_shard,
         policy=policy,
     )
+    return dataclasses.replace(result, stopped_by=stop_reason(cfg, tracker, iterations=reports, env_steps=steps))
 
 
 def _copy_saved_replay(saved: Path, working: Path, num_shards: int) -> None:
@@ -413,6 +421,10 @@ def _multi_agent_dqn_iterations(
     observation_space = repr({mid: sp[0] for mid, sp in spaces.items()})
     replay_path = None
 
+    def over() -> bool:
+        """Whether a budget is used."""
+        return budget_used(cfg, iterations=reports, env_steps=steps, elapsed_s=tracker.elapsed) is not None
+
     def failures() -> tuple[int, int]:
         assert runners is not None
         group = runners.metrics
@@ -487,10 +499,10 @@ def _multi_agent_dqn_iterations(
         evaluation.begin(reports + 1)
         handle.attach(
             learners=learners, runners=runners, evaluation=evaluation, make_policy=make_policy, save_to=save_to,
-            is_done=lambda: steps >= cfg.max_env_steps or tracker.reached, iteration=lambda: reports,
+            is_done=lambda: over() or tracker.reached, iteration=lambda: reports,
         )  # fmt: skip
         yield None  # the actors are up
-        while steps < cfg.max_env_steps and not tracker.reached:
+        while not over() and not tracker.reached:
             answers = runners.sample_to_replay(replay)
             for line in runners.metrics.runner_failures + runners.metrics.sub_env_failures:  # recovered: went on
                 log(line)
@@ -512,11 +524,11 @@ def _multi_agent_dqn_iterations(
                     loss, num_updates, owed = update.loss, num_updates + int(owed), owed - int(owed)
             epsilon = epsilon_at(cfg, steps)
             version = runners.sync_weights(acting_weights(epsilon, trained))
-            if time.perf_counter() - last_log >= log_every_s or tracker.reached or steps >= cfg.max_env_steps:
+            if time.perf_counter() - last_log >= log_every_s or tracker.reached or over():
                 last_log, reports = time.perf_counter(), reports + 1
                 if checkpointer is not None and checkpointer.due(reports):
                     save()
-                evaluated = _evaluate(evaluation, tracker, reports, more=steps < cfg.max_env_steps)
+                evaluated = _evaluate(evaluation, tracker, reports, more=not over())
                 yield _report(
                     tracker, reports, steps, failures(), on_iteration, log, loss=loss, epsilon=epsilon,
                     num_updates=num_updates, version=version, summed=True, evaluation=evaluated,
@@ -539,10 +551,11 @@ def _multi_agent_dqn_iterations(
             ray.kill(replay)
         if replay_path is not None:  # the working copy the replay actor restored from
             shutil.rmtree(replay_path, ignore_errors=True)
-    return DQNTrainResult(
+    result = DQNTrainResult(
         **tracker.finish(steps, log),
         num_updates=num_updates,
         runner_env_steps_sent=steps_sent,
         replay_num_env_steps_received=int(counts["num_env_steps_received"]),
         policy=policy,
     )
+    return dataclasses.replace(result, stopped_by=stop_reason(cfg, tracker, iterations=reports, env_steps=steps))

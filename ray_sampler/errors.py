@@ -16,6 +16,7 @@ __all__ = [
     "EpisodeError",
     "FileWriteError",
     "InsufficientResourcesError",
+    "MultiAgentEnvCheckError",
     "MultiAgentEnvError",
     "PolicyError",
     "RaySamplerError",
@@ -112,3 +113,8 @@ class MultiAgentEnvError(RaySamplerError, ValueError):
     """A multi-agent env's step broke its contract (a missing ``"__all__"``, data for an agent that is
     done, an action for an agent that got no observation, an observation outside its agent's space);
     the message names the agent and the env step."""
+
+
+class MultiAgentEnvCheckError(EnvCheckError, MultiAgentEnvError):
+    """A MultiAgentEnvError found by the driver's check before any runner starts: bad input, like
+    every EnvCheckError (the command line's exit status 2)."""

@@ -114,7 +114,7 @@ def _invocation_problems(argv: list[str]) -> list[str]:
     sub, args = argv[0], argv[1:]
     if sub not in _subcommands():
         return [f"'{sub}' is not a subcommand of ray-sampler (has {sorted(_subcommands())})"]
-    _, help_text = _cli(sub, "--help")
+    _, help_text = _cli(sub, "--help-all")
     problems = [
         f"ray-sampler {sub} has no flag {flag}"
         for flag in (arg.split("=", 1)[0] for arg in args if arg.startswith("-"))

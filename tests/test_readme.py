@@ -159,7 +159,11 @@ def _extras() -> set[str]:
 
 def _help_flags(command: str) -> set[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "ray_sampler", command, "--help"], capture_output=True, text=True, env=_env(), timeout=60
+        [sys.executable, "-m", "ray_sampler", command, "--help-all"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     return set(re.findall(r"(?<![\w-])-{1,2}[a-z][\w.-]*", proc.stdout))

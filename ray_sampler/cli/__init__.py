@@ -8,8 +8,9 @@ trials with Ray Tune; ``evaluate`` runs a trained policy's episodes; ``export`` 
 or npz + JSON.
 
 Every option comes from a typed config (``ray_sampler.cli.options``, with tyro): ``ray-sampler
-COMMAND --help`` lists them with their docs and choices. A usage error is one line on stderr and
-exit status 2, before Ray starts.
+COMMAND --help`` lists them with their docs and choices (for ``train`` and ``train-dqn``, those
+most runs need; ``--help-all`` lists every one). A usage error is one line on stderr and exit
+status 2, before Ray starts; a misspelt command, flag or key comes with the closest known names.
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from typing import Any
 from ray_sampler.cli.options import UsageError, parse
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.user_env import use_working_directory
-from ray_sampler.errors import ConfigError, EnvCreatorError, InsufficientResourcesError
+from ray_sampler.errors import (
+    ConfigError,
+    EnvCreatorError,
+    EnvError,
+    EnvRunnerFailedError,
+    InsufficientResourcesError,
+    MultiAgentEnvError,
+)
+from ray_sampler.suggest import did_you_mean
 
 __all__ = [
     "COMMANDS",
+    "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_TARGET_MISSED",
     "EXIT_USAGE",
@@ -38,6 +48,9 @@ EXIT_TARGET_MISSED = 1
 """Exit status of a training run that had a target return and did not reach it."""
 EXIT_USAGE = 2
 """Exit status of a usage error (a bad flag or value, a request the cluster can never hold)."""
+EXIT_FAILED = 3
+"""Exit status of a run an env or its runners ended: an env that broke the multi-agent contract or
+raised with sub-env restarts off, or env runners whose restarts were used up (one line)."""
 EXIT_INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), once the actors are stopped."""
 
@@ -110,21 +123,24 @@ COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {help_text}" for name, (_, help_text) in COMMANDS.items()]
-    return "usage: ray-sampler COMMAND [OPTIONS]  (ray-sampler COMMAND --help: its options)\n\ncommands:\n" + "\n".join(
-        lines
+    return (
+        "usage: ray-sampler COMMAND [OPTIONS]  (ray-sampler COMMAND --help: its main options; --help-all: every one)"
+        "\n\ncommands:\n" + "\n".join(lines)
     )
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ray-sampler`` command: exits 0 (done; a target reached or the budget used
-    without one), 1 (a target missed), 2 (a usage error, one line) or 130 (Ctrl-C, actors stopped)."""
+    without one), 1 (a target missed), 2 (a usage error, one line), 3 (the env or its runners failed,
+    one line) or 130 (Ctrl-C, actors stopped)."""
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
         print(_usage())
         raise SystemExit(0 if args else EXIT_USAGE)
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        print(f"ray-sampler: error: unknown command {name!r} (allowed: {', '.join(COMMANDS)})", file=sys.stderr)
+        hint = "; " + did_you_mean(name, COMMANDS) if did_you_mean(name, COMMANDS) else ""
+        print(f"ray-sampler: error: unknown command {name!r}{hint} (allowed: {', '.join(COMMANDS)})", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
     run, _ = COMMANDS[name]
     use_working_directory()  # --env mymodule:MyEnv finds the user's module where they run the command
@@ -133,6 +149,9 @@ def main(argv: list[str] | None = None) -> None:
     except (UsageError, ConfigError, EnvCreatorError, InsufficientResourcesError) as e:  # the user's input: one line
         print(f"ray-sampler {name}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
+    except (MultiAgentEnvError, EnvError, EnvRunnerFailedError) as e:  # the env's own failure: one line too
+        print(f"ray-sampler {name}: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        raise SystemExit(EXIT_FAILED) from None
     except KeyboardInterrupt:  # the actors and Ray were stopped on the way out (finally blocks)
         print(f"ray-sampler {name}: interrupted; actors stopped", file=sys.stderr)
         raise SystemExit(EXIT_INTERRUPTED) from None

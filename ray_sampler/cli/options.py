@@ -8,14 +8,18 @@ line; the library API sets them.
 
 ``--config FILE`` (TOML) gives options from a file, in the same nested form as the run directory's
 ``config.toml``; flags after it override it. Parsing errors come as one line naming the flag, what
-is allowed and what came (``UsageError``), never tyro's boxed messages or a traceback.
+is allowed and what came (``UsageError``), never tyro's boxed messages or a traceback; an unknown
+flag or config key comes with the closest known ones (``ray_sampler.suggest``).
+
+``--help`` of a command with many options (``train``, ``train-dqn``) lists those most runs need
+(``BRIEF``) and says that ``--help-all`` lists every one. A default the field's docstring already
+states is not printed again, and a boolean field named ``no_x`` is the pair ``--x`` / ``--no-x``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import enum
 import io
 import re
@@ -32,13 +36,18 @@ from tyro.constructors import ConstructorRegistry, StructConstructorSpec, Struct
 
 from ray_sampler.envs.minigrid import ensure_registered
 from ray_sampler.errors import ConfigError
+from ray_sampler.suggest import did_you_mean
 
 __all__ = [
+    "BRIEF",
+    "HELP_ALL",
     "UsageError",
+    "bool_flag",
     "changed_options",
     "check_env_id",
     "config_file_flags",
     "flag_of",
+    "known_flags",
     "parse",
     "read_toml",
     "to_toml_dict",
@@ -66,8 +75,42 @@ ALIASES = {
 """Short names of the options set most often, beside their full ones (``--num-env-runners`` for
 ``--env-runner-group.num-env-runners``)."""
 
-_REGISTRY = ConstructorRegistry()
+BRIEF = frozenset(
+    {
+        ("EnvOptions", "env"),
+        ("EnvOptions", "env_config"),
+        ("RunOptions", "config"),
+        ("RunOptions", "address"),
+        ("RunOptions", "seed"),
+        ("RunOptions", "hidden_sizes"),
+        ("RunOptions", "runs_dir"),
+        ("RunOptions", "tensorboard"),
+        ("RunOptions", "checkpoint_every"),
+        ("RunOptions", "resume"),
+        ("PPOTrainingConfig", "max_iterations"),
+        ("PPOTrainingConfig", "max_env_steps"),
+        ("PPOTrainingConfig", "target_return"),
+        ("PPOTrainingConfig", "framework"),
+        ("PPOTrainingConfig", "optimizer"),
+        ("DQNTrainingConfig", "max_env_steps"),
+        ("DQNTrainingConfig", "target_return"),
+        ("DQNTrainingConfig", "framework"),
+        ("EnvRunnerGroupConfig", "num_env_runners"),
+        ("EnvRunnerConfig", "num_envs_per_env_runner"),
+        ("PPOConfig", "lr"),
+        ("DQNConfig", "lr"),
+        ("EvaluationConfig", "evaluation_interval"),
+    }
+)
+"""(class, field) of the options a command's plain ``--help`` lists, those most runs need, when it
+has more than ``BRIEF_ABOVE`` options; ``--help-all`` lists every one."""
+BRIEF_ABOVE = 25
+HELP_ALL = "--help-all"
+
 _GUARD: set[type] = set()  # the rule asks tyro's own dataclass rule for a type once, without itself
+_DEFAULT_STATED = re.compile(r"\bdefault\)?:|\(default\)")
+"""A docstring that says its field's default itself (``(default: RAY_ADDRESS if set ...)``,
+``None (default): 1``): tyro's own ``(default: ...)`` would say it twice."""
 
 
 def _cli_type(annotation: Any) -> Any:
@@ -100,8 +143,17 @@ def _help(text: str | None) -> str | None:
     return re.sub(r"\s+", " ", text.replace("``", "")).strip()
 
 
-@_REGISTRY.struct_rule
-def _project_dataclasses(info: StructTypeInfo) -> StructConstructorSpec | None:
+def _is_brief(cls: type, name: str) -> bool:
+    """Whether the plain ``--help`` lists field ``name`` of ``cls`` (declared there or in a base)."""
+    return any((c.__name__, name) in BRIEF for c in cls.__mro__)
+
+
+def _negated(field_type: Any, name: str, default: Any) -> bool:
+    """Whether a field is a boolean named ``no_x`` (its flags: ``--x`` / ``--no-x``, not ``--no-no-x``)."""
+    return field_type is bool and name.startswith("no_") and isinstance(default, bool)
+
+
+def _project_dataclasses(info: StructTypeInfo, *, brief: bool) -> StructConstructorSpec | None:
     cls = info.type
     if not dataclasses.is_dataclass(cls) or not isinstance(cls, type) or cls in _GUARD:
         return None
@@ -114,27 +166,54 @@ def _project_dataclasses(info: StructTypeInfo) -> StructConstructorSpec | None:
         _GUARD.discard(cls)
     if not isinstance(spec, StructConstructorSpec):
         return None
-    fields = []
+    fields, negated = [], set()
     for field in spec.fields:
         cli_type = _cli_type(field.type)
-        helptext = field.helptext() if callable(field.helptext) else field.helptext
+        helptext = _help(field.helptext() if callable(field.helptext) else field.helptext)
         alias = ALIASES.get((cls.__name__, field.name))
-        if cli_type is None:
-            cli_type = Annotated[field.type, tyro.conf.Suppress]
-        elif alias:
-            cli_type = Annotated[cli_type, tyro.conf.arg(aliases=(alias,))]
         # An enum default shows (and round-trips) as its value: "numpy", not Framework.NUMPY.
         default = field.default.value if isinstance(field.default, enum.Enum) else field.default
-        fields.append(dataclasses.replace(field, type=cli_type, helptext=_help(helptext), default=default))
-    return StructConstructorSpec(instantiate=_instantiate(cls, spec.instantiate), fields=tuple(fields))
+        bare = typing.get_args(cli_type)[0] if typing.get_origin(cli_type) is Annotated else cli_type
+        is_nested = isinstance(bare, type) and dataclasses.is_dataclass(bare)
+        if cli_type is None or (brief and not is_nested and not _is_brief(cls, field.name)):
+            suppressed: Any = Annotated[field.type, tyro.conf.Suppress]
+            fields.append(dataclasses.replace(field, type=suppressed))
+            continue
+        # tyro's "(default: ...)" unless the docstring says the default itself.
+        name, hint = field.name, "" if helptext and _DEFAULT_STATED.search(helptext) else None
+        if _negated(cli_type, field.name, default):  # no_x: the command line's x, its value flipped
+            name, default = field.name.removeprefix("no_"), not default
+            negated.add(name)
+            shown = name.replace("_", "-")
+            helptext = f"no-{shown}: {helptext}" if helptext else None
+            hint = f"(default: {shown if default else 'no-' + shown})"
+        if alias or hint is not None:
+            cli_type = Annotated[cli_type, tyro.conf.arg(aliases=(alias,) if alias else None, help_behavior_hint=hint)]
+        if brief and is_nested:
+            helptext = None  # the group's title is enough beside its few options
+        fields.append(dataclasses.replace(field, name=name, type=cli_type, helptext=helptext, default=default))
+    return StructConstructorSpec(instantiate=_instantiate(cls, spec.instantiate, negated), fields=tuple(fields))
 
 
-def _instantiate(cls: type, instantiate: Callable[..., Any]) -> Callable[..., Any]:
+def _registry(*, brief: bool) -> ConstructorRegistry:
+    registry = ConstructorRegistry()
+    registry.struct_rule(lambda info: _project_dataclasses(info, brief=brief))
+    return registry
+
+
+_REGISTRY = _registry(brief=False)
+_BRIEF_REGISTRY = _registry(brief=True)
+"""The command line of every option, and that of the options a plain ``--help`` lists (``BRIEF``)."""
+
+
+def _instantiate(cls: type, instantiate: Callable[..., Any], negated: set[str]) -> Callable[..., Any]:
     """``instantiate``, with enum fields given back their enum values (the command line gives the
-    values as strings) and ConfigError naming the flag's full path."""
+    values as strings) and the ``no_x`` fields (``negated``: their ``x``) their own value back."""
     hints = typing.get_type_hints(cls)
 
     def build(**kwargs: Any) -> Any:
+        for name in negated & set(kwargs):
+            kwargs["no_" + name] = not kwargs.pop(name)
         for name, value in kwargs.items():
             hint = hints.get(name)
             if isinstance(hint, type) and issubclass(hint, enum.Enum) and isinstance(value, str):
@@ -163,23 +242,77 @@ _SPELLINGS = r"--[\w.-]+(?:/--[\w.-]+)*"
 """An option as tyro names it in an error: its spellings joined by ``/`` (``--lr/--ppo.lr``)."""
 
 
-def _alias_flags(cls: type, hidden: tuple[str, ...]) -> dict[str, str]:
-    """Full flag -> short alias (``--ppo.lr`` -> ``--lr``) of the options of command ``cls`` that have
-    one (``hidden``: the names of nested configs whose fields are at the top, as ``_one_line``'s)."""
-    out: dict[str, str] = {}
+def _options(cls: type, hidden: tuple[str, ...]) -> Iterator[tuple[str, Any, type, str]]:
+    """(dotted path, type, config class, field name) of each option of command ``cls`` (``hidden``:
+    the names of nested configs whose fields are at the top, as ``_one_line``'s)."""
 
-    def walk(config: type, prefix: tuple[str, ...]) -> None:
+    def walk(config: type, prefix: tuple[str, ...]) -> Iterator[tuple[str, Any, type, str]]:
         hints = typing.get_type_hints(config)
         for field in dataclasses.fields(config):
             path = prefix if field.name in hidden else (*prefix, field.name)
             hint = hints.get(field.name)
             if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-                walk(hint, path)
-            elif alias := ALIASES.get((config.__name__, field.name)):
-                out[flag_of(".".join(path))] = alias
+                yield from walk(hint, path)
+            elif _cli_type(hint) is not None:
+                yield ".".join(path), hint, config, field.name
 
-    walk(cls, ())
-    return out
+    yield from walk(cls, ())
+
+
+def _alias_flags(cls: type, hidden: tuple[str, ...]) -> dict[str, str]:
+    """Full flag -> short alias (``--ppo.lr`` -> ``--lr``) of the options of command ``cls`` that have one."""
+    return {
+        flag_of(path): alias
+        for path, _, config, name in _options(cls, hidden)
+        if (alias := ALIASES.get((config.__name__, name)))
+    }
+
+
+def bool_flag(path: str, value: bool) -> str:
+    """The flag that sets the boolean option at the dotted ``path`` to ``value``: ``--plain`` /
+    ``--no-plain``; a field named ``no_x`` has ``--x`` / ``--no-x``.
+
+    >>> bool_flag("env_runner.no_done_at_end", False)
+    '--env-runner.done-at-end'
+    """
+    head, _, name = flag_of(path)[2:].rpartition(".")
+    if name.startswith("no-"):
+        name, value = name.removeprefix("no-"), not value
+    return f"--{head + '.' if head else ''}{'' if value else 'no-'}{name}"
+
+
+def known_flags(cls: type, *, hidden: tuple[str, ...] = ("training",)) -> list[str]:
+    """Every flag of command ``cls``: each option's full name and short alias, both forms of a boolean."""
+    flags = ["--help", HELP_ALL]
+    for path, hint, config, name in _options(cls, (*hidden, cls.__name__)):
+        alias = ALIASES.get((config.__name__, name))
+        if hint is bool:
+            flags += [bool_flag(path, True), bool_flag(path, False)]
+        else:
+            flags += [flag_of(path), *([alias] if alias else [])]
+    return flags
+
+
+def _unknown_flag(cls: type, args: list[str], hidden: tuple[str, ...], see: str) -> str | None:
+    """The message for the first flag in ``args`` that is no option of ``cls``, with the closest
+    known ones; None if every flag is known (a stray value instead)."""
+    known = known_flags(cls, hidden=hidden)
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag not in known:
+            hint = did_you_mean(flag, known)
+            return f"{flag!r} is no option of this command{'; ' + hint if hint else ''} ({see})"
+    return None
+
+
+def _see_help(cls: type, hidden: tuple[str, ...]) -> str:
+    """Where the user finds every option of ``cls``: ``see --help``, or ``--help-all`` for a command
+    whose ``--help`` lists only some."""
+    return f"see {HELP_ALL}" if _has_brief_help(cls, hidden) else "see --help"
+
+
+def _has_brief_help(cls: type, hidden: tuple[str, ...]) -> bool:
+    return sum(1 for _ in _options(cls, hidden)) > BRIEF_ABOVE
 
 
 def _as_typed(message: str, args: list[str], aliases: dict[str, str]) -> str:
@@ -236,14 +369,14 @@ def _captured_stderr() -> Iterator[io.StringIO]:
 
 
 def parse(cls: type[T], args: list[str], *, default: T | None = None, prog: str, description: str) -> T:
-    """An instance of the command dataclass ``cls`` from ``args`` (``--help`` prints the help and
-    exits 0). Raises UsageError with one line for any bad option or value."""
+    """An instance of the command dataclass ``cls`` from ``args`` (``--help`` and ``--help-all`` print
+    the help and exit 0). Raises UsageError with one line for any bad option or value."""
     description = _help(description) or ""
     # None is written None on tyro's command line; none and null read the same here.
     args = [a if a.lower() not in ("none", "null") else "None" for a in args]
     hidden = ("training", cls.__name__)
-    if any(a in ("-h", "--help") for a in args):
-        tyro.cli(cls, args=args, default=default, prog=prog, description=description, registry=_REGISTRY)
+    if any(a in ("-h", "--help", HELP_ALL) for a in args):
+        _print_help(cls, args, default=default, prog=prog, description=description, hidden=hidden)
     with _captured_stderr() as err:
         try:
             command = tyro.cli(
@@ -261,9 +394,33 @@ def parse(cls: type[T], args: list[str], *, default: T | None = None, prog: str,
             if e.code in (0, None):
                 raise
             message = _one_line(err.getvalue(), hidden=hidden)
+            if message.startswith("unrecognized option(s): "):
+                message = _unknown_flag(cls, args, hidden, _see_help(cls, hidden)) or message
         except ConfigError as e:  # the command's own fields (a nested config's come boxed, above)
             message = _flag_message(str(e))
     raise UsageError(_as_typed(message, args, _alias_flags(cls, hidden))) from None
+
+
+def _print_help(
+    cls: type, args: list[str], *, default: Any, prog: str, description: str, hidden: tuple[str, ...]
+) -> typing.NoReturn:
+    """Prints the help of ``cls`` and exits 0 (UsageError for a value tyro checks even then, a choice):
+    every option with ``--help-all``; with ``--help``, those most runs need (``BRIEF``) where it has many."""
+    is_all = HELP_ALL in args
+    args = ["--help" if a in ("-h", HELP_ALL) else a for a in args]
+    with contextlib.redirect_stdout(io.StringIO()), _captured_stderr() as err:
+        try:
+            tyro.cli(cls, args=args, default=default, prog=prog, description=description, registry=_REGISTRY)
+        except SystemExit as e:
+            if e.code not in (0, None):
+                message = _one_line(err.getvalue(), hidden=hidden)
+                raise UsageError(_as_typed(message, args, _alias_flags(cls, hidden))) from None
+    if is_all or not _has_brief_help(cls, hidden):
+        tyro.cli(cls, args=["--help"], default=default, prog=prog, description=description, registry=_REGISTRY)
+    count = sum(1 for _ in _options(cls, hidden))
+    brief = f"{description}\n\nThese are the options most runs need: {HELP_ALL} lists all {count}."
+    tyro.cli(cls, args=["--help"], default=default, prog=prog, description=brief, registry=_BRIEF_REGISTRY)
+    raise AssertionError("tyro exits after the help")  # pragma: no cover
 
 
 def to_toml_dict(obj: Any, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -327,8 +484,7 @@ def _option(path: str, value: Any, final: Any, has_final: bool, *, is_flag: bool
     if not is_flag:
         text = f"{path} {_shown(value)}"
     elif isinstance(value, bool):
-        head, _, name = flag_of(path)[2:].rpartition(".")
-        text = f"--{head + '.' if head else ''}{'' if value else 'no-'}{name}"
+        text = bool_flag(path, value)
     else:
         text = f"{flag_of(path)} {_shown(value)}"
     if has_final and final != value:
@@ -378,26 +534,39 @@ def _fields(cls: type, flatten: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def config_file_flags(data: dict[str, Any], cls: type, *, flatten: tuple[str, ...] = ("training",)) -> list[str]:
+def config_file_flags(
+    data: dict[str, Any],
+    cls: type,
+    *,
+    flatten: tuple[str, ...] = ("training",),
+    source: str = "--config",
+    see: str = "",
+) -> list[str]:
     """The flags that a config file's tables give to command ``cls``, in the nested form of
     ``to_toml_dict`` (a table per nested config; the fields of the configs named in ``flatten`` at
-    the top). None, or the string ``"none"`` (TOML has no null), stands for None. UsageError for a
-    key that is no option."""
+    the top). None, or the string ``"none"`` (TOML has no null), stands for None. UsageError, its
+    message starting with ``source``, for a key that is no option, with the closest option keys
+    and where every option is listed (``see``; default: the command's own help)."""
     flags: list[str] = []
+    leaves = [path for path, *_ in _options(cls, (*flatten, cls.__name__))]
+    every = [*leaves, *dict.fromkeys(p.rsplit(".", 1)[0] for p in leaves if "." in p)]  # and the tables
+    see = see or _see_help(cls, (*flatten, cls.__name__))
 
     def add(table: dict[str, Any], fields: dict[str, Any], prefix: str) -> None:
         for key, value in table.items():
             path = f"{prefix}.{key}" if prefix else key
             if key not in fields or _cli_type(fields[key]) is None:
-                raise UsageError(f"--config: {path!r} is no option of this command (see --help)")
+                hint = did_you_mean(path, every)
+                raise UsageError(
+                    f"{source}: {path!r} is no option of this command{'; ' + hint if hint else ''} ({see})"
+                )
             hint, flag = fields[key], flag_of(path)
             if dataclasses.is_dataclass(hint):
                 if not isinstance(value, dict):
-                    raise UsageError(f"--config: {path!r} must be a table of options (got {value!r})")
+                    raise UsageError(f"{source}: {path!r} must be a table of options (got {value!r})")
                 add(value, _fields(typing.cast(type, hint), ()), path)
             elif isinstance(value, bool):
-                head, _, name = flag[2:].rpartition(".")
-                flags.append(flag if value else f"--{head + '.' if head else ''}no-{name}")
+                flags.append(bool_flag(path, value))
             elif isinstance(value, dict):  # a dict option: KEY VALUE pairs
                 flags.extend([flag, *(str(x) for kv in value.items() for x in kv)])
             elif isinstance(value, list):
@@ -416,6 +585,5 @@ def check_env_id(env: str) -> str:
     ensure_registered(env)
     if env in gym.registry:
         return env
-    close = difflib.get_close_matches(env, list(gym.registry), n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "see gymnasium.pprint_registry()"
+    hint = did_you_mean(env, gym.registry) or "see gymnasium.pprint_registry()"
     raise UsageError(f"--env: a registered gymnasium id is allowed (got {env!r}; {hint})")

@@ -30,7 +30,6 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from ray_sampler.errors import ConfigError
 from ray_sampler.validate import check_int
 
 if TYPE_CHECKING:  # learner (and so Ray) loads only in a training command; records come from it
@@ -79,6 +78,11 @@ class RunSummary:
     """Lines printed last (e.g. where the learning curve is)."""
     summed: bool = False
     """A multi-agent run: the return is the sum over every agent."""
+    stopped_by: str = ""
+    """What ended the run (``--max-env-steps 500,000 (the first budget reached)``); empty: not known."""
+    asynchronous: dict[str, float] = dataclasses.field(default_factory=dict)
+    """An asynchronous optimizer's run (APPO, IMPALA, A3C): ``IterationRecord.asynchronous``' figures
+    at its end; empty for the others."""
 
     @classmethod
     def of(
@@ -88,9 +92,11 @@ class RunSummary:
         *,
         run_dir: Path | None = None,
         notes: tuple[str, ...] = (),
+        stopped_by: str = "",
     ) -> RunSummary:
         """The summary of a run from what its loop returned (None: it was interrupted) and its last
-        iteration's record (totals since the run began; None: no iteration finished)."""
+        iteration's record (totals since the run began; None: no iteration finished). An asynchronous
+        run's figures are the result's (its unused env steps counted to the end), else the last record's."""
         if result is None:
             outcome = Outcome.INTERRUPTED
         elif result.reached:
@@ -114,6 +120,8 @@ class RunSummary:
             run_dir=run_dir,
             notes=notes,
             summed=bool(last.returns_by) if last is not None else False,
+            stopped_by=stopped_by,
+            asynchronous=(result.asynchronous if result is not None else {}) or (last.asynchronous if last else {}),
         )
 
     def headline(self) -> str:
@@ -138,6 +146,17 @@ class RunSummary:
             ("wall time", format_duration(self.elapsed_s)),
             ("throughput", f"{format_rate(rate)} env steps/s"),
         ]
+        if self.stopped_by:
+            rows.append(("stopped by", self.stopped_by))
+        if self.asynchronous:
+            lag = self.asynchronous
+            rows.append(
+                ("policy lag", f"mean {_num(lag['policy_lag_mean'])}, max {_whole(lag['policy_lag_max'])} updates")
+            )
+            dropped, unused = int(lag["num_env_steps_dropped"]), int(lag["num_env_steps_unused"])
+            rows.append(
+                ("not learned", f"{dropped:,} dropped, {unused:,} unused, {self.num_env_steps_lost:,} lost env steps")
+            )
         if self.num_env_runner_restarts or self.num_env_steps_lost:
             restarts = _count(self.num_env_runner_restarts, "env runner restart")
             rows.append(("failures", f"{restarts}, {_count(self.num_env_steps_lost, 'env step')} lost"))
@@ -150,8 +169,8 @@ class TrainingProgress:
     """Shows a run's progress on ``stream`` (default: stdout).
 
     ``plain``: None decides from the stream (a live display if ``stream.isatty()``, else one line per
-    iteration, flushed); True forces plain lines; False forces the live display. The budget, if
-    known, is ``total_env_steps`` or ``total_iterations`` (not both)."""
+    iteration, flushed); True forces plain lines; False forces the live display. The budgets, if
+    known, are ``total_env_steps`` and ``total_iterations`` (the bar shows the one nearer its end)."""
 
     def __init__(
         self,
@@ -161,11 +180,6 @@ class TrainingProgress:
         total_iterations: int | None = None,
         plain: bool | None = None,
     ) -> None:
-        if total_env_steps is not None and total_iterations is not None:
-            raise ConfigError(
-                f"give the budget as 'total_env_steps' or 'total_iterations', not both "
-                f"(got {total_env_steps!r} and {total_iterations!r})"
-            )
         self._total_env_steps = (
             None if total_env_steps is None else check_int("total_env_steps", total_env_steps, minimum=1)
         )
@@ -263,7 +277,9 @@ class TrainingProgress:
         if self._total_env_steps is not None:
             steps += f" / {self._total_env_steps:,}"
             done, total = record.env_steps, self._total_env_steps
-        elif self._total_iterations is not None:
+        if self._total_iterations is not None and (
+            total is None or record.iteration / self._total_iterations > done / total
+        ):
             done, total = record.iteration, self._total_iterations
         outcome = self._outcome
         percent = f"{min(done / total, 1.0):.0%} " if total else ""
@@ -289,6 +305,7 @@ class TrainingProgress:
                 ),
                 Text(f"best {_num(record.best_return_mean)}"),
                 *([] if math.isnan(self._last_evaluation) else [Text(f"evaluation {_num(self._last_evaluation)}")]),
+                *([Text(_asynchronous(record))] if record.asynchronous else []),
                 Text(format_duration(elapsed)),
             ]
         )
@@ -305,8 +322,22 @@ def iteration_line(
         f"{iteration}: {steps} env steps, {format_rate(record.env_steps_per_s)} steps/s, "
         f"{record.episodes} episodes, {_return_word(record)}{_num(record.return_mean)}{_window(record)}"
         f"{_by_module(record)}, "
-        f"best {_num(record.best_return_mean)}{_evaluation(record)}, {format_duration(record.elapsed_s)}"
+        f"best {_num(record.best_return_mean)}{_evaluation(record)}"
+        f"{', ' + _asynchronous(record) if record.asynchronous else ''}, {format_duration(record.elapsed_s)}"
     )
+
+
+def _asynchronous(record: IterationRecord) -> str:
+    """An asynchronous run's part of the line: ``lag 1.2 (max 3), dropped/unused/lost 0/0/0`` (policy
+    lag in updates, then env steps not learned from)."""
+    a = record.asynchronous
+    counts = f"{int(a['num_env_steps_dropped'])}/{int(a['num_env_steps_unused'])}/{record.num_env_steps_lost}"
+    return f"lag {_num(a['policy_lag_mean'])} (max {_whole(a['policy_lag_max'])}), dropped/unused/lost {counts}"
+
+
+def _whole(value: float) -> str:
+    """A count kept as a float: ``28``, ``-`` for NaN."""
+    return "-" if math.isnan(value) else f"{value:.0f}"
 
 
 def _evaluation(record: IterationRecord) -> str:

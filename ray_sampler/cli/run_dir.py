@@ -1,6 +1,7 @@
 """A training run's directory: ``config.toml``, ``metrics.csv``, optional TensorBoard events and ``curve.png``.
 
-``runs/<algo>-<env>-<YYYYmmdd-HHMMSS>/`` holds the run's resolved config (written once, atomically),
+``runs/<algo>-<env>-<YYYYmmdd-HHMMSS>/`` (``<algo>`` the algorithm's name: ppo, a2c, appo, impala, a3c,
+dqn) holds the run's resolved config (written once, atomically),
 one ``metrics.csv`` row per iteration (flushed as it is written, so a killed run keeps its rows), with
 ``--tensorboard`` the same scalars as TensorBoard events, and at the end its learning curve.
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # learner (and so Ray) loads only in a training command; reco
     from learner.metrics import IterationRecord
 
 __all__ = [
+    "ASYNC_PREFIX",
     "CONFIG_FILE",
     "CURVE_FILE",
     "EVALUATION_PREFIX",
@@ -56,6 +58,10 @@ LOSS_PREFIX = "loss/"
 RETURN_PREFIX = "return/"
 """Multi-agent runs' columns of ``IterationRecord.returns_by``: ``return/module/<id>``, ``return/agent/<id>``."""
 """The prefix of a loss term's column in ``metrics.csv`` and its TensorBoard tag (``loss/vf_loss``)."""
+ASYNC_PREFIX = "async/"
+"""The asynchronous optimizers' runs (APPO, IMPALA, A3C): ``IterationRecord.asynchronous``' columns
+(``async/policy_lag_mean``, ``_max``, ``async/num_env_steps_dropped``, ``_unused``) and TensorBoard
+tags (with ``async/num_env_steps_lost`` there)."""
 EVALUATION_PREFIX = "evaluation/"
 """Runs that evaluate: ``IterationRecord.evaluation``'s columns (``evaluation/episode_return_mean``)."""
 TENSORBOARD_EXTRA_HINT = "pip install 'ray-sampler[tensorboard]'"
@@ -172,8 +178,9 @@ class RunDirectory:
         """Adds ``record`` as a row of ``metrics.csv`` (flushed) and, with TensorBoard, as scalars
         against its env steps.
 
-        The columns are every field of the record but ``losses``, ``returns_by`` and ``evaluation``,
-        then (multi-agent) ``return/module/<id>`` and ``return/agent/<id>``, then (a run that evaluates)
+        The columns are every field of the record but ``losses``, ``returns_by``, ``asynchronous`` and
+        ``evaluation``, then (multi-agent) ``return/module/<id>`` and ``return/agent/<id>``, then (an
+        asynchronous optimizer's run) ``async/<key>``, then (a run that evaluates)
         ``evaluation/<key>``, then ``loss/<term>`` per loss term of the
         first record the file gets; a term missing from a later record is an empty cell, and a
         term the first record did not have goes to TensorBoard only."""
@@ -380,12 +387,19 @@ def _create_temp(path: Path) -> tuple[int, Path]:
 
 
 def _row(record: IterationRecord) -> dict[str, Any]:
-    kept = [f.name for f in dataclasses.fields(record) if f.name not in ("losses", "returns_by", "evaluation")]
+    nested = ("losses", "returns_by", "asynchronous", "evaluation")
+    kept = [f.name for f in dataclasses.fields(record) if f.name not in nested]
     row = {name: getattr(record, name) for name in kept}
     row.update({f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()})
+    row.update({f"{ASYNC_PREFIX}{key}": _count_or_value(key, value) for key, value in record.asynchronous.items()})
     row.update({f"{EVALUATION_PREFIX}{key}": value for key, value in record.evaluation.items()})
     row.update({f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()})
     return row
+
+
+def _count_or_value(key: str, value: float) -> int | float:
+    """A count (``num_*``) as an int cell, anything else as it is."""
+    return int(value) if key.startswith("num_") else value
 
 
 def _cell(value: Any) -> str:
@@ -422,6 +436,8 @@ def _add_scalars(writer: Any, record: IterationRecord) -> None:
         "return/max": record.return_max,
         "throughput/env_steps_per_s": record.env_steps_per_s,
         **{f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()},
+        **{f"{ASYNC_PREFIX}{key}": value for key, value in record.asynchronous.items()},
+        **({f"{ASYNC_PREFIX}num_env_steps_lost": float(record.num_env_steps_lost)} if record.asynchronous else {}),
         **{f"{EVALUATION_PREFIX}{key}": value for key, value in record.evaluation.items()},
         **{f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()},
     }

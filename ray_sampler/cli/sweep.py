@@ -38,7 +38,7 @@ import tomli_w
 
 from learner.evaluation_loop import EVALUATION_KEYS
 from learner.metrics import IterationRecord
-from learner.train import PPOTrainingConfig
+from learner.train import PPOTrainingConfig, budget_used
 from learner.train_dqn import DQNTrainingConfig
 from ray_sampler.cli.curve import draw_curves
 from ray_sampler.cli.options import UsageError
@@ -54,6 +54,7 @@ from ray_sampler.cli.trials import (
     trial_resources,
 )
 from ray_sampler.errors import ConfigError
+from ray_sampler.suggest import did_you_mean
 
 __all__ = [
     "DOMAINS",
@@ -173,7 +174,10 @@ def _flat(table: Mapping[str, Any], where: str, *, leaves_are_domains: bool) -> 
         if leaves_are_domains and isinstance(value, Mapping) and len(value) == 1:
             ((name, args),) = value.items()
             if name not in DOMAINS and isinstance(args, list):
-                raise UsageError(f"{where}.{key}: {name!r} is no domain (allowed: {', '.join(DOMAINS)})")
+                hint = did_you_mean(name, DOMAINS)
+                raise UsageError(
+                    f"{where}.{key}: {name!r} is no domain{'; ' + hint if hint else ''} (allowed: {', '.join(DOMAINS)})"
+                )
         if isinstance(value, Mapping) and not (len(value) == 1 and next(iter(value)) in DOMAINS):
             for sub, leaf in _flat(value, f"{where}.{key}", leaves_are_domains=leaves_are_domains).items():
                 out[f"{key}.{sub}"] = leaf
@@ -246,7 +250,8 @@ def _table(where: str, table: Any) -> dict[str, Any]:
 def _known(where: str, table: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     for key in _table(where, table):
         if key not in keys:
-            raise UsageError(f"{where}: unknown key {key!r} (allowed: {', '.join(keys)})")
+            hint = did_you_mean(key, keys)
+            raise UsageError(f"{where}: unknown key {key!r}{'; ' + hint if hint else ''} (allowed: {', '.join(keys)})")
     return dict(table)
 
 
@@ -275,8 +280,12 @@ def read_sweep(
             "in [config]"
         )
     if metric not in _METRIC_COLUMNS + _EVALUATION_COLUMNS:
-        allowed = ", ".join(_METRIC_COLUMNS + (_EVALUATION_COLUMNS if evaluates else ()))
-        raise UsageError(f"metric must be a metrics.csv column of every run ({allowed}; got {metric!r})")
+        columns = _METRIC_COLUMNS + (_EVALUATION_COLUMNS if evaluates else ())
+        hint = did_you_mean(str(metric), columns)
+        raise UsageError(
+            f"metric: {metric!r} is no metrics.csv column of every run{'; ' + hint if hint else ''} "
+            f"(allowed: {', '.join(columns)})"
+        )
     mode = data.get("mode", "max")
     if mode not in ("max", "min"):
         raise UsageError(f"mode must be max or min (got {mode!r})")
@@ -474,9 +483,9 @@ class ClampToRange:
 def _budget(sweep: Sweep, command: TrainPPO | TrainDQN) -> int:
     """A trial's budget in the scheduler's time unit (ASHA's default max_t)."""
     cfg = command.to_config()
-    if sweep.time_attr == "iteration" and isinstance(cfg, PPOTrainingConfig):
+    if sweep.time_attr == "iteration" and isinstance(cfg, PPOTrainingConfig) and cfg.max_iterations is not None:
         return int(cfg.max_iterations)
-    if sweep.time_attr == "env_steps" and isinstance(cfg, DQNTrainingConfig):
+    if sweep.time_attr == "env_steps" and isinstance(cfg, DQNTrainingConfig) and cfg.max_env_steps is not None:
         return int(cfg.max_env_steps)
     if "max_t" not in sweep.asha and sweep.scheduler == "asha":
         raise UsageError(f"asha.max_t: give it when time_attr is {sweep.time_attr} for {sweep.algo}")
@@ -487,7 +496,9 @@ def _budget(sweep: Sweep, command: TrainPPO | TrainDQN) -> int:
 class TuneCommand:
     """Run a sweep of training trials with Ray Tune: the algorithm, the trials' options, the search
     space and the scheduler come from a TOML file (docs/tune.md). Prints a line per trial as it
-    ends, then the trials best first; the sweep's directory keeps summary.csv and curves.png."""
+    ends, then the trials best first; the sweep's directory keeps summary.csv and curves.png. The
+    trials' options are the training command's, keyed as in its config.toml (ppo.lr for --ppo.lr):
+    ray-sampler train --help-all lists them (algo "ppo"), train-dqn --help-all for "dqn"."""
 
     config: Path | None = None
     """The sweep's TOML file (required, unless --resume)."""
@@ -543,7 +554,7 @@ def run_sweep(command: TuneCommand) -> Any:
     first = command_of(sweep.algo, {k: _first(v) for k, v in param_space.items()})
     settings = check_scheduler(sweep, first)
     attached = (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local"
-    runtime_env, _ = job_runtime_env(first, attached=attached)
+    runtime_env, _ = job_runtime_env(first, attached=attached, output_dirs=(command.sweeps_dir,))
     cluster = ray_cluster(
         command.address, num_cpus=command.num_cpus or local_cpus(), verbose=command.verbose, runtime_env=runtime_env
     )
@@ -769,11 +780,13 @@ def _status(result: Any, last: Mapping[str, Any], cfg: Any, target: float | None
         return "unfinished"
     if target is not None and float(last.get("best_return_mean", math.nan)) >= target:
         return "reached"
-    if isinstance(cfg, PPOTrainingConfig) and int(last.get("iteration", 0)) >= cfg.max_iterations:
-        return "done"
-    if isinstance(cfg, DQNTrainingConfig) and int(last.get("env_steps", 0)) >= cfg.max_env_steps:
-        return "done"
-    return "stopped"
+    used = budget_used(
+        cfg,
+        iterations=int(last.get("iteration", 0)),
+        env_steps=int(last.get("env_steps", 0)),
+        elapsed_s=float(last.get("elapsed_s", 0.0)),
+    )
+    return "stopped" if used is None else "done"
 
 
 def _print_table(trials: list[dict[str, Any]], columns: list[str]) -> None:

@@ -9,10 +9,14 @@ a close match suggested), the env itself (``--no-env-check`` skips it), the extr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import sys
-from collections.abc import Callable
+import sysconfig
+import traceback
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -20,22 +24,23 @@ import gymnasium as gym
 import tyro
 
 from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
-from learner.metrics import IterationRecord, TrainResult
+from learner.metrics import IterationRecord, StopReason, TrainResult
 from learner.optimizers import Optimizer, algorithm_name
 from learner.presets import PRESET_ENVS, ppo_preset
 from learner.train import (
     PPOTrainingConfig,
     ReturnTracker,
     env_spaces,
+    ppo_iterations,
     resolve_target,
     run_observation_space,
+    run_to_end,
     target_for,
-    train_ppo,
     training_demands,
 )
 from learner.train_async import check_async
 from learner.train_async_gradients import check_async_gradients
-from learner.train_dqn import DQNTrainingConfig, train_dqn
+from learner.train_dqn import DQNTrainingConfig, dqn_iterations
 from ray_sampler.cli.options import (
     UsageError,
     changed_options,
@@ -55,10 +60,10 @@ from ray_sampler.cli.user_env import (
     gather_env_config,
     job_runtime_env,
 )
-from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.errors import ConfigError, EnvCheckError, SpaceError
 from ray_sampler.policy import POLICY_FILE
 from ray_sampler.resources import never_fits
-from ray_sampler.sampling.config import EnvRunnerGroupConfig
+from ray_sampler.sampling.config import BatchMode, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.horizon import env_time_limit
@@ -69,11 +74,14 @@ __all__ = [
     "RunOptions",
     "TrainDQN",
     "TrainPPO",
+    "algorithm_of",
+    "budget_line",
     "command_from_args",
     "config_of",
     "modules_line",
     "preset_line",
     "run_training",
+    "stopped_by_line",
     "target_hint",
 ]
 
@@ -392,7 +400,36 @@ def run_training(
     """Runs a parsed training command on its Ray cluster, with a progress display and a run
     directory (config.toml, metrics.csv, curve.png); returns what it reached. ``on_record(record,
     run_dir, checkpoint)`` gets each record once its row is in metrics.csv, with the checkpoint
-    directory saved at that iteration (None: none was)."""
+    directory saved at that iteration (None: none was). The run directory is named after the
+    algorithm (``appo-CartPole-v1-<time>``); an error before the actors start (the checks on the
+    driver, then the runner group's own) leaves no new one behind, and one the user's code raised
+    there is one line naming its class and call."""
+    with _user_code_errors(command):  # the driver's checks, before Ray starts
+        cfg, target, resume = _checked(command)
+    if command.resume is not None and resume is not None:
+        run_dir = RunDirectory.open(command.resume, tensorboard=command.tensorboard)  # it keeps its name
+        run_dir.drop_rows_after(resume.iteration)
+    else:
+        run_dir = RunDirectory.create(
+            command.runs_dir, algorithm_of(cfg).lower(), command.env, config_of(command),
+            tensorboard=command.tensorboard,
+        )  # fmt: skip
+    is_started = [False]  # whether the actors started; before, a new run directory goes with the error
+    try:
+        result = _train_in(command, cfg, run_dir, target, resume, on_record, is_started=is_started)
+    except Exception:
+        if resume is None and not is_started[0]:
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+        raise
+    hint = target_hint(command, result)
+    if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
+        print(hint, file=sys.stderr, flush=True)
+    return result
+
+
+def _checked(command: TrainPPO | TrainDQN) -> tuple[Any, float | None, Any]:
+    """The command's training config, target and checkpoint to resume (None: a new run), once every
+    check before Ray starts passed (UsageError or ConfigError otherwise)."""
     cfg = command.to_config()
     check_optimizer(command, cfg)
     check_module_builds(command, cfg)
@@ -414,7 +451,6 @@ def run_training(
         if multi_agent is None
         else target_for(cfg.target_return, None)
     )
-    stop_rule = ReturnTracker(target, cfg.stop_window).describe()
     resume = None
     if command.resume is not None:  # checked before Ray starts: a checkpoint of this run's kind
         found = latest_checkpoint(command.resume / "checkpoints")
@@ -426,20 +462,30 @@ def run_training(
         resume = load_checkpoint(
             found, algo=command.algo, env=command.env, observation_space=run_observation_space(cfg.env_runner)
         )
-        run_dir = RunDirectory.open(command.resume, tensorboard=command.tensorboard)
-        run_dir.drop_rows_after(resume.iteration)
-    else:
-        run_dir = RunDirectory.create(
-            command.runs_dir, command.algo, command.env, config_of(command), tensorboard=command.tensorboard
-        )
+    return cfg, target, resume
+
+
+def _train_in(
+    command: TrainPPO | TrainDQN,
+    cfg: Any,
+    run_dir: RunDirectory,
+    target: float | None,
+    resume: Any,
+    on_record: Callable[[IterationRecord, RunDirectory, Path | None], None] | None,
+    *,
+    is_started: list[bool],
+) -> TrainResult:
+    """``run_training``'s run in ``run_dir``, on its Ray cluster; ``is_started[0]`` is set once the
+    actors are up (the runner group's own checks passed)."""
     checkpointer = None
     if command.checkpoint_every:
         checkpointer = Checkpointer(
             run_dir.path / "checkpoints", every=command.checkpoint_every, keep=command.keep_checkpoints
         )
     attached = (command.address or os.environ.get("RAY_ADDRESS", "") or "local") != "local"
-    runtime_env, shipped = job_runtime_env(command, attached=attached)
+    runtime_env, shipped = job_runtime_env(command, attached=attached, output_dirs=(command.runs_dir,))
     cluster = ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose, runtime_env=runtime_env)
+    multi_agent = cfg.env_runner.multi_agent
     with run_dir, cluster as where:
         print(
             f"ray-sampler {command.command_name}: {algorithm_of(cfg)} on {command.env}, "
@@ -452,15 +498,16 @@ def run_training(
             print(preset, flush=True)
         if multi_agent is not None:
             print(modules_line(multi_agent), flush=True)
-        print(f"{stop_rule}\nrun directory: {run_dir.path}", flush=True)
+        stop_rule = ReturnTracker(target, cfg.stop_window).describe()
+        print(f"{stop_rule}\n{budget_line(cfg)}\nrun directory: {run_dir.path}", flush=True)
         if resume is not None:
             print(f"resumed from iteration {resume.iteration} ({resume.env_steps} env steps)", flush=True)
-        budget = (
-            {"total_iterations": cfg.max_iterations}
-            if isinstance(cfg, PPOTrainingConfig)
-            else {"total_env_steps": cfg.max_env_steps}
+        progress = TrainingProgress(
+            sys.stdout,
+            plain=True if command.plain else None,
+            total_env_steps=cfg.max_env_steps,
+            total_iterations=getattr(cfg, "max_iterations", None),
         )
-        progress = TrainingProgress(sys.stdout, plain=True if command.plain else None, **budget)
         last: list[IterationRecord] = []  # only the latest record: a run's records stay in metrics.csv
         saved = [latest_checkpoint(run_dir.path / "checkpoints")]  # the newest checkpoint reported
 
@@ -482,19 +529,26 @@ def run_training(
         }
         with progress:
             try:
-                if isinstance(cfg, PPOTrainingConfig):
-                    result: TrainResult = train_ppo(cfg, **loop_options)
-                else:
-                    result = train_dqn(cfg, **loop_options)
+                steps: Generator[IterationRecord | None, None, Any] = (
+                    ppo_iterations(cfg, **loop_options)
+                    if isinstance(cfg, PPOTrainingConfig)
+                    else dqn_iterations(cfg, **loop_options)
+                )
+                with _user_code_errors(command):
+                    next(steps)  # the runner group checks the env and module on the driver, then the actors start
+                is_started[0] = True
+                result: TrainResult = run_to_end(steps)
             except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
                 notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
-                progress.close(RunSummary.of(None, last[0] if last else None, run_dir=run_dir.path, notes=notes))
+                summary = RunSummary.of(None, last[0] if last else None, run_dir=run_dir.path, notes=notes)
+                progress.close(summary)
                 raise
             notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
-            progress.close(RunSummary.of(result, last[0] if last else None, run_dir=run_dir.path, notes=notes))
-    hint = target_hint(command, result)
-    if hint is not None:  # on stderr, beside Ray's own lines: stdout keeps the run's record
-        print(hint, file=sys.stderr, flush=True)
+            summary = RunSummary.of(
+                result, last[0] if last else None, run_dir=run_dir.path, notes=notes,
+                stopped_by=stopped_by_line(cfg, result),
+            )  # fmt: skip
+            progress.close(summary)
     return result
 
 
@@ -510,6 +564,107 @@ def algorithm_of(cfg: PPOTrainingConfig | DQNTrainingConfig) -> str:
     if isinstance(cfg, PPOTrainingConfig):
         return algorithm_name(Optimizer(cfg.optimizer), cfg.ppo.policy_loss)
     return "DQN"
+
+
+def budget_line(cfg: PPOTrainingConfig | DQNTrainingConfig) -> str:
+    """The run's budgets and what one of its iterations is, for its first lines.
+
+    >>> budget_line(PPOTrainingConfig(optimizer="async_samples", max_iterations=600))
+    'budget: 600 iterations or 500,000 env steps, the first reached; an iteration: one update on one 512-step fragment'
+    """
+    budgets = []
+    max_iterations = getattr(cfg, "max_iterations", None)
+    if max_iterations is not None:
+        budgets.append(f"{max_iterations:,} iterations")
+    if cfg.max_env_steps is not None:
+        budgets.append(f"{cfg.max_env_steps:,} env steps")
+    if cfg.max_time_s is not None:
+        budgets.append(f"{cfg.max_time_s:g} s")
+    words = budgets[0] if len(budgets) == 1 else f"{', '.join(budgets[:-1])} or {budgets[-1]}, the first reached"
+    return f"budget: {words}; an iteration: {iteration_meaning(cfg)}"
+
+
+def iteration_meaning(cfg: PPOTrainingConfig | DQNTrainingConfig) -> str:
+    """What one iteration (a row of metrics.csv) of ``cfg``'s loop is."""
+    runner, group = cfg.env_runner, cfg.env_runner_group
+    fragment = runner.rollout_fragment_length * runner.num_envs_per_env_runner
+    if isinstance(cfg, DQNTrainingConfig):
+        return "one progress report (about one a second; the runners send every step to the replay)"
+    if cfg.optimizer is Optimizer.ASYNC_SAMPLES:
+        return f"one update on one {fragment:,}-step fragment"
+    if cfg.optimizer is Optimizer.ASYNC_GRADIENTS:
+        return f"one gradient of one {fragment:,}-step fragment applied"
+    if runner.batch_mode is BatchMode.COMPLETE_EPISODES:
+        return f"one update on complete episodes of at least {fragment * group.num_env_runners:,} env steps"
+    return f"one update on a {fragment * group.num_env_runners:,}-step batch from every runner"
+
+
+def stopped_by_line(cfg: PPOTrainingConfig | DQNTrainingConfig, result: TrainResult) -> str:
+    """What ended a run that returned, for its summary (empty: not recorded).
+
+    >>> from learner.metrics import TrainResult
+    >>> done = TrainResult(reached=False, mean_return=1.0, env_steps=1, seconds=1.0, stopped_by="max_env_steps")
+    >>> stopped_by_line(PPOTrainingConfig(max_env_steps=4096), done)
+    '--max-env-steps 4,096 (the first budget reached)'
+    """
+    if result.stopped_by is None:
+        return ""
+    reason = StopReason(result.stopped_by)
+    if reason is StopReason.TARGET_RETURN:
+        return "the target return"
+    value = getattr(cfg, reason.value)
+    flag = "--" + reason.value.replace("_", "-")
+    return f"{flag} {value:,} (the first budget reached)" if isinstance(value, int) else f"{flag} {value:g}"
+
+
+@contextlib.contextmanager
+def _user_code_errors(command: TrainPPO | TrainDQN) -> Iterator[None]:
+    """An error that the user's code (an env, a module, a policy mapping) raised in the checks before
+    the actors start, as one UsageError line naming its class and call (``--env 'my_env:Broken':
+    Broken.reset() raised ValueError: ...``); the library's own errors pass as they are."""
+    try:
+        yield
+    except Exception as e:
+        if isinstance(e, ConfigError) and not isinstance(e, EnvCheckError):
+            raise  # one line already (a creator that failed names itself)
+        found = _user_frame(e)
+        if found is None:
+            raise
+        call, raised = found
+        message = str(raised).splitlines()[0] if str(raised) else ""
+        flag = "--policy-mapping" if _is_mapping_call(command, call) else "--env"
+        given = command.policy_mapping if flag == "--policy-mapping" else command.env
+        said = f"{call}() raised {type(raised).__name__}" + (f": {message}" if message else "")
+        raise UsageError(f"{flag} {given!r}: {said}") from e
+
+
+_NOT_USER_CODE = tuple(
+    {str(Path(__file__).resolve().parents[2] / name) for name in ("ray_sampler", "learner", "connectors", "replay")}
+    | {str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "purelib", "platlib")}
+)
+"""Where the library, the standard library and installed packages live: a frame elsewhere is the user's."""
+
+
+def _user_frame(error: BaseException) -> tuple[str, BaseException] | None:
+    """(``Class.method``, the exception it raised) of the outermost frame of user code in ``error``'s
+    traceback or those it was raised from or during; None if none ran user code."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for frame, _ in traceback.walk_tb(current.__traceback__):
+            file = frame.f_code.co_filename
+            if not file.startswith("<") and not str(Path(file).resolve()).startswith(_NOT_USER_CODE):
+                return frame.f_code.co_qualname.rpartition("<locals>.")[2], current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _is_mapping_call(command: TrainPPO | TrainDQN, call: str) -> bool:
+    """Whether ``call`` is of the ``--policy-mapping module:Name`` object (a class or a function named so)."""
+    mapping = command.policy_mapping or ""
+    name = mapping.partition(":")[2]
+    return bool(name) and call.split(".")[0] == name
 
 
 def modules_line(multi_agent: MultiAgentConfig) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from learner.metrics import IterationRecord
-from ray_sampler.cli.options import UsageError, config_file_flags
+from ray_sampler.cli.options import HELP_ALL, config_file_flags
 from ray_sampler.cli.run_dir import RunDirectory, write_config
 from ray_sampler.cli.train import (
     TrainDQN,
@@ -111,10 +111,8 @@ def command_of(algo: str, config: Mapping[str, Any], *extra: str) -> TrainPPO | 
     """The training command a trial of ``algo`` with ``config`` runs (``extra``: more flags);
     the command's one-line ConfigError (a UsageError) for a key that is no option or a bad value."""
     cls = _command_class(algo)
-    try:
-        flags = [*config_file_flags(_nested(config), cls), *extra]
-    except UsageError as e:
-        raise UsageError(str(e).replace("--config: ", "trial config: ", 1)) from None
+    see = f"see ray-sampler {cls.command_name} {HELP_ALL}"
+    flags = [*config_file_flags(_nested(config), cls, source="trial config", see=see), *extra]
     prog = f"ray_sampler.tune ({algo})"
     return (
         command_from_args(TrainPPO, flags, prog=prog)

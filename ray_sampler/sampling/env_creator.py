@@ -27,10 +27,11 @@ on a cluster, ship it with a runtime env: docs/custom_envs.md).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.util
 import json
+import pkgutil
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,7 @@ from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.multi_agent_env import is_multi_agent_env, make_multi_agent
 from ray_sampler.sampling.pettingzoo_env import is_aec_env, is_parallel_env
 from ray_sampler.sampling.sub_envs import SubEnvVector
+from ray_sampler.suggest import close_names, did_you_mean
 
 __all__ = [
     "MULTI_AGENT_PREFIX",
@@ -149,8 +151,8 @@ def resolve_creator(env: str | Callable[..., Any]) -> Callable[[EnvContext], Any
     ensure_registered(env)
     if env in gym.registry:
         return _GymMake(gym.spec(env))
-    close = difflib.get_close_matches(env, [*_REGISTRY, *gym.registry], n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    hint = did_you_mean(env, [*_REGISTRY, *gym.registry])
+    hint = f"; {hint}" if hint else ""
     raise EnvCreatorError(
         f"'env' {env!r} is neither a name given to register_env nor a gymnasium id "
         f"(registered: {sorted(_REGISTRY) or 'none'}; a module's env: 'module:Name'){hint}"
@@ -176,8 +178,8 @@ def _multi_agent_copies(env: str) -> Callable[..., Any]:
     gym_id = _SHORT_IDS.get(base.lower(), base)
     ensure_registered(gym_id)
     if gym_id not in gym.registry:
-        close = difflib.get_close_matches(gym_id, [*_SHORT_IDS, *gym.registry], n=3, cutoff=0.6)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(gym_id, [*_SHORT_IDS, *gym.registry])
+        hint = f"; {hint}" if hint else ""
         raise EnvCreatorError(f"'env' {env!r}: {gym_id!r} is not a gymnasium id{hint}")
     return make_multi_agent(gym_id, int(count))
 
@@ -205,11 +207,39 @@ def pettingzoo_module(name: str) -> Any:
             tried.append(candidate)
     if importlib.util.find_spec("pettingzoo") is None:
         raise EnvCreatorError(f"'env' 'pettingzoo:{name}' needs PettingZoo: pip install 'ray-sampler[pettingzoo]'")
-    raise EnvCreatorError(
-        f"'env' 'pettingzoo:{name}': no such module (looked for {', '.join(tried)}); e.g. "
-        "'pettingzoo:classic.tictactoe_v3', or 'pettingzoo:mpe2.simple_spread_v3' with the env's own package "
-        "installed (pip install mpe2)"
+    known = _pettingzoo_names()
+    close = dict.fromkeys(f"{PETTINGZOO_PREFIX}{known[c]}" for c in close_names(name, known))
+    hint = (
+        f"did you mean {' or '.join(map(repr, close))}?"
+        if close
+        else (
+            "e.g. 'pettingzoo:classic.tictactoe_v3', or 'pettingzoo:mpe2.simple_spread_v3' with the env's own "
+            "package installed (pip install mpe2)"
+        )
     )
+    raise EnvCreatorError(f"'env' 'pettingzoo:{name}': no such module (looked for {', '.join(tried)}); {hint}")
+
+
+def _pettingzoo_names() -> dict[str, str]:
+    """The env modules of PettingZoo's families and mpe2 that are installed, by each name
+    ``pettingzoo:<name>`` takes for them (``tictactoe_v3``, ``classic.tictactoe_v3``) -> the
+    family's form (``classic.tictactoe_v3``); found without importing them."""
+    names: dict[str, str] = {}
+    for place in _PETTINGZOO_PLACES:
+        package = place.rstrip(".")
+        try:
+            spec = importlib.util.find_spec(package) if package else None
+        except ImportError:
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        family = package.removeprefix("pettingzoo").lstrip(".")
+        for module in pkgutil.iter_modules(spec.submodule_search_locations):
+            if re.search(r"_v\d+$", module.name):
+                full = f"{family}.{module.name}" if family else module.name
+                names.setdefault(module.name, full)
+                names[full] = full
+    return names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,8 +287,8 @@ def _from_module(env: str) -> Callable[[EnvContext], Any]:
         if str(spec.entry_point).startswith((f"{module_name}:", f"{module_name}."))
     ]
     candidates = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")] + own_ids
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    hint = did_you_mean(name, candidates)
+    hint = f"; {hint}" if hint else ""
     raise EnvCreatorError(
         f"'env' {env!r}: module {module_name!r} imported, but it has no env class or creator {name!r} and "
         f"registered no gymnasium id {name!r}{hint}"

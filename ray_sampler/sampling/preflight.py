@@ -17,6 +17,7 @@ from typing import Any
 
 from connectors.env_to_module import env_to_module_observation_space
 from ray_sampler.data.spaces import check_space
+from ray_sampler.errors import MultiAgentEnvCheckError, MultiAgentEnvError
 from ray_sampler.resources import cluster_autoscales
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig, VectorizationMode
 from ray_sampler.sampling.env_check import check_env
@@ -129,6 +130,8 @@ def _check_multi_agent(config: EnvRunnerConfig, group_config: EnvRunnerGroupConf
         )
         if group_config.check_env:
             probe.sample(num_timesteps=max(config.check_env_first_steps, 1), random_actions=True)
+    except MultiAgentEnvError as e:  # found before any runner starts: bad input (EnvCheckError) as well
+        raise MultiAgentEnvCheckError(str(e)) from e
     finally:
         probe.stop()
     return dataclasses.replace(config, multi_agent=probe.ma_config)

@@ -52,7 +52,7 @@ def test_train_steps_the_same_loop_as_train_ppo_and_save_restore_carry_it_on(tmp
         assert evaluation.num_episodes == 10 and evaluation.summary()["episode_return_mean"] > 0
         stepped += [algo.train() for _ in range(2)]
         assert algo.is_done
-        with pytest.raises(ConfigError, match=r"the run is done at iteration 4 .*'max_iterations' used"):
+        with pytest.raises(ConfigError, match=r"the run is done at iteration 4 \(stopped by its 'max_iterations'\)"):
             algo.train()
     # One loop: the same seeds give the same env steps, episodes and returns step by step as run whole.
     assert [(r.iteration, r.env_steps, r.episodes) for r in stepped] == [

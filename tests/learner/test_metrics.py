@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from learner.metrics import DQNStepMetrics, PPOTrainResult, PPOUpdateMetrics
+from learner.metrics import DQNStepMetrics, PPOTrainResult, PPOUpdateMetrics, async_figures
 
 
 def test_update_metrics_read_as_a_mapping_of_their_fields() -> None:
@@ -42,3 +42,18 @@ def test_a_train_result_unpacks_into_a_dict() -> None:
         learner_connector_s=0.1,
     )
     assert {**result, "whole_s": 2.0}["env_steps"] == 2048 and dict(result)["reached"] is True
+
+
+def test_async_figures_are_the_lag_histograms_mean_and_max_and_the_counts() -> None:
+    figures = async_figures({0: 2, 1: 1, 5: 1}, dropped=256, unused=512)
+    assert figures == {
+        "policy_lag_mean": 1.5,
+        "policy_lag_max": 5.0,
+        "num_env_steps_dropped": 256.0,
+        "num_env_steps_unused": 512.0,
+    }
+
+
+def test_async_figures_of_an_empty_histogram_have_no_lag() -> None:
+    figures = async_figures({}, dropped=0, unused=0)
+    assert math.isnan(figures["policy_lag_mean"]) and math.isnan(figures["policy_lag_max"])

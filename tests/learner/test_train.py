@@ -18,7 +18,8 @@ import pytest
 
 from learner.checkpoint import Checkpointer, load_checkpoint
 from learner.learner import PPOConfig
-from learner.train import PPOTrainingConfig, ReturnTracker, resolve_target, train_ppo
+from learner.metrics import StopReason
+from learner.train import PPOTrainingConfig, ReturnTracker, budget_used, resolve_target, train_ppo
 from ray_sampler.errors import ConfigError
 from ray_sampler.policy import Policy
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
@@ -33,7 +34,9 @@ def test_default_config_is_the_default_run() -> None:
     assert cfg.env_runner_group == EnvRunnerGroupConfig(num_env_runners=2, num_cpus_per_env_runner=0.5)
     # issue #9 tuned these for sample efficiency (were 8 sub-envs, lr 1e-3, minibatches of 256, 60 iterations)
     assert cfg.ppo == PPOConfig(lr=2e-3, minibatch_size=128, seed=0)
-    assert (cfg.num_learners, cfg.num_cpus_per_learner, cfg.max_iterations) == (0, 0.5, 120)
+    assert (cfg.num_learners, cfg.num_cpus_per_learner) == (0, 0.5)
+    # Budgets in env steps, the same for every optimizer (was 120 iterations: 30,720 env steps for APPO)
+    assert (cfg.max_iterations, cfg.max_env_steps, cfg.max_time_s) == (None, 500_000, None)
     assert (cfg.target_return, cfg.stop_window) == ("auto", 100)  # the env's reward_threshold, over 100 episodes
 
 
@@ -47,6 +50,12 @@ def test_component_configs_are_replaced_whole() -> None:
     [
         ({"max_iterations": 0}, r"'max_iterations' must be an int >= 1 \(got 0\)"),
         ({"max_iterations": True}, r"'max_iterations' must be an int >= 1 \(got True\)"),
+        ({"max_env_steps": 0}, r"'max_env_steps' must be an int >= 1 \(got 0\)"),
+        ({"max_time_s": 0.0}, r"'max_time_s' must be a finite number > 0 \(got 0.0\)"),
+        (
+            {"max_env_steps": None},
+            r"give a budget: 'max_iterations', 'max_env_steps', 'max_time_s' may not all be None",
+        ),
         ({"num_learners": True}, r"'num_learners' must be an int >= 0 \(got True\)"),
         ({"num_learners": "2"}, r"'num_learners' must be an int >= 0 \(got '2'\)"),
         ({"target_return": float("nan")}, r"'target_return' must be a finite number, 'auto' or None \(got nan\)"),
@@ -61,6 +70,9 @@ def test_component_configs_are_replaced_whole() -> None:
     ids=[
         "zero_iterations",
         "bool_iterations",
+        "zero_env_steps",
+        "zero_time",
+        "no_budget",
         "bool_learners",
         "str_learners",
         "nan_target",
@@ -273,3 +285,39 @@ def test_ppo_with_frame_stacking_trains_on_the_stacks_the_runners_acted_on() -> 
     lines: list[str] = []
     result = train_ppo(cfg, log=lines.append)
     assert result.iterations == 2 and result.env_steps == 2 * 64
+
+
+class TestBudgets:
+    """Whichever budget is reached first stops a loop; the result says which."""
+
+    @pytest.mark.parametrize(
+        ("iterations", "env_steps", "elapsed_s", "used"),
+        [
+            (9, 2047, 59.0, None),
+            (10, 2048, 60.0, StopReason.MAX_ITERATIONS),
+            (9, 2048, 60.0, StopReason.MAX_ENV_STEPS),
+            (9, 2047, 60.0, StopReason.MAX_TIME_S),
+        ],
+        ids=["none", "iterations-first", "env-steps-next", "time-last"],
+    )
+    def test_budget_used_names_the_first_budget_reached(
+        self, iterations: int, env_steps: int, elapsed_s: float, used: StopReason | None
+    ) -> None:
+        cfg = PPOTrainingConfig(max_iterations=10, max_env_steps=2048, max_time_s=60.0)
+        assert budget_used(cfg, iterations=iterations, env_steps=env_steps, elapsed_s=elapsed_s) is used
+
+    @pytest.mark.usefixtures("ray_session")
+    def test_a_sync_run_stops_at_its_env_step_budget(self) -> None:
+        runner = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=1, rollout_fragment_length=16, seed=0)
+        group = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        cfg = PPOTrainingConfig(env_runner=runner, env_runner_group=group, max_env_steps=40, target_return=None)
+        result = train_ppo(cfg, log=lambda line: None)
+        assert (result.iterations, result.env_steps, result.stopped_by) == (3, 48, StopReason.MAX_ENV_STEPS)
+
+    @pytest.mark.usefixtures("ray_session")
+    def test_a_time_budget_already_used_runs_no_iteration(self) -> None:
+        runner = EnvRunnerConfig(env="CartPole-v1", num_envs_per_env_runner=1, rollout_fragment_length=16, seed=0)
+        group = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        cfg = PPOTrainingConfig(env_runner=runner, env_runner_group=group, max_time_s=1e-9, target_return=None)
+        result = train_ppo(cfg, log=lambda line: None)
+        assert (result.iterations, result.env_steps, result.stopped_by) == (0, 0, StopReason.MAX_TIME_S)

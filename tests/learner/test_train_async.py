@@ -16,7 +16,7 @@ import ray
 
 from learner.checkpoint import Checkpointer, load_checkpoint
 from learner.learner import PPOConfig
-from learner.metrics import IterationRecord
+from learner.metrics import IterationRecord, StopReason, async_figures
 from learner.optimizers import AsyncSamplesConfig
 from learner.train import PPOTrainingConfig, train_ppo
 from learner.train_async import AsyncTrainResult, train_async
@@ -181,3 +181,20 @@ def test_checkpoints_resume_with_what_was_in_flight_counted_lost(num_learners: i
         in "\n".join(lines)
     )
     assert sum(resumed.policy_lags.values()) >= sum(int(v) for k, v in mid.counters.items() if k.startswith("lag/"))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_env_step_budget_stops_the_updates_and_each_record_has_the_lag_and_counts() -> None:
+    """4 updates of a 256-step fragment each make the 1,024 env steps; each record carries the policy
+    lag and the steps dropped and unused so far, the result the final figures."""
+    records: list[IterationRecord] = []
+    result = train_async(config(target_return=None, max_env_steps=1024), on_iteration=records.append)
+    assert (result.iterations, result.env_steps, result.stopped_by) == (4, 1024, StopReason.MAX_ENV_STEPS)
+    assert [r.env_steps for r in records] == [256, 512, 768, 1024]
+    assert list(records[-1].asynchronous) == [
+        "policy_lag_mean", "policy_lag_max", "num_env_steps_dropped", "num_env_steps_unused"
+    ]  # fmt: skip
+    assert result.asynchronous == async_figures(
+        result.policy_lags, dropped=result.num_env_steps_dropped, unused=result.num_env_steps_unused
+    )
+    assert result.asynchronous["policy_lag_max"] == max(result.policy_lags)

@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from learner.learner import PPOConfig
-from learner.metrics import IterationRecord
+from learner.metrics import IterationRecord, StopReason, async_figures
 from learner.optimizers import AsyncGradientsConfig
 from learner.train import PPOTrainingConfig, train_ppo
 from learner.train_async_gradients import AsyncGradientsResult, train_async_gradients
@@ -90,3 +90,17 @@ def test_what_it_does_not_take_yet_is_refused_in_one_line(change: dict[str, Any]
     complete = dataclasses.replace(config().env_runner, batch_mode="complete_episodes")
     with pytest.raises(ConfigError, match=r"'batch_mode' must be 'truncate_episodes'"):
         train_async_gradients(dataclasses.replace(config(), env_runner=complete))
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_an_env_step_budget_stops_the_updates_and_each_record_has_the_staleness_and_counts() -> None:
+    records: list[IterationRecord] = []
+    result = train_async_gradients(
+        config(target_return=None, max_env_steps=3 * FRAGMENT), log=lambda line: None, on_iteration=records.append
+    )
+    assert (result.iterations, result.env_steps, result.stopped_by) == (3, 3 * FRAGMENT, StopReason.MAX_ENV_STEPS)
+    assert [r.env_steps for r in records] == [FRAGMENT, 2 * FRAGMENT, 3 * FRAGMENT]
+    assert records[-1].asynchronous["num_env_steps_dropped"] == result.num_env_steps_dropped
+    assert result.asynchronous == async_figures(
+        result.staleness, dropped=result.num_env_steps_dropped, unused=result.num_env_steps_unused
+    )

@@ -11,6 +11,7 @@ import pytest
 import ray
 
 from learner.dqn import DQNConfig
+from learner.metrics import StopReason
 from learner.train_dqn import DQNTrainingConfig, epsilon_at, train_dqn
 from ray_sampler.errors import ConfigError
 from ray_sampler.modules.q_module import QModule
@@ -43,6 +44,7 @@ def test_dqn_learns_cartpole_through_the_replay_actor(prioritized: bool, shards:
     # twice what a policy that learned nothing gets.
     assert means[0] < 40 and result.mean_return > 45
     assert result.env_steps == 8192 and not result.reached and result.num_updates > 3000
+    assert result.stopped_by is StopReason.MAX_ENV_STEPS
     assert result.runner_env_steps_sent == result.replay_num_env_steps_received >= result.env_steps
     assert lines[-1].startswith("did not reach mean return 10000: ")
     assert greedy_return(result.policy) > 30  # the run's final policy, acting greedily with no Ray
@@ -75,7 +77,8 @@ def test_default_config_is_the_default_run() -> None:
         "updates_per_env_step": 0.5,
         "epsilon_final": 0.04,
         "epsilon_steps": 8000,
-        "max_env_steps": 150_000,
+        "max_env_steps": 300_000,  # was 150,000: one run of four missed 475 within it
+        "max_time_s": None,
         "target_return": "auto",
         "stop_window": 100,
         "replay_restart_timeout_s": 60.0,
@@ -107,6 +110,8 @@ def test_epsilon_schedule() -> None:
         ),
         ({"replay": {"capacity_env_steps": 10}}, "'replay' must be a ReplayConfig \\(got dict\\)"),
         ({"dqn": None}, "'dqn' must be a DQNConfig \\(got NoneType\\)"),
+        ({"max_time_s": -1.0}, "'max_time_s' must be a finite number > 0 \\(got -1.0\\)"),
+        ({"max_env_steps": None}, "give a budget: 'max_env_steps', 'max_time_s' may not all be None"),
     ],
 )
 def test_bad_dqn_training_config_raises(kwargs: dict, match: str) -> None:

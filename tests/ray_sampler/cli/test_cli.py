@@ -19,9 +19,19 @@ from learner.checkpoint import load_checkpoint
 from learner.metrics import TrainResult
 from ray_sampler.cli import COMMANDS, main
 from ray_sampler.cli.jobs import DemoConfig, SampleJobConfig
-from ray_sampler.cli.options import parse
+from ray_sampler.cli.options import UsageError, parse
 from ray_sampler.cli.run_dir import load_config, read_metrics
-from ray_sampler.cli.train import TrainDQN, TrainPPO, command_from_args, config_of, preset_line, target_hint
+from ray_sampler.cli.train import (
+    TrainDQN,
+    TrainPPO,
+    budget_line,
+    command_from_args,
+    config_of,
+    preset_line,
+    run_training,
+    stopped_by_line,
+    target_hint,
+)
 from ray_sampler.errors import ConfigError
 from ray_sampler.policy import Policy
 from ray_sampler.sampling.config import BatchMode
@@ -127,14 +137,19 @@ def test_train_job_prints_progress_learns_and_keeps_a_run_directory(tmp_path: Pa
     lines = out.stdout.splitlines()
     assert lines[0] == "ray-sampler train: PPO on CartPole-v1, 2 env runners x 4 sub-envs (local Ray cluster)"
     assert lines[1] == "stop once the mean return of the last 100 finished episodes reaches 475"
+    assert lines[2] == (
+        "budget: 12 iterations or 500,000 env steps, the first reached; "
+        "an iteration: one update on a 1,024-step batch from every runner"
+    )
     (run_dir,) = tmp_path.iterdir()
-    assert lines[2] == f"run directory: {run_dir}" and run_dir.name.startswith("ppo-CartPole-v1-")
+    assert lines[3] == f"run directory: {run_dir}" and run_dir.name.startswith("ppo-CartPole-v1-")
     iters = [line for line in lines if line.startswith("iter ")]  # not a terminal: one plain line each
-    assert len(iters) == 12 and iters[0].startswith("iter 1/12: 1024 env steps, ")
-    assert iters[-1].startswith("iter 12/12: 12288 env steps, ")
+    assert len(iters) == 12 and iters[0].startswith("iter 1/12: 1024/500000 env steps, ")  # both budgets
+    assert iters[-1].startswith("iter 12/12: 12288/500000 env steps, ")
     summary = lines.index(next(line for line in lines if line.startswith("Target missed: mean return ")))
     assert lines[summary].endswith("over the last 100 episodes (target 475)")
     assert lines[summary + 1].split() == ["env", "steps", "12,288"]
+    assert "  stopped by  --max-iterations 12 (the first budget reached)" in lines[summary:]
     assert lines[-2:] == [
         f"policy: {run_dir / 'policy'} (ray-sampler evaluate {run_dir})",
         f"learning curve: {run_dir / 'curve.png'}",
@@ -160,9 +175,22 @@ def test_the_asynchronous_optimizer_trains_impala_from_the_command_line(tmp_path
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert lines[0].startswith("ray-sampler train: IMPALA on CartPole-v1, 2 env runners x 4 sub-envs (")
+    assert lines[2] == (
+        "budget: 6 iterations or 500,000 env steps, the first reached; "
+        "an iteration: one update on one 128-step fragment"
+    )
     (run_dir,) = tmp_path.iterdir()
+    assert lines[3] == f"run directory: {run_dir}" and run_dir.name.startswith("impala-CartPole-v1-")
+    iters = [line for line in lines if line.startswith("iter ")]
+    assert len(iters) == 6 and re.search(r", lag [\d.]+ \(max \d+\), dropped/unused/lost 0/\d+/0, ", iters[-1])
+    summary = lines[lines.index(next(line for line in lines if line.startswith("Budget used: "))) :]
+    assert "  stopped by  --max-iterations 6 (the first budget reached)" in summary
+    assert any(re.fullmatch(r"  policy lag  mean [\d.]+, max \d+ updates", line) for line in summary)
+    assert any(re.fullmatch(r"  not learned 0 dropped, [\d,]+ unused, 0 lost env steps", line) for line in summary)
     rows = read_metrics(run_dir)  # an iteration is one update, on one runner's 128-step fragment
     assert [r["iteration"] for r in rows] == list(range(1, 7)) and rows[-1]["env_steps"] == 6 * 128
+    assert [r["async/num_env_steps_dropped"] for r in rows] == [0] * 6
+    assert rows[-1]["async/policy_lag_max"] >= rows[-1]["async/policy_lag_mean"] >= 0
     config = load_config(run_dir)
     assert config["optimizer"] == "async_samples" and config["ppo"]["policy_loss"] == "pg"
 
@@ -285,9 +313,9 @@ class TestTrainingOptions:
         assert again.to_config() == command.to_config()
         assert dataclasses.replace(again, config=None) == command
 
-    def test_help_lists_every_option_with_its_doc_and_choices(self, capsys: pytest.CaptureFixture[str]) -> None:
+    def test_help_all_lists_every_option_with_its_doc_and_choices(self, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as exit_info:
-            main(["train", "--help"])
+            main(["train", "--help-all"])
         assert exit_info.value.code == 0
         text = " ".join(capsys.readouterr().out.split())
         for flag in ("--env-runner-group.num-env-runners", "--ppo.lr", "--max-iterations", "--no-env-check"):
@@ -374,6 +402,7 @@ class TestExitCodes:
         assert "Connecting to existing Ray cluster at address" in out.stderr  # -v: Ray's own lines show
         lines = out.stdout.splitlines()
         assert lines[1].startswith("no target return: the run uses its budget; ")
+        assert lines[2].startswith("budget: 1 iterations or 500,000 env steps, the first reached; ")
         assert any(line.startswith("Budget used: mean return ") for line in lines)
 
     def test_a_run_that_reaches_its_target_exits_0(self, tmp_path: Path, ray_address: str) -> None:
@@ -607,3 +636,137 @@ class TestMultiAgent:
         )
         shared = command_from_args(TrainPPO, [*args, "--policy-mapping", "per-agent"], prog="ray-sampler")
         assert shared.to_config().env_runner.multi_agent.module_ids[:2] == ("leadadversary_0", "adversary_0")
+
+
+class TestBudgets:
+    """The first lines say the budgets and what an iteration is; the summary what stopped the run."""
+
+    @pytest.mark.parametrize(
+        ("args", "line"),
+        [
+            ([], "budget: 500,000 env steps; an iteration: one update on a 1,024-step batch from every runner"),
+            (
+                ["--optimizer", "async_samples", "--rollout-fragment-length", "64", "--max-iterations", "600"],
+                "budget: 600 iterations or 500,000 env steps, the first reached; "
+                "an iteration: one update on one 256-step fragment",
+            ),
+            (
+                ["--optimizer", "async_gradients", "--max-time-s", "90"],
+                "budget: 500,000 env steps or 90 s, the first reached; "
+                "an iteration: one gradient of one 512-step fragment applied",
+            ),
+            (
+                ["--env-runner.batch-mode", "complete_episodes", "--max-env-steps", "None", "--max-iterations", "5"],
+                "budget: 5 iterations; an iteration: one update on complete episodes of at least 1,024 env steps",
+            ),
+        ],
+        ids=["ppo", "appo", "a3c", "complete-episodes"],
+    )
+    def test_the_budget_line_says_what_an_iteration_is(self, args: list[str], line: str) -> None:
+        assert budget_line(command_from_args(TrainPPO, args, prog="t").to_config()) == line
+
+    def test_dqn_takes_an_env_step_and_a_time_budget(self) -> None:
+        cfg = command_from_args(TrainDQN, ["--max-env-steps", "20000", "--max-time-s", "600"], prog="t").to_config()
+        assert (cfg.max_env_steps, cfg.max_time_s) == (20_000, 600.0)
+        assert budget_line(cfg) == (
+            "budget: 20,000 env steps or 600 s, the first reached; an iteration: one progress report (about one a "
+            "second; the runners send every step to the replay)"
+        )
+
+    def test_the_summary_names_a_time_budget_without_thousands(self) -> None:
+        cfg = command_from_args(TrainPPO, ["--max-time-s", "1.5"], prog="t").to_config()
+        done = TrainResult(reached=False, mean_return=9.0, env_steps=1024, seconds=1.6, stopped_by="max_time_s")
+        assert stopped_by_line(cfg, done) == "--max-time-s 1.5"
+
+
+BROKEN_ENVS = """
+import gymnasium as gym
+import numpy as np
+
+
+class _Env(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config=None):
+        self.config = config
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, True, False, {}
+
+
+class Broken(_Env):
+    def reset(self, *, seed=None, options=None):
+        raise ValueError("no start state")
+
+
+class BrokenClose(_Env):
+    def close(self):
+        raise OSError("device busy")
+
+
+class SecondSubEnvFails(_Env):
+    def __init__(self, config=None):
+        if config.vector_index == 1:
+            raise ValueError("one sub-env only")
+"""
+
+
+class TestUserCodeErrors:
+    """An env that raises in the checks before the actors start: one line naming its class and call,
+    exit status 2, and no run directory."""
+
+    @pytest.fixture
+    def broken_envs(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+        name = f"broken_envs_{tmp_path.name.replace('-', '_')}"  # a module of its own for each test
+        (tmp_path / f"{name}.py").write_text(BROKEN_ENVS)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        return name
+
+    @pytest.mark.parametrize(
+        ("env", "flags", "message"),
+        [
+            ("Broken", [], "Broken.reset() raised ValueError: no start state"),
+            ("BrokenClose", ["--no-env-check"], "BrokenClose.close() raised OSError: device busy"),
+        ],
+        ids=["reset-in-the-env-check", "close-after-a-probe"],
+    )
+    def test_is_one_line_naming_the_class_and_the_call_and_exit_2(
+        self,
+        broken_envs: str,
+        env: str,
+        flags: list[str],
+        message: str,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        import ray
+
+        monkeypatch.setattr(ray, "init", _no_ray)
+        with pytest.raises(SystemExit) as exited:
+            main(["train", "--env", f"{broken_envs}:{env}", *flags, "--runs-dir", str(tmp_path / "runs")])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"ray-sampler train: error: --env '{broken_envs}:{env}': {message}"
+        ]
+        assert not (tmp_path / "runs").exists()
+
+    @pytest.mark.usefixtures("ray_session")
+    def test_an_env_the_runner_groups_own_check_refuses_leaves_no_run_directory(
+        self, broken_envs: str, tmp_path: Path
+    ) -> None:
+        """The driver's checks build one sub-env; the runner group's, after the run directory is made,
+        build two: the second raises, and the new run directory goes with the error."""
+        args = ["--env", f"{broken_envs}:SecondSubEnvFails", "--no-env-check", "--runs-dir", str(tmp_path / "runs")]
+        command = command_from_args(TrainPPO, [*args, "--num-env-runners", "1", "--plain"], prog="t")
+        with pytest.raises(UsageError) as raised:
+            run_training(command)
+        message = (
+            f"--env '{broken_envs}:SecondSubEnvFails': SecondSubEnvFails.__init__() raised ValueError: one sub-env only"
+        )
+        assert str(raised.value) == message
+        assert list((tmp_path / "runs").iterdir()) == []

@@ -92,6 +92,17 @@ class TestPlainMode:
             "iter 3/50: 6144 env steps, 41.2k steps/s, 57 episodes, mean return 31.5 (last 57), best 30.2, 1.2 s"
         )
 
+    def test_an_asynchronous_line_gives_the_policy_lag_and_the_steps_not_learned_from(self) -> None:
+        figures = {
+            "policy_lag_mean": 1.25, "policy_lag_max": 4.0, "num_env_steps_dropped": 256.0,
+            "num_env_steps_unused": 512.0,
+        }  # fmt: skip
+        line = iteration_line(make_record(asynchronous=figures, num_env_steps_lost=128), total_env_steps=100_000)
+        assert line == (
+            "iter 3: 6144/100000 env steps, 41.2k steps/s, 57 episodes, mean return 31.5 (last 57), best -, "
+            "lag 1.25 (max 4), dropped/unused/lost 256/512/128, 1.2 s"
+        )
+
     def test_a_multi_agent_line_gives_the_summed_return_and_each_modules(self) -> None:
         by = {"module/p0": 20.25, "module/p1": math.nan, "agent/0": 20.25, "agent/1": math.nan}
         line = iteration_line(make_record(returns_by=by, best_return_mean=30.25), total_iterations=50)
@@ -141,6 +152,21 @@ class TestPlainMode:
             "learning curve: runs/ppo-CartPole-v1-20261123-153314/curve.png",
         ]
 
+    def test_the_summary_says_what_stopped_the_run_and_the_asynchronous_figures(self) -> None:
+        out = io.StringIO()
+        figures = {
+            "policy_lag_mean": 1.25, "policy_lag_max": 4.0, "num_env_steps_dropped": 0.0,
+            "num_env_steps_unused": 1024.0,
+        }  # fmt: skip
+        stopped_by = "--max-env-steps 204,800 (the first budget reached)"
+        summary = _summary(outcome=Outcome.TARGET_MISSED, stopped_by=stopped_by, asynchronous=figures)
+        TrainingProgress(out, plain=True).close(summary)
+        assert out.getvalue().splitlines()[5:] == [
+            "  stopped by  --max-env-steps 204,800 (the first budget reached)",
+            "  policy lag  mean 1.25, max 4 updates",
+            "  not learned 0 dropped, 1,024 unused, 0 lost env steps",
+        ]
+
 
 class TestLiveMode:
     def test_a_terminal_stream_gets_the_live_display(self) -> None:
@@ -158,6 +184,19 @@ class TestLiveMode:
         last = text[text.rindex("6% iter 3") :]
         for figure in ("41.2k steps/s", "57 episodes", "mean return 31.5 (last 57)", "best 30.2", "1.2 s"):
             assert figure in last
+
+    def test_with_both_budgets_the_bar_follows_the_one_nearer_its_end(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False, total_env_steps=100_000, total_iterations=12) as progress:
+            progress.update(make_record())
+        assert "25% iter 3/12 · 6,144 / 100,000 env steps" in _text(out)
+
+    def test_an_asynchronous_run_shows_the_policy_lag(self) -> None:
+        out = io.StringIO()
+        figures = {"policy_lag_mean": 0.5, "policy_lag_max": 2.0, "num_env_steps_dropped": 0.0}
+        with TrainingProgress(out, plain=False) as progress:
+            progress.update(make_record(asynchronous={**figures, "num_env_steps_unused": 0.0}))
+        assert "lag 0.5 (max 2), dropped/unused/lost 0/0/0" in re.sub(r"\s+", " ", _text(out))  # wrapped at 80
 
     def test_iteration_budget_shows_iteration_of_total(self) -> None:
         out = io.StringIO()
@@ -275,10 +314,6 @@ class TestRunSummary:
 
 
 class TestLifecycle:
-    def test_budget_in_both_units_is_refused(self) -> None:
-        with pytest.raises(ConfigError, match="'total_env_steps' or 'total_iterations', not both \\(got 10 and 2\\)"):
-            TrainingProgress(io.StringIO(), total_env_steps=10, total_iterations=2)
-
     def test_budget_below_one_is_refused(self) -> None:
         with pytest.raises(ConfigError, match="'total_iterations' must be an int >= 1 \\(got 0\\)"):
             TrainingProgress(io.StringIO(), total_iterations=0)

@@ -207,6 +207,26 @@ class TestMetricsCsv:
         (row,) = read_metrics(run.path)
         assert row["return/module/p0"] == 12.5 and math.isnan(row["return/module/p1"])
 
+    def test_an_asynchronous_record_adds_the_lag_and_the_steps_not_learned_from(self, tmp_path: Path) -> None:
+        figures = {
+            "policy_lag_mean": 1.5, "policy_lag_max": 3.0, "num_env_steps_dropped": 256.0,
+            "num_env_steps_unused": 0.0,
+        }  # fmt: skip
+        with RunDirectory.create(tmp_path, "appo", "CartPole-v1", {}, started_at=START) as run:
+            run.append(make_record(asynchronous=figures, num_env_steps_lost=512))
+        (row,) = read_metrics(run.path)
+        assert run.path.name == "appo-CartPole-v1-20261123-153314"
+        assert {k: v for k, v in row.items() if k.startswith("async/") or k == "num_env_steps_lost"} == {
+            "num_env_steps_lost": 512,
+            "async/policy_lag_mean": 1.5,
+            "async/policy_lag_max": 3.0,
+            "async/num_env_steps_dropped": 256,
+            "async/num_env_steps_unused": 0,
+        }
+        assert list(row)[12:16] == [
+            "async/policy_lag_mean", "async/policy_lag_max", "async/num_env_steps_dropped", "async/num_env_steps_unused"
+        ]  # fmt: skip
+
     def test_rows_are_on_disk_before_close(self, tmp_path: Path) -> None:
         run = _create(tmp_path)
         run.append(make_record(iteration=1))
@@ -252,7 +272,7 @@ class TestMetricsCsv:
 
 
 def _flat(record: IterationRecord) -> dict[str, Any]:
-    row = {k: v for k, v in record.items() if k not in ("losses", "returns_by", "evaluation")}
+    row = {k: v for k, v in record.items() if k not in ("losses", "returns_by", "asynchronous", "evaluation")}
     row.update({f"return/{k}": v for k, v in record.returns_by.items()})
     row.update({f"evaluation/{k}": v for k, v in record.evaluation.items()})
     row.update({f"loss/{k}": v for k, v in record.losses.items()})
@@ -304,6 +324,23 @@ class TestTensorboard:
             (4096, "return/max", 88.0),
             (4096, "throughput/env_steps_per_s", 41234.0),
             (4096, "loss/vf_loss", 3.0),
+        ]
+
+    def test_an_asynchronous_run_adds_its_lag_and_step_counts(self, tmp_path: Path) -> None:
+        figures = {
+            "policy_lag_mean": 1.5, "policy_lag_max": 3.0, "num_env_steps_dropped": 256.0,
+            "num_env_steps_unused": 0.0,
+        }  # fmt: skip
+        with _create(tmp_path, tensorboard=True) as run:
+            run.append(make_record(env_steps=2048, losses={}, asynchronous=figures, num_env_steps_lost=512))
+        (event_file,) = run.path.glob("events.out.tfevents.*")
+        scalars = [(e.step, v.tag, v.simple_value) for e in _events(event_file) for v in e.summary.value]
+        assert scalars[4:] == [
+            (2048, "async/policy_lag_mean", 1.5),
+            (2048, "async/policy_lag_max", 3.0),
+            (2048, "async/num_env_steps_dropped", 256.0),
+            (2048, "async/num_env_steps_unused", 0.0),
+            (2048, "async/num_env_steps_lost", 512.0),
         ]
 
     def test_nan_values_are_left_out(self, tmp_path: Path) -> None:

@@ -273,10 +273,15 @@ PPO, DQN = 'algo = "ppo"\n', 'algo = "dqn"\n'
 BAD_SWEEPS = [
     ("", "'algo' is missing (allowed: ppo, dqn)"),
     ('algo = "a2c"', "algo must be ppo or dqn (got 'a2c')"),
-    (PPO + 'schedule = "asha"', "unknown key 'schedule' (allowed: algo, metric, mode,"),
+    (PPO + 'schedule = "asha"', "unknown key 'schedule'; did you mean 'scheduler'? (allowed: algo, metric, mode,"),
     (PPO + 'scheduler = "hyperband"', "scheduler must be one of fifo, asha, pbt (got 'hyperband')"),
-    (PPO + 'metric = "reward"', "metric must be a metrics.csv column of every run ("),
-    (PPO + 'metric = "loss/vf_los"', "metric must be a metrics.csv column of every run ("),
+    (PPO + 'metric = "reward"', "metric: 'reward' is no metrics.csv column of every run (allowed: iteration, "),
+    (PPO + 'metric = "loss/vf_los"', "metric: 'loss/vf_los' is no metrics.csv column of every run (allowed: "),
+    (
+        PPO + 'metric = "return_men"',
+        "metric: 'return_men' is no metrics.csv column of every run; did you mean 'return_mean' or 'return_min'? "
+        "(allowed: iteration, ",
+    ),
     (
         PPO + 'metric = "evaluation/episode_return_mean"',
         "metric 'evaluation/episode_return_mean': only a sweep whose trials evaluate has it: set",
@@ -300,7 +305,10 @@ BAD_SWEEPS = [
     (PPO + 'num_samples = 0', "num_samples must be an integer >= 1 (got 0)"),
     (PPO + '[space]\nppo.lr = 0.001', "space.ppo.lr: a searched option is one domain, such as"),
     (PPO + '[space]\nppo.lr = { loguniform = [0, 1e-2] }', "space.ppo.lr: loguniform takes [low, high]"),
-    (PPO + '[space]\nppo.lr = { normal = [0, 1] }', "space.ppo.lr: 'normal' is no domain (allowed: choice, grid,"),
+    (
+        PPO + '[space]\nppo.lr = { normal = [0, 1] }',
+        "space.ppo.lr: 'normal' is no domain; did you mean 'uniform'? (allowed: choice,",
+    ),
     (
         PPO + '[space]\nppo.num_epochs = { randint = [4.5, 8] }',
         "space.ppo.num_epochs: randint takes [low, high] (integers",
@@ -314,6 +322,25 @@ BAD_SWEEPS = [
         "'ppo.lr' is both fixed ([config]) and searched",
     ),
     (PPO + '[space]\nppo.lrr = { choice = [1e-3] }', "'ppo.lrr' is no option"),
+    (
+        PPO + '[space]\nppo.entropy_coef = { choice = [0.0, 0.01] }',
+        "trial config: 'ppo.entropy_coef' is no option of this command; did you mean 'ppo.entropy_coeff'? "
+        "(see ray-sampler train --help-all)",
+    ),
+    (
+        PPO + '[config]\nmax_iteration = 30',
+        "trial config: 'max_iteration' is no option of this command; did you mean 'max_iterations'? "
+        "(see ray-sampler train --help-all)",
+    ),
+    (
+        DQN + '[config]\nmax_env_step = 3000',
+        "trial config: 'max_env_step' is no option of this command; did you mean 'max_env_steps'? "
+        "(see ray-sampler train-dqn --help-all)",
+    ),
+    (
+        PPO + '[space]\nppo.lr = { logunifrom = [1e-4, 1e-2] }',
+        "space.ppo.lr: 'logunifrom' is no domain; did you mean 'loguniform'? (allowed: choice, grid,",
+    ),
     (PPO + '[space]\nppo.lr = { choice = [-1.0] }', "--ppo.lr must be a finite number > 0 (got -1.0)"),
     (
         PPO + '[asha]\ngrace = 2',
@@ -349,6 +376,17 @@ def test_a_bad_sweep_file_is_one_line_naming_the_key(
     assert exit_info.value.code == EXIT_USAGE
     assert err.count("\n") == 1 and err.startswith("ray-sampler tune: error: ") and message in err, err
     assert list(tmp_path.iterdir()) == [config]  # no sweep directory made
+
+
+def test_tune_help_says_where_the_trial_options_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "The trials' options are the training command's, keyed as in its config.toml (ppo.lr for --ppo.lr): "
+        'ray-sampler train --help-all lists them (algo "ppo"), train-dqn --help-all for "dqn".'
+    ) in text
 
 
 def test_resume_and_config_are_one_or_the_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

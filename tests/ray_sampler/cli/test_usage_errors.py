@@ -15,7 +15,8 @@ import pytest
 
 import ray_sampler.cli.jobs
 import ray_sampler.cli.train
-from ray_sampler.cli import EXIT_USAGE, main
+from ray_sampler.cli import COMMANDS, EXIT_USAGE, main
+from ray_sampler.errors import EnvError, EnvRunnerFailedError
 
 BAD_TOML = Path(__file__).with_name("bad_config.toml")
 USER_ENVS = "tests.ray_sampler.sampling.user_envs"  # a user's env module (creators that fail)
@@ -41,7 +42,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--ppo.grad-clip", "x"], "--ppo.grad-clip: {None} or FLOAT allowed (got 'x')"),
     (["train", "--ppo.standardize-advantages", "yes"], "unrecognized option(s): yes"),
     (["train", "--max-iterations", "0"], "--max-iterations must be an int >= 1 (got 0)"),
-    (["train", "--max-iterations", "1.5"], "--max-iterations: invalid literal for int()"),
+    (["train", "--max-iterations", "1.5"], "--max-iterations: {None} or INT allowed (got '1.5')"),
     (["train", "--stop-window", "0"], "--stop-window must be an int >= 1 (got 0)"),
     (["train", "--target-return", "xyz"], "--target-return: {None} or FLOAT or {auto} allowed (got 'xyz')"),
     (["train", "--target-return", "inf"], "--target-return must be a finite number, 'auto' or None (got inf)"),
@@ -93,12 +94,17 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--config", str(BAD_TOML)], "is not valid TOML"),
     (["train", "--hidden-sizes", "0"], "--hidden-sizes: one or more positive ints allowed (got [0])"),
     (["train", "--seed", "abc"], "--seed: {None} or INT allowed (got 'abc')"),
-    (["train", "--foo"], "unrecognized option(s): --foo"),
+    (["train", "--foo"], "'--foo' is no option of this command (see --help-all)"),
+    (["train", "--max-iteration", "3"], "'--max-iteration' is no option of this command; did you mean '--max-iterati"),
+    (["train-dqn", "--env", "CartPol-v1"], "a gymnasium id (registered: none; a module's env: 'module:Name'); did you"),
+    (["sample", "--iteration", "2"], "'--iteration' is no option of this command; did you mean '--iterations'? (see "),
+    (["train", "--optimizer", "async", "--help"], "--optimizer: one of 'sync_samples', 'async_samples', 'async_gr"),
     (["train", "positional"], "unrecognized option(s): positional"),
     (
         ["nosuchcommand"],
         "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, demo, plot, tune, evaluate, export)",
     ),
+    (["trian", "--lr", "1"], "unknown command 'trian'; did you mean 'train'? (allowed: train, train-dqn, sample, "),
     (["train-dqn", "--replay.capacity-env-steps", "0"], "--replay.capacity-env-steps must be an int >= 1"),
     (["train-dqn", "--batch-size", "0"], "--batch-size must be an int >= 1 (got 0)"),
     (["train-dqn", "--n-step", "0"], "--n-step must be an int >= 1 (got 0)"),
@@ -162,7 +168,7 @@ def test_a_bad_command_line_exits_2_with_one_line_before_ray_starts(
     assert code == EXIT_USAGE, (code, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"ray-sampler{' ' + argv[0] if argv[0] != 'nosuchcommand' else ''}: error: ")
+    assert lines[0].startswith(f"ray-sampler{' ' + argv[0] if argv[0] in COMMANDS else ''}: error: ")
     assert message in lines[0]
     assert "Traceback" not in out + err
 
@@ -216,3 +222,29 @@ def test_no_env_check_lets_the_run_start(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setattr(ray_sampler.cli.train, "ray_cluster", _no_ray)
     code, _, _ = _run(["train", "--env", "NaNObs-v0", "--no-env-check", "--runs-dir", str(tmp_path)])
     assert isinstance(code, AssertionError) and str(code) == "Ray was started for a command line that is wrong"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        EnvRunnerFailedError(
+            "env runner 1 failed: MultiAgentEnvError: sub-env worker_index=1, vector_index=0: the env's observations "
+            "at env step 16 name agent 'ghost'; the env broke the multi-agent env contract\nmore"
+        ),
+        EnvError("sub-env worker_index=1, vector_index=0 failed: x"),
+    ],
+    ids=["runners-failed", "env-error"],
+)
+def test_an_env_that_fails_the_run_ends_it_with_one_line_and_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: Exception
+) -> None:
+    from ray_sampler.cli import EXIT_FAILED
+
+    def run(args: list[str], prog: str) -> None:
+        raise error
+
+    monkeypatch.setitem(COMMANDS, "train", (run, COMMANDS["train"][1]))
+    with pytest.raises(SystemExit) as exited:
+        main(["train"])
+    assert exited.value.code == EXIT_FAILED == 3
+    assert capsys.readouterr().err == f"ray-sampler train: error: {str(error).splitlines()[0]}\n"

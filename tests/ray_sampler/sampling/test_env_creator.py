@@ -118,3 +118,35 @@ def test_every_mode_seeds_its_sub_envs_below_2_31(mode: VectorizationMode, worke
     expected = seeds if mode is VectorizationMode.SYNC else [seeds[0] + i for i in range(3)]
     assert [env.unwrapped.np_random_seed for env in runner.env.envs] == expected
     assert max(expected) < 2**31
+
+
+class TestDidYouMean:
+    """An unknown env name's error suggests the closest known ones."""
+
+    def test_an_unknown_gymnasium_id_gets_the_closest_ids(self) -> None:
+        with pytest.raises(EnvCreatorError, match=r"; did you mean 'CartPole-v1' or 'CartPole-v0'\?$"):
+            resolve_creator("CartPol-v1")
+
+    def test_an_unknown_name_gets_a_registered_name(self) -> None:
+        register_env("stamp-for-suggestions", stamp_creator)
+        try:
+            with pytest.raises(EnvCreatorError, match=r"; did you mean 'stamp-for-suggestions'\?$"):
+                resolve_creator("stamp-for-sugestions")
+        finally:
+            unregister_env("stamp-for-suggestions")
+
+    def test_an_unknown_name_of_a_module_gets_the_modules_closest(self) -> None:
+        with pytest.raises(
+            EnvCreatorError, match=r"registered no gymnasium id 'stamp_creatr'; did you mean 'stamp_creator'\?$"
+        ):
+            resolve_creator("tests.helpers:stamp_creatr")
+
+    def test_a_pettingzoo_short_name_gets_the_closest_module(self) -> None:
+        with pytest.raises(
+            EnvCreatorError, match=r"mpe2\.tictactoe_v2\); did you mean 'pettingzoo:classic\.tictactoe_v3'\?$"
+        ):
+            resolve_creator("pettingzoo:tictactoe_v2")
+
+    def test_a_pettingzoo_family_name_gets_the_closest_module(self) -> None:
+        with pytest.raises(EnvCreatorError, match=r"; did you mean 'pettingzoo:mpe2\.simple_spread_v3'\?$"):
+            resolve_creator("pettingzoo:mpe2.simple_sprad_v3")

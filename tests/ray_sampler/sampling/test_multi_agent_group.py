@@ -130,8 +130,9 @@ def test_contract_breach_is_found_on_the_driver_before_any_runner_starts() -> No
             del out[3]["__all__"]
             return out
 
-    with pytest.raises(MultiAgentEnvError, match=r"truncateds at env step 1 must be a dict with the key '__all__'"):
+    with pytest.raises(MultiAgentEnvError, match=r"truncateds at env step 1 must be a dict with the key") as e:
         EnvRunnerGroup(EnvRunnerConfig(env=NoAll), EnvRunnerGroupConfig(num_env_runners=1))
+    assert isinstance(e.value, ConfigError)  # bad input, found before any runner starts: the CLI's exit 2
 
 
 class LateBreach(RandomScheduleEnv):
