@@ -16,6 +16,7 @@ from ray_sampler.errors import (
     EpisodeError,
     FileWriteError,
     InsufficientResourcesError,
+    MultiAgentEnvCheckError,
     MultiAgentEnvError,
     PolicyError,
     RaySamplerError,
@@ -25,7 +26,7 @@ from ray_sampler.errors import (
 
 ERRORS = [ConfigError, DataFormatError, EnvCreatorError, EpisodeError, MultiAgentEnvError, ReplayError, SpaceError]
 RUNTIME_ERRORS = [EnvError, EnvRunnerFailedError, FileWriteError, InsufficientResourcesError]
-ERRORS_SUBCLASSING = [EnvCheckError, PolicyError]  # ConfigErrors: the CLI's usage errors (exit 2) take them in
+ERRORS_SUBCLASSING = [EnvCheckError, MultiAgentEnvCheckError, PolicyError]  # ConfigErrors: the CLI's exit 2
 
 
 def test_all_lists_the_base_and_every_error() -> None:
