@@ -31,6 +31,7 @@ __all__ = [
     "StopReason",
     "TrainResult",
     "async_figures",
+    "format_outcomes",
 ]
 
 _NAN = math.nan
@@ -167,6 +168,13 @@ class IterationRecord(_FieldMapping):
     """Multi-agent: the mean return over the window (the last ``window`` episodes where each acted)
     per module (``module/<id>``: its agents' returns summed) and per agent (``agent/<id>``); empty
     for a single-agent run. ``return_mean`` is the sum over every agent."""
+    outcomes: dict[str, float] = dataclasses.field(default_factory=dict)
+    """A run of exactly two agents: per agent the share of its window's episodes it won (return > 0),
+    drew (0, within 1e-9) and lost (< 0), as ``win/<agent>``, ``draw/<agent>``, ``loss/<agent>`` (NaN
+    while its window is empty); empty for any other run."""
+    is_zero_sum: bool = False
+    """A two-agent run whose every episode in the window sums to 0 (within 1e-6): a zero-sum game,
+    whose ``return_mean`` is 0 by construction, so the progress line shows ``outcomes`` instead."""
     asynchronous: dict[str, float] = dataclasses.field(default_factory=dict)
     """The asynchronous optimizers (APPO, IMPALA, A3C): ``async_figures``' keys, totals since the run
     began (the policy lag over every fragment or gradient that arrived); empty for the others."""
@@ -201,6 +209,26 @@ def async_figures(lags: Mapping[int, int], *, dropped: int, unused: int) -> dict
         "num_env_steps_dropped": float(dropped),
         "num_env_steps_unused": float(unused),
     }
+
+
+def format_outcomes(outcomes: Mapping[str, float]) -> str:
+    """``IterationRecord.outcomes`` in words, agent by agent in their order (``-`` for NaN).
+
+    >>> format_outcomes({"win/x": 0.5, "draw/x": 0.1, "loss/x": 0.4, "win/o": 0.4, "draw/o": 0.1, "loss/o": 0.5})
+    'x won 50% drew 10% lost 40%, o won 40% drew 10% lost 50%'
+    """
+    agents = [key.removeprefix("win/") for key in outcomes if key.startswith("win/")]
+    return ", ".join(
+        f"{agent} " + " ".join(f"{word} {_percent(outcomes[f'{kind}/{agent}'])}" for kind, word in _OUTCOME_WORDS)
+        for agent in agents
+    )
+
+
+_OUTCOME_WORDS = (("win", "won"), ("draw", "drew"), ("loss", "lost"))
+
+
+def _percent(share: float) -> str:
+    return "-" if math.isnan(share) else f"{share:.0%}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -10,14 +10,22 @@ from typing import Any
 import numpy as np
 
 from learner.checkpoint import TrainingState
-from learner.metrics import IterationRecord, TrainResult
+from learner.metrics import IterationRecord, TrainResult, format_outcomes
 
 __all__ = ["ReturnTracker"]
+
+_AGENT = "agent/"
+_DRAW_TOLERANCE = 1e-9
+"""An agent's return within this of 0 is a draw."""
+_ZERO_SUM_TOLERANCE = 1e-6
+"""An episode whose agents' returns sum to within this of 0 is zero-sum."""
 
 
 class ReturnTracker:
     """The mean return of the last ``window`` finished episodes, and the stop rule on it (no target:
-    never reached; the loop uses its budget).
+    never reached; the loop uses its budget). A run of exactly two agents also gets each one's win,
+    draw and loss shares (``outcomes``), and whether its game is zero-sum (``is_zero_sum``), from the
+    agent windows: a checkpoint's ``returns_by`` restores them.
 
     >>> tracker = ReturnTracker(10.0, window=2)
     >>> tracker.add([4.0, 12.0]); tracker.reached
@@ -85,6 +93,8 @@ class ReturnTracker:
             num_env_steps_lost=lost,
             losses={k: float(v) for k, v in losses.items() if isinstance(v, float | int) and not isinstance(v, bool)},
             returns_by={k: float(np.mean(v)) if v else float("nan") for k, v in self.returns_by.items()},
+            outcomes=self.outcomes,
+            is_zero_sum=self.is_zero_sum,
             evaluation=dict(evaluation or {}),
         )
 
@@ -95,6 +105,36 @@ class ReturnTracker:
     @property
     def mean(self) -> float:
         return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    @property
+    def outcomes(self) -> dict[str, float]:
+        """A run of exactly two agents: ``win/<agent>``, ``draw/<agent>`` and ``loss/<agent>``, the
+        shares of each agent's window it won, drew and lost (NaN while empty); else empty.
+
+        >>> tracker = ReturnTracker(None, window=3)
+        >>> tracker.expect(["agent/x", "agent/o"])
+        >>> tracker.add([0.0, 0.0, 0.0], by={"agent/x": [1.0, -1.0, 0.0], "agent/o": [-1.0, 1.0, 0.0]})
+        >>> tracker.outcomes["win/x"], tracker.outcomes["draw/o"], tracker.is_zero_sum
+        (0.3333333333333333, 0.3333333333333333, True)
+        """
+        agents = {k.removeprefix(_AGENT): v for k, v in self.returns_by.items() if k.startswith(_AGENT)}
+        if len(agents) != 2:
+            return {}
+        shares: dict[str, float] = {}
+        for agent, window in agents.items():
+            returns = np.asarray(window, dtype=np.float64)
+            won, lost = returns > _DRAW_TOLERANCE, returns < -_DRAW_TOLERANCE
+            for kind, hits in (("win", won), ("draw", ~(won | lost)), ("loss", lost)):
+                shares[f"{kind}/{agent}"] = float(hits.mean()) if len(returns) else float("nan")
+        return shares
+
+    @property
+    def is_zero_sum(self) -> bool:
+        """Whether the run has exactly two agents and every finished episode in the window sums to 0
+        (within 1e-6) over them: a zero-sum game, whose summed return says nothing (False before an
+        episode finishes)."""
+        agents = [k for k in self.returns_by if k.startswith(_AGENT)]
+        return len(agents) == 2 and bool(self.returns) and all(abs(r) <= _ZERO_SUM_TOLERANCE for r in self.returns)
 
     @property
     def reached(self) -> bool:
@@ -138,9 +178,12 @@ class ReturnTracker:
 
     def finish(self, env_steps: int, log: Callable[[str], None]) -> TrainResult:
         """Logs the verdict; what was reached."""
-        tail = f"{self.mean:.1f} (last {self.count} episodes) after {env_steps} env steps in {self.elapsed:.1f} s"
+        window = f"(last {self.count} episodes) after {env_steps} env steps in {self.elapsed:.1f} s"
+        tail = f"{self.mean:.1f} {window}"
         word = "summed" if self.returns_by else "mean"  # a multi-agent run: the sum over every agent
-        if self.target_return is None:
+        if self.target_return is None and self.is_zero_sum:  # its summed return is 0 by construction
+            log(f"budget used (no target): {format_outcomes(self.outcomes)} {window}")
+        elif self.target_return is None:
             log(f"budget used (no target): {word} return {tail}")
         elif self.stop_on_evaluation:
             verdict = "reached" if self.reached else "did not reach"

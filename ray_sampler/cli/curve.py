@@ -1,4 +1,5 @@
-"""The learning-curve picture: mean return against env steps, with the window's min/max as a band.
+"""The learning-curve picture: mean return against env steps, with the window's min/max as a band
+(a zero-sum two-agent game: each agent's win rate and the draw rate instead).
 
 One function draws it, for a run's ``curve.png`` (run_dir.py) and for ``ray-sampler plot`` (plot.py).
 It uses matplotlib's object API on the Agg canvas, so it never touches pyplot's global backend.
@@ -20,6 +21,11 @@ PLOT_EXTRA_HINT = "pip install 'ray-sampler[plot]'"
 
 _MODULE_COLUMN = "return/module/"
 """A multi-agent run's per-module return columns (``run_dir.RETURN_PREFIX`` + ``module/``)."""
+_WIN_COLUMN = "outcome/win/"
+"""A two-agent run's win-rate columns, one per agent (``run_dir.OUTCOME_PREFIX`` + ``win/``)."""
+_DRAW_COLUMN = "outcome/draw/"
+_ZERO_SUM_COLUMN = "outcome/zero_sum"
+"""1 in a row whose window's episodes all summed to 0 (``run_dir.ZERO_SUM_COLUMN``)."""
 _FIGSIZE_IN = (9.0, 5.0)
 _DPI = 120
 
@@ -38,14 +44,16 @@ def draw_curves(
     """Draws each run's rows (``metrics.csv`` rows, as ``read_metrics`` gives them) as one curve
     labelled with its key (a multi-agent run's: the summed return, and a dashed curve per module;
     a run that evaluates: its evaluations' mean return, dotted), and saves the PNG at ``out``;
-    returns ``out``.
+    returns ``out``. Where every run is a zero-sum two-agent game (its last row says so), the
+    summed return is 0 by construction: the picture is each agent's win rate instead, with the draw
+    rate dotted (no band, target or evaluation line: those are returns).
 
     Rows before the first finished episode (mean return NaN) are left out. Raises ``ConfigError``
     without matplotlib."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.ticker import EngFormatter
+        from matplotlib.ticker import EngFormatter, PercentFormatter
     except ImportError as e:
         raise ConfigError(f"drawing a learning curve needs matplotlib: {PLOT_EXTRA_HINT}") from e
 
@@ -53,10 +61,15 @@ def draw_curves(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     max_window = 0
+    is_rates = bool(runs) and all(rows and rows[-1].get(_ZERO_SUM_COLUMN) == 1 for rows in runs.values())
     for label, rows in runs.items():
         kept = [r for r in rows if not math.isnan(float(r["return_mean"]))]
         steps = [int(r["env_steps"]) for r in kept]
         marker = "o" if len(kept) <= 20 else None  # a short run's points stay visible (one alone has no line)
+        max_window = max([max_window, *(int(r["window"]) for r in kept)])
+        if is_rates:
+            _draw_rates(ax, label, kept, steps, marker)
+            continue
         means = [float(r["return_mean"]) for r in kept]
         (line,) = ax.plot(steps, means, linewidth=1.8, marker=marker, markersize=4, label=label)
         ax.fill_between(
@@ -67,7 +80,6 @@ def draw_curves(
             alpha=0.18,
             linewidth=0,
         )
-        max_window = max([max_window, *(int(r["window"]) for r in kept)])
         for column in sorted(c for c in (rows[0] if rows else {}) if c.startswith(_MODULE_COLUMN)):
             values = [float(r[column]) for r in kept]  # a multi-agent run: each module's own return, dashed
             module_label = column.removeprefix(_MODULE_COLUMN)
@@ -80,16 +92,35 @@ def draw_curves(
                 color=line.get_color(), linewidth=1.4, linestyle=":", marker="s", markersize=4,
                 label=f"{label}: evaluation",
             )  # fmt: skip
-    if target_return is not None:
+    if target_return is not None and not is_rates:
         ax.axhline(target_return, color="0.3", linestyle="--", linewidth=1.2, label=f"target {target_return:g}")
     ax.set_title(title)
     ax.set_xlabel("env steps")
     window = f"last {max_window} episodes" if max_window else "no episode finished"
-    ax.set_ylabel(f"episode return (mean of the {window})")
+    if is_rates:
+        ax.set_ylabel(f"share of the {window}")
+        ax.set_ylim(-0.02, 1.02)
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+    else:
+        ax.set_ylabel(f"episode return (mean of the {window})")
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))
     ax.grid(True, alpha=0.3)
     ax.margins(x=0.01)
-    ax.legend(title="band: min to max of the window", loc="best", fontsize="small", title_fontsize="small")
+    legend_title = "zero-sum: win rates, draws dotted" if is_rates else "band: min to max of the window"
+    ax.legend(title=legend_title, loc="best", fontsize="small", title_fontsize="small")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
     return out
+
+
+def _draw_rates(ax: Any, label: str, rows: Sequence[Mapping[str, Any]], steps: list[int], marker: str | None) -> None:
+    """A zero-sum run's curves: each agent's win rate, and the draw rate (the first agent's: a drawn
+    game is drawn for both), dotted."""
+    columns = [c for c in (rows[0] if rows else {}) if c.startswith(_WIN_COLUMN)]
+    for column in columns:
+        agent = column.removeprefix(_WIN_COLUMN)
+        wins = [float(r[column]) for r in rows]
+        ax.plot(steps, wins, linewidth=1.8, marker=marker, markersize=4, label=f"{label}: {agent} won")
+    if columns:
+        draws = [float(r[f"{_DRAW_COLUMN}{columns[0].removeprefix(_WIN_COLUMN)}"]) for r in rows]
+        ax.plot(steps, draws, color="0.4", linewidth=1.2, linestyle=":", label=f"{label}: drawn")

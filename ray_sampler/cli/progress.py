@@ -18,6 +18,7 @@ import enum
 import math
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
@@ -83,6 +84,10 @@ class RunSummary:
     asynchronous: dict[str, float] = dataclasses.field(default_factory=dict)
     """An asynchronous optimizer's run (APPO, IMPALA, A3C): ``IterationRecord.asynchronous``' figures
     at its end; empty for the others."""
+    outcomes: dict[str, float] = dataclasses.field(default_factory=dict)
+    """A two-agent run: each agent's win, draw and loss rates at its end (``IterationRecord.outcomes``)."""
+    is_zero_sum: bool = False
+    """A zero-sum two-agent game: the headline gives ``outcomes`` (its summed return is 0 by construction)."""
 
     @classmethod
     def of(
@@ -122,17 +127,20 @@ class RunSummary:
             summed=bool(last.returns_by) if last is not None else False,
             stopped_by=stopped_by,
             asynchronous=(result.asynchronous if result is not None else {}) or (last.asynchronous if last else {}),
+            outcomes=last.outcomes if last is not None else {},
+            is_zero_sum=last.is_zero_sum if last is not None else False,
         )
 
     def headline(self) -> str:
-        """The first line: the outcome, with the mean return it ended on.
+        """The first line: the outcome, with the mean return it ended on (a zero-sum game: the rates).
 
         >>> RunSummary(outcome=Outcome.TARGET_REACHED, return_mean=487.25, window=100, target_return=475.0,
         ...            env_steps=1, episodes=1, elapsed_s=1.0).headline()
         'Target reached: mean return 487.2 over the last 100 episodes (target 475)'
         """
         word = "summed" if self.summed else "mean"
-        mean = f"{word} return {_num(self.return_mean)} over the last {self.window} episodes" if self.window else ""
+        figure = _rates(self.outcomes) if self.is_zero_sum else f"{word} return {_num(self.return_mean)}"
+        mean = f"{figure} over the last {self.window} episodes" if self.window else ""
         target = f"target {self.target_return:g}" if self.target_return is not None else ""
         text = self.outcome.value.capitalize() + (f": {mean}" if mean else ": no episode finished")
         return text + (f" ({target})" if target else "")
@@ -300,10 +308,7 @@ class TrainingProgress:
             [
                 Text(f"{format_rate(record.env_steps_per_s)} steps/s"),
                 Text(f"{record.episodes:,} episodes"),
-                Text.assemble(
-                    _return_word(record), (_num(record.return_mean), "bold"), _window(record), _by_module(record)
-                ),
-                Text(f"best {_num(record.best_return_mean)}"),
+                *_return_figures(record),
                 *([] if math.isnan(self._last_evaluation) else [Text(f"evaluation {_num(self._last_evaluation)}")]),
                 *([Text(_asynchronous(record))] if record.asynchronous else []),
                 Text(format_duration(elapsed)),
@@ -312,17 +317,33 @@ class TrainingProgress:
         return Group(top, Text("  ") + figures)
 
 
+def _return_figures(record: IterationRecord) -> list[Text]:
+    """The live display's returns: the (summed) mean and its best, or a zero-sum game's rates (its
+    summed return and the best of it are 0 by construction)."""
+    if record.is_zero_sum:
+        return [Text.assemble((_rates(record.outcomes), "bold"), _window(record), _by_module(record, zero_sum=True))]
+    mean = Text.assemble(_return_word(record), (_num(record.return_mean), "bold"), _window(record), _by_module(record))
+    return [mean, Text(f"best {_num(record.best_return_mean)}")]
+
+
 def iteration_line(
     record: IterationRecord, *, total_env_steps: int | None = None, total_iterations: int | None = None
 ) -> str:
-    """An iteration's plain line (the budget, if given, after the counter it is in)."""
+    """An iteration's plain line (the budget, if given, after the counter it is in). A zero-sum
+    two-agent game's gives each agent's win, draw and loss rates in place of the summed return and
+    its best, which are 0 by construction."""
     iteration = f"iter {record.iteration}" + (f"/{total_iterations}" if total_iterations else "")
     steps = f"{record.env_steps}" + (f"/{total_env_steps}" if total_env_steps else "")
+    if record.is_zero_sum:
+        returns = f"{_rates(record.outcomes)}{_window(record)}{_by_module(record, zero_sum=True)}"
+    else:
+        returns = (
+            f"{_return_word(record)}{_num(record.return_mean)}{_window(record)}{_by_module(record)}, "
+            f"best {_num(record.best_return_mean)}"
+        )
     return (
         f"{iteration}: {steps} env steps, {format_rate(record.env_steps_per_s)} steps/s, "
-        f"{record.episodes} episodes, {_return_word(record)}{_num(record.return_mean)}{_window(record)}"
-        f"{_by_module(record)}, "
-        f"best {_num(record.best_return_mean)}{_evaluation(record)}"
+        f"{record.episodes} episodes, {returns}{_evaluation(record)}"
         f"{', ' + _asynchronous(record) if record.asynchronous else ''}, {format_duration(record.elapsed_s)}"
     )
 
@@ -371,10 +392,18 @@ def _return_word(record: IterationRecord) -> str:
     return "summed return " if record.returns_by else "mean return "
 
 
-def _by_module(record: IterationRecord) -> str:
-    """A multi-agent run's per-module means (``; p0 12.5, p1 9.0``); empty otherwise."""
+def _rates(outcomes: Mapping[str, float]) -> str:
+    """``player_1 won 45% drew 10% lost 45%, player_2 won 45% ...``: a two-agent run's outcomes."""
+    from learner.metrics import format_outcomes  # loaded already: the outcomes came from a learner's loop
+
+    return format_outcomes(outcomes)
+
+
+def _by_module(record: IterationRecord, *, zero_sum: bool = False) -> str:
+    """A multi-agent run's per-module means (``; p0 12.5, p1 9.0``); empty otherwise. ``zero_sum``:
+    empty with one module too (both agents map to it: its return is their sum, 0 by construction)."""
     parts = [f"{k.removeprefix('module/')} {_num(v)}" for k, v in record.returns_by.items() if k.startswith("module/")]
-    return f"; {', '.join(parts)}" if parts else ""
+    return f"; {', '.join(parts)}" if len(parts) > (1 if zero_sum else 0) else ""
 
 
 def _num(value: float) -> str:

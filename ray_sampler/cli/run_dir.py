@@ -40,8 +40,10 @@ __all__ = [
     "LOSS_PREFIX",
     "METRICS_FILE",
     "NONE_KEY",
+    "OUTCOME_PREFIX",
     "RETURN_PREFIX",
     "TENSORBOARD_EXTRA_HINT",
+    "ZERO_SUM_COLUMN",
     "RunDirectory",
     "load_config",
     "read_metrics",
@@ -55,9 +57,14 @@ CURVE_FILE = "curve.png"
 NONE_KEY = "none"
 """The top-level key of ``config.toml`` listing the dotted paths of the config's None values."""
 LOSS_PREFIX = "loss/"
+"""The prefix of a loss term's column in ``metrics.csv`` and its TensorBoard tag (``loss/vf_loss``)."""
 RETURN_PREFIX = "return/"
 """Multi-agent runs' columns of ``IterationRecord.returns_by``: ``return/module/<id>``, ``return/agent/<id>``."""
-"""The prefix of a loss term's column in ``metrics.csv`` and its TensorBoard tag (``loss/vf_loss``)."""
+OUTCOME_PREFIX = "outcome/"
+"""Two-agent runs' columns of ``IterationRecord.outcomes`` (``outcome/win/<agent>``, ``outcome/draw/<agent>``,
+``outcome/loss/<agent>``: shares of the window, also TensorBoard tags) and ``outcome/zero_sum`` (1: the
+window's episodes all summed to 0; metrics.csv only). Not ``loss/<agent>``: that prefix is the loss terms'."""
+ZERO_SUM_COLUMN = f"{OUTCOME_PREFIX}zero_sum"
 ASYNC_PREFIX = "async/"
 """The asynchronous optimizers' runs (APPO, IMPALA, A3C): ``IterationRecord.asynchronous``' columns
 (``async/policy_lag_mean``, ``_max``, ``async/num_env_steps_dropped``, ``_unused``) and TensorBoard
@@ -178,9 +185,10 @@ class RunDirectory:
         """Adds ``record`` as a row of ``metrics.csv`` (flushed) and, with TensorBoard, as scalars
         against its env steps.
 
-        The columns are every field of the record but ``losses``, ``returns_by``, ``asynchronous`` and
-        ``evaluation``, then (multi-agent) ``return/module/<id>`` and ``return/agent/<id>``, then (an
-        asynchronous optimizer's run) ``async/<key>``, then (a run that evaluates)
+        The columns are every field of the record but ``losses``, ``returns_by``, ``outcomes``,
+        ``is_zero_sum``, ``asynchronous`` and ``evaluation``, then (multi-agent) ``return/module/<id>``
+        and ``return/agent/<id>``, then (two agents) ``outcome/<win|draw|loss>/<agent>`` and
+        ``outcome/zero_sum``, then (an asynchronous optimizer's run) ``async/<key>``, then (a run that evaluates)
         ``evaluation/<key>``, then ``loss/<term>`` per loss term of the
         first record the file gets; a term missing from a later record is an empty cell, and a
         term the first record did not have goes to TensorBoard only."""
@@ -387,10 +395,13 @@ def _create_temp(path: Path) -> tuple[int, Path]:
 
 
 def _row(record: IterationRecord) -> dict[str, Any]:
-    nested = ("losses", "returns_by", "asynchronous", "evaluation")
+    nested = ("losses", "returns_by", "outcomes", "is_zero_sum", "asynchronous", "evaluation")
     kept = [f.name for f in dataclasses.fields(record) if f.name not in nested]
     row = {name: getattr(record, name) for name in kept}
     row.update({f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()})
+    if record.outcomes:
+        row.update({f"{OUTCOME_PREFIX}{key}": value for key, value in record.outcomes.items()})
+        row[ZERO_SUM_COLUMN] = int(record.is_zero_sum)
     row.update({f"{ASYNC_PREFIX}{key}": _count_or_value(key, value) for key, value in record.asynchronous.items()})
     row.update({f"{EVALUATION_PREFIX}{key}": value for key, value in record.evaluation.items()})
     row.update({f"{LOSS_PREFIX}{name}": value for name, value in record.losses.items()})
@@ -436,6 +447,7 @@ def _add_scalars(writer: Any, record: IterationRecord) -> None:
         "return/max": record.return_max,
         "throughput/env_steps_per_s": record.env_steps_per_s,
         **{f"{RETURN_PREFIX}{key}": value for key, value in record.returns_by.items()},
+        **{f"{OUTCOME_PREFIX}{key}": value for key, value in record.outcomes.items()},
         **{f"{ASYNC_PREFIX}{key}": value for key, value in record.asynchronous.items()},
         **({f"{ASYNC_PREFIX}num_env_steps_lost": float(record.num_env_steps_lost)} if record.asynchronous else {}),
         **{f"{EVALUATION_PREFIX}{key}": value for key, value in record.evaluation.items()},

@@ -97,7 +97,9 @@ _TOP_KEYS = (
 _ASHA_KEYS = ("time_attr", "max_t", "grace_period", "reduction_factor")
 _PBT_KEYS = ("time_attr", "perturbation_interval", "quantile_fraction", "resample_probability", "mutations")
 _METRIC_COLUMNS = tuple(
-    f.name for f in dataclasses.fields(IterationRecord) if f.name not in ("losses", "returns_by", "evaluation")
+    f.name
+    for f in dataclasses.fields(IterationRecord)
+    if f.name not in ("losses", "returns_by", "evaluation", "asynchronous", "outcomes", "is_zero_sum")
 )
 _EVALUATION_COLUMNS = tuple(f"{EVALUATION_PREFIX}{key}" for key in EVALUATION_KEYS)
 """A sweep whose trials evaluate (``evaluation.evaluation_interval`` >= 1 in ``[config]``) may rank them by these."""

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from learner.metrics import DQNStepMetrics, PPOTrainResult, PPOUpdateMetrics, async_figures
+from learner.metrics import DQNStepMetrics, PPOTrainResult, PPOUpdateMetrics, async_figures, format_outcomes
 
 
 def test_update_metrics_read_as_a_mapping_of_their_fields() -> None:
@@ -57,3 +57,9 @@ def test_async_figures_are_the_lag_histograms_mean_and_max_and_the_counts() -> N
 def test_async_figures_of_an_empty_histogram_have_no_lag() -> None:
     figures = async_figures({}, dropped=0, unused=0)
     assert math.isnan(figures["policy_lag_mean"]) and math.isnan(figures["policy_lag_max"])
+
+
+def test_outcomes_in_words_give_a_dash_for_an_agent_without_episodes() -> None:
+    nan = math.nan
+    outcomes = {"win/x": 1.0, "draw/x": 0.0, "loss/x": 0.0, "win/o": nan, "draw/o": nan, "loss/o": nan}
+    assert format_outcomes(outcomes) == "x won 100% drew 0% lost 0%, o won - drew - lost -"

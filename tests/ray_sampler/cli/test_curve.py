@@ -53,3 +53,27 @@ def test_a_multi_agent_run_gets_a_curve_per_module(tmp_path: Path) -> None:
     # Agent columns draw nothing of their own.
     only_agents = [{**r, "return/agent/0": 1.0} for r in rows]
     assert draw_curves({"run": only_agents}, tmp_path / "d.png", title="t").read_bytes() == plain
+
+
+def _two_agent_rows(*, zero_sum: int, wins: tuple[float, float] = (0.5, 0.3)) -> list[dict[str, float]]:
+    """A two-agent run's rows: their summed return as in ``_rows``, and each agent's outcome shares."""
+    outcomes = {
+        "outcome/win/x": wins[0], "outcome/draw/x": 0.2, "outcome/loss/x": wins[1],
+        "outcome/win/o": wins[1], "outcome/draw/o": 0.2, "outcome/loss/o": wins[0],
+        "outcome/zero_sum": zero_sum,
+    }  # fmt: skip
+    return [{**r, **outcomes} for r in _rows(10)]
+
+
+def test_a_zero_sum_run_draws_the_win_rates_not_the_summed_return(tmp_path: Path) -> None:
+    rates = draw_curves({"run": _two_agent_rows(zero_sum=1)}, tmp_path / "a.png", title="t").read_bytes()
+    other_returns = [{**r, "return_mean": 0.0, "return_min": -1.0} for r in _two_agent_rows(zero_sum=1)]
+    assert draw_curves({"run": other_returns}, tmp_path / "b.png", title="t").read_bytes() == rates
+    other_wins = _two_agent_rows(zero_sum=1, wins=(0.6, 0.2))
+    assert draw_curves({"run": other_wins}, tmp_path / "c.png", title="t").read_bytes() != rates
+
+
+def test_a_two_agent_run_that_is_not_zero_sum_keeps_its_return_curve(tmp_path: Path) -> None:
+    plain = draw_curves({"run": _rows(10)}, tmp_path / "a.png", title="t").read_bytes()
+    rows = _two_agent_rows(zero_sum=0)
+    assert draw_curves({"run": rows}, tmp_path / "b.png", title="t").read_bytes() == plain

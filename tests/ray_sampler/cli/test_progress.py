@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from learner.metrics import PPOTrainResult, TrainResult
+from learner.metrics import IterationRecord, PPOTrainResult, TrainResult
+from learner.train import PPOTrainingConfig, train_ppo
 from ray_sampler.cli.progress import (
     Outcome,
     RunSummary,
@@ -20,7 +21,22 @@ from ray_sampler.cli.progress import (
     iteration_line,
 )
 from ray_sampler.errors import ConfigError
+from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from tests.ray_sampler.cli.fake_run import make_record
+
+ZERO_SUM_OUTCOMES = {
+    "win/player_1": 0.45, "draw/player_1": 0.1, "loss/player_1": 0.45,
+    "win/player_2": 0.45, "draw/player_2": 0.1, "loss/player_2": 0.45,
+}  # fmt: skip
+"""A two-agent run's ``IterationRecord.outcomes``: a zero-sum game between even players."""
+TICTACTOE_BY = {"module/shared": 0.0, "agent/player_1": 0.0, "agent/player_2": 0.0}
+
+
+def _zero_sum_record(**overrides: Any) -> IterationRecord:
+    """A record of a zero-sum two-agent run (one module for both agents, as tictactoe gets by default)."""
+    fields = {"returns_by": TICTACTOE_BY, "outcomes": ZERO_SUM_OUTCOMES, "is_zero_sum": True, "return_mean": 0.0}
+    return make_record(**{**fields, "best_return_mean": 0.0, **overrides})
+
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
@@ -111,6 +127,25 @@ class TestPlainMode:
             "best 30.2, 1.2 s"
         )
 
+    def test_a_zero_sum_line_gives_each_agents_rates_in_place_of_the_summed_return(self) -> None:
+        line = iteration_line(_zero_sum_record(), total_iterations=50)
+        assert line == (
+            "iter 3/50: 6144 env steps, 41.2k steps/s, 57 episodes, player_1 won 45% drew 10% lost 45%, "
+            "player_2 won 45% drew 10% lost 45% (last 57), 1.2 s"
+        )
+
+    def test_a_zero_sum_line_keeps_the_returns_of_several_modules(self) -> None:
+        by = {"module/main": 0.25, "module/random": -0.25, "agent/player_1": 0.0, "agent/player_2": 0.0}
+        line = iteration_line(_zero_sum_record(returns_by=by))
+        assert "player_2 won 45% drew 10% lost 45% (last 57); main 0.25, random -0.25, 1.2 s" in line
+
+    def test_a_two_agent_game_that_is_not_zero_sum_keeps_the_summed_return(self) -> None:
+        record = _zero_sum_record(is_zero_sum=False, return_mean=1.5, best_return_mean=1.25)
+        assert iteration_line(record) == (
+            "iter 3: 6144 env steps, 41.2k steps/s, 57 episodes, summed return 1.5 (last 57); shared 0, "
+            "best 1.25, 1.2 s"
+        )
+
     def test_an_iteration_that_evaluated_gives_the_evaluation_return(self) -> None:
         evaluated = make_record(best_return_mean=30.25, evaluation={"episode_return_mean": 412.5, "num_episodes": 10})
         assert iteration_line(evaluated).endswith("(last 57), best 30.2, evaluation 412.5, 1.2 s")
@@ -190,6 +225,14 @@ class TestLiveMode:
         with TrainingProgress(out, plain=False, total_env_steps=100_000, total_iterations=12) as progress:
             progress.update(make_record())
         assert "25% iter 3/12 · 6,144 / 100,000 env steps" in _text(out)
+
+    def test_a_zero_sum_run_shows_the_rates(self) -> None:
+        out = io.StringIO()
+        with TrainingProgress(out, plain=False) as progress:
+            progress.update(_zero_sum_record())
+        text = re.sub(r"\s+", " ", _text(out))  # wrapped at 80
+        assert "player_1 won 45% drew 10% lost 45%, player_2 won 45% drew 10% lost 45% (last 57)" in text
+        assert "summed return" not in text and "best" not in text
 
     def test_an_asynchronous_run_shows_the_policy_lag(self) -> None:
         out = io.StringIO()
@@ -302,6 +345,17 @@ class TestRunSummary:
             notes=("n",),
         )
 
+    def test_of_a_zero_sum_run_gives_the_rates_in_the_headline(self) -> None:
+        summary = RunSummary.of(_result(reached=False, target=None), _zero_sum_record())
+        assert summary.headline() == (
+            "Budget used: player_1 won 45% drew 10% lost 45%, player_2 won 45% drew 10% lost 45% "
+            "over the last 57 episodes"
+        )
+
+    def test_of_a_two_agent_run_that_is_not_zero_sum_keeps_the_summed_headline(self) -> None:
+        summary = RunSummary.of(_result(reached=False, target=None), _zero_sum_record(is_zero_sum=False))
+        assert summary.headline() == "Budget used: summed return 480.0 over the last 57 episodes"
+
     def test_interrupted_before_any_iteration_says_no_episode_finished(self) -> None:
         summary = RunSummary.of(None, None)
         assert summary.headline() == "Interrupted: no episode finished"
@@ -349,3 +403,37 @@ def test_format_rate(per_s: float, text: str) -> None:
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_tictactoe_run_shows_each_players_rates() -> None:
+    runner = EnvRunnerConfig(
+        env="pettingzoo:tictactoe_v3", num_envs_per_env_runner=2, rollout_fragment_length=64, seed=0
+    )
+    group = EnvRunnerGroupConfig(num_env_runners=1, num_cpus_per_env_runner=0.5)
+    records: list[IterationRecord] = []
+    out = io.StringIO()
+    with TrainingProgress(out, plain=True) as progress:
+
+        def on_iteration(record: IterationRecord) -> None:
+            records.append(record)
+            progress.update(record)
+
+        train_ppo(
+            PPOTrainingConfig(env_runner=runner, env_runner_group=group, max_iterations=2),
+            on_iteration=on_iteration,
+            log=lambda line: None,
+        )
+    for record in records:  # a game is won by one player, lost by the other, or drawn
+        assert record.is_zero_sum and record.return_mean == 0.0
+        for agent in ("player_1", "player_2"):
+            shares = [record.outcomes[f"{kind}/{agent}"] for kind in ("win", "draw", "loss")]
+            assert sum(shares) == pytest.approx(1.0)
+        assert record.outcomes["win/player_1"] == record.outcomes["loss/player_2"]
+    lines = out.getvalue().splitlines()
+    assert [line.split(",")[0] for line in lines] == ["iter 1: 128 env steps", "iter 2: 256 env steps"]
+    assert re.fullmatch(
+        r"iter 2: 256 env steps, \S+ steps/s, \d+ episodes, player_1 won \d+% drew \d+% lost \d+%, "
+        r"player_2 won \d+% drew \d+% lost \d+% \(last \d+\), [\d.]+ s",
+        lines[1],
+    )

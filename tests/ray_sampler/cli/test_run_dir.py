@@ -44,6 +44,14 @@ def umask_022() -> Iterator[None]:
     os.umask(old)
 
 
+TWO_AGENTS_BY = {"module/shared": 0.0, "agent/x": 0.25, "agent/o": -0.25}
+OUTCOMES = {
+    "win/x": 0.5, "draw/x": 0.25, "loss/x": 0.25,
+    "win/o": 0.25, "draw/o": 0.25, "loss/o": 0.5,
+}  # fmt: skip
+"""A two-agent record's outcomes (a zero-sum game: ``x`` won 2 of 4, drew 1, lost 1)."""
+
+
 def _create(root: Path, config: dict[str, Any] | None = None, **kwargs: Any) -> RunDirectory:
     return RunDirectory.create(
         root, "ppo", "CartPole-v1", CONFIG if config is None else config, started_at=START, **kwargs
@@ -207,6 +215,24 @@ class TestMetricsCsv:
         (row,) = read_metrics(run.path)
         assert row["return/module/p0"] == 12.5 and math.isnan(row["return/module/p1"])
 
+    def test_a_two_agent_record_adds_the_outcome_columns_and_the_zero_sum_flag(self, tmp_path: Path) -> None:
+        with _create(tmp_path) as run:
+            run.append(make_record(returns_by=TWO_AGENTS_BY, outcomes=OUTCOMES, is_zero_sum=True, losses={}))
+        header = (run.path / "metrics.csv").read_text().splitlines()[0].split(",")
+        assert header[-10:] == [
+            "return/module/shared", "return/agent/x", "return/agent/o",
+            "outcome/win/x", "outcome/draw/x", "outcome/loss/x",
+            "outcome/win/o", "outcome/draw/o", "outcome/loss/o",
+            "outcome/zero_sum",
+        ]  # fmt: skip
+        assert "outcomes" not in header and "is_zero_sum" not in header
+        (row,) = read_metrics(run.path)
+        assert {k: v for k, v in row.items() if k.startswith("outcome/")} == {
+            "outcome/win/x": 0.5, "outcome/draw/x": 0.25, "outcome/loss/x": 0.25,
+            "outcome/win/o": 0.25, "outcome/draw/o": 0.25, "outcome/loss/o": 0.5,
+            "outcome/zero_sum": 1,
+        }  # fmt: skip
+
     def test_an_asynchronous_record_adds_the_lag_and_the_steps_not_learned_from(self, tmp_path: Path) -> None:
         figures = {
             "policy_lag_mean": 1.5, "policy_lag_max": 3.0, "num_env_steps_dropped": 256.0,
@@ -272,7 +298,8 @@ class TestMetricsCsv:
 
 
 def _flat(record: IterationRecord) -> dict[str, Any]:
-    row = {k: v for k, v in record.items() if k not in ("losses", "returns_by", "asynchronous", "evaluation")}
+    nested = ("losses", "returns_by", "outcomes", "is_zero_sum", "asynchronous", "evaluation")
+    row = {k: v for k, v in record.items() if k not in nested}
     row.update({f"return/{k}": v for k, v in record.returns_by.items()})
     row.update({f"evaluation/{k}": v for k, v in record.evaluation.items()})
     row.update({f"loss/{k}": v for k, v in record.losses.items()})
@@ -342,6 +369,16 @@ class TestTensorboard:
             (2048, "async/num_env_steps_unused", 0.0),
             (2048, "async/num_env_steps_lost", 512.0),
         ]
+
+    def test_a_two_agent_run_adds_its_outcome_shares(self, tmp_path: Path) -> None:
+        with _create(tmp_path, tensorboard=True) as run:
+            run.append(make_record(env_steps=2048, returns_by={}, outcomes=OUTCOMES, is_zero_sum=True, losses={}))
+        (event_file,) = run.path.glob("events.out.tfevents.*")
+        scalars = [(e.step, v.tag, v.simple_value) for e in _events(event_file) for v in e.summary.value]
+        assert scalars[4:] == [
+            (2048, "outcome/win/x", 0.5), (2048, "outcome/draw/x", 0.25), (2048, "outcome/loss/x", 0.25),
+            (2048, "outcome/win/o", 0.25), (2048, "outcome/draw/o", 0.25), (2048, "outcome/loss/o", 0.5),
+        ]  # fmt: skip
 
     def test_nan_values_are_left_out(self, tmp_path: Path) -> None:
         nan = math.nan
