@@ -29,7 +29,7 @@ import pytest
 
 from ray_sampler.cli import check_address
 from ray_sampler.errors import ConfigError
-from tests.ray_start import RayStartCluster, free_port, free_ports, stop_processes_of
+from tests.ray_start import RayStartCluster, free_port, free_ports, processes_of, stop_processes_of
 from tests.test_readme import BLOCKS, logical_lines, shell_commands, starts_a_head
 
 CLI = [sys.executable, "-m", "ray_sampler"]
@@ -233,6 +233,43 @@ def test_the_readmes_local_head_commands_train_on_the_head_they_start(tmp_path: 
                     assert done.stdout.splitlines()[0].endswith(f"(Ray cluster at 127.0.0.1:{port} (4 CPUs))")
         assert ran == ["ray get-auth-token", "ray start", "ray-sampler train", "ray stop"]
         assert (home / ".ray" / "auth_token").is_file()
+    finally:
+        stop_processes_of(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_ctrl_c_on_a_blocking_head_stops_that_head_only() -> None:
+    """docs/cluster.md's way to stop one head: ``ray start --head --block``, then Ctrl-C (SIGINT to
+    its terminal's foreground process group) ends that head's every process; the session's own Ray
+    (another Ray of this user on the machine) keeps answering."""
+    import signal
+
+    import ray
+
+    temp_dir = Path(tempfile.mkdtemp(prefix="rs-"))  # short: socket paths
+    port, *head_ports = map(str, free_ports(4))
+    command = ["ray", "start", "--head", "--block", "--port", port, "--node-ip-address", "127.0.0.1"]
+    command += ["--num-cpus", "1", f"--temp-dir={temp_dir / 'ray'}", "--include-dashboard=false"]
+    command += [f"--{flag}={p}" for flag, p in zip(("ray-client-server-port", "dashboard-agent-listen-port",
+                                                     "runtime-env-agent-port"), head_ports, strict=True)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0")
+    head = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(processes_of(temp_dir)) < 3 and time.monotonic() < deadline:  # GCS, raylet and more
+            time.sleep(0.5)
+        assert len(processes_of(temp_dir)) >= 3, "the head did not start"
+        os.killpg(head.pid, signal.SIGINT)
+        head.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while processes_of(temp_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert processes_of(temp_dir) == []
+        assert ray.get(ray.put("still here")) == "still here"  # the session's Ray was not touched
     finally:
         stop_processes_of(temp_dir)
         shutil.rmtree(temp_dir, ignore_errors=True)
