@@ -90,8 +90,8 @@ from learner.train import PPOTrainingConfig
 
 __all__ = ["PRESET_ENVS", "ppo_preset"]
 
-PRESET_ENVS: tuple[str, ...] = ("Pendulum-v1", "StatelessCartPole-v1")
-"""The gymnasium ids that have a preset."""
+PRESET_ENVS: tuple[str, ...] = ("Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3")
+"""The env names that have a preset (as ``--env`` gives them)."""
 
 
 def _pendulum(base: PPOTrainingConfig) -> PPOTrainingConfig:
@@ -141,7 +141,17 @@ def _stateless_cartpole(base: PPOTrainingConfig) -> PPOTrainingConfig:
     )
 
 
-_PRESETS = {"Pendulum-v1": _pendulum, "StatelessCartPole-v1": _stateless_cartpole}
+def _simple_spread(base: PPOTrainingConfig) -> PPOTrainingConfig:
+    runner = dataclasses.replace(base.env_runner, num_envs_per_env_runner=8, rollout_fragment_length=125)
+    ppo = dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
+    return dataclasses.replace(
+        base, env_runner=runner, ppo=ppo, max_iterations=None, max_env_steps=150_000, target_return=-61.5
+    )
+
+
+SIMPLE_SPREAD = "pettingzoo:mpe2.simple_spread_v3"
+
+_PRESETS = {"Pendulum-v1": _pendulum, "StatelessCartPole-v1": _stateless_cartpole, SIMPLE_SPREAD: _simple_spread}
 
 
 def ppo_preset(env_id: str, base: PPOTrainingConfig) -> PPOTrainingConfig:

@@ -22,8 +22,18 @@ def pendulum_base(**runner: Any) -> PPOTrainingConfig:
     return PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1", seed=3, **runner))
 
 
-def test_pendulum_and_stateless_cartpole_have_presets() -> None:
-    assert PRESET_ENVS == ("Pendulum-v1", "StatelessCartPole-v1")
+def test_pendulum_stateless_cartpole_and_simple_spread_have_presets() -> None:
+    assert PRESET_ENVS == ("Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3")
+
+
+def test_the_simple_spread_preset_sets_the_measured_settings_and_rllibs_target() -> None:
+    env = "pettingzoo:mpe2.simple_spread_v3"
+    base = PPOTrainingConfig(env_runner=EnvRunnerConfig(env=env, seed=1))
+    cfg = ppo_preset(env, base)
+    assert (cfg.env_runner.num_envs_per_env_runner, cfg.env_runner.rollout_fragment_length) == (8, 125)
+    assert cfg.ppo == dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
+    # RLlib's -20.5 per agent, summed over the three agents; a budget of 150k env steps.
+    assert (cfg.target_return, cfg.max_env_steps, cfg.max_iterations) == (-61.5, 150_000, None)
 
 
 def test_the_stateless_cartpole_preset_trains_a_torch_lstm_with_normalized_observations() -> None:
