@@ -25,7 +25,8 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
     exit status must be 0; for ``train`` and ``train-dqn`` 0 or 1 (a missed target), never 2.
     Training commands get a small budget appended unless they name one: ``train``
     ``--max-iterations 2``, ``train-dqn`` ``--max-env-steps 1500``; so the README's first command,
-    the main job, runs for two iterations here.
+    the main job, runs for two iterations here. A ``train`` that names more than
+    ``MAX_DOC_ITERATIONS`` iterations runs that many (enough to reach a first evaluation every 5).
   * **checked, not run**, where running would install software, start a cloud or Kubernetes
     cluster, or take minutes: ``python3 -m venv DIR`` (only makes a virtualenv); ``pip install``
     (``.`` must be this project and every extra it names must exist in ``pyproject.toml``;
@@ -84,6 +85,8 @@ README_MAX_LINES = 250
 PYTHON_TIMEOUT_S = 240
 COMMAND_TIMEOUT_S = 240
 BUDGETS = {"train": ["--max-iterations", "2"], "train-dqn": ["--max-env-steps", "1500"]}
+MAX_DOC_ITERATIONS = 5
+"""The most iterations a documented ``train`` runs here (what it names, if fewer)."""
 TRAINING = {"train", "train-dqn"}
 _BIN = Path(sys.executable).parent
 
@@ -182,6 +185,8 @@ def _run_ray_sampler(args: list[str], cwd: Path, expected_output: list[str], ray
         budget_flag = BUDGETS[command][0]
         if budget_flag not in args:
             args = [*args, *BUDGETS[command]]
+        elif command == "train" and int(args[args.index(budget_flag) + 1]) > MAX_DOC_ITERATIONS:
+            args[args.index(budget_flag) + 1] = str(MAX_DOC_ITERATIONS)
     proc = subprocess.run(
         [str(_BIN / "ray-sampler"), *args],
         cwd=cwd,
