@@ -79,6 +79,8 @@ class TrainingEvaluation:
         self.num_episodes_lost = 0
         self._snapshot: tuple[Any, Any] | None = None
         self.evaluator = Evaluator(runner, config, group=group) if config.is_on else None
+        if self.evaluator is not None:  # against an opponent: its win, draw and loss rates too
+            self.keys += self.evaluator.opponent_keys
 
     def begin(self, iteration: int) -> None:
         """Before iteration ``iteration`` samples: starts a parallel evaluation that is due."""

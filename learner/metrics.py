@@ -31,6 +31,7 @@ __all__ = [
     "StopReason",
     "TrainResult",
     "async_figures",
+    "format_against",
     "format_outcomes",
 ]
 
@@ -225,6 +226,18 @@ def format_outcomes(outcomes: Mapping[str, float]) -> str:
 
 
 _OUTCOME_WORDS = (("win", "won"), ("draw", "drew"), ("loss", "lost"))
+
+
+def format_against(evaluation: Mapping[str, float]) -> str:
+    """An evaluation against the random opponent in words (``evaluation_opponent``); empty for any
+    other evaluation, or an iteration that did not evaluate.
+
+    >>> format_against({"episode_return_mean": 0.5, "win": 0.7, "draw": 0.1, "loss": 0.2})
+    'against random won 70% drew 10% lost 20%'
+    """
+    if math.isnan(evaluation.get("win", math.nan)):
+        return ""
+    return "against random " + " ".join(f"{word} {_percent(evaluation[kind])}" for kind, word in _OUTCOME_WORDS)
 
 
 def _percent(share: float) -> str:

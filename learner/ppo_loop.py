@@ -46,6 +46,7 @@ from learner.train import (
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.evaluation import check_evaluation_opponent
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.sampling.policies import build_multi_agent_policy
 from ray_sampler.sampling.runner_build import build_policy
@@ -74,6 +75,7 @@ def sync_iterations(
             pieces = (*ma_runner.env_to_module_connectors, MeanStdFilter())
             ma_runner = dataclasses.replace(ma_runner, env_to_module_connectors=pieces)
         agents, spaces_by_module = probe_multi_agent(ma_runner)
+        check_evaluation_opponent(cfg.evaluation, ma_runner, agents)
         policy_runner = ma_runner
         modules = build_multi_rl_module(ma_runner, spaces_by_module)
         observation_space = repr({mid: sp[0] for mid, sp in spaces_by_module.items()})
@@ -91,6 +93,7 @@ def sync_iterations(
         )
     else:
         return_keys = []
+        check_evaluation_opponent(cfg.evaluation, None, None)
         probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
         spaces = (probe.observation_space, probe.action_space)
         observation_space, reward_threshold = repr(spaces[0]), probe.reward_threshold

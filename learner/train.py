@@ -213,6 +213,11 @@ def check_evaluation(cfg: Any) -> None:
             "'stop_on' 'evaluation' needs evaluation on: 'evaluation.evaluation_interval' must be >= 1 (got "
             f"{cfg.evaluation.evaluation_interval})"
         )
+    if cfg.evaluation.evaluation_opponent is not None and not cfg.evaluation.is_on:
+        raise ConfigError(
+            f"'evaluation.evaluation_opponent' {cfg.evaluation.evaluation_opponent!r} needs evaluation on: "
+            f"'evaluation.evaluation_interval' must be >= 1 (got {cfg.evaluation.evaluation_interval})"
+        )
 
 
 def check_stop_rule(target_return: float | str | None, stop_window: int) -> None:

@@ -75,6 +75,7 @@ from ray_sampler.sampling.config import BatchMode
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.evaluation import check_evaluation_opponent
 from ray_sampler.sampling.runner_build import build_policy
 
 __all__ = ["AsyncSamplesConfig", "AsyncTrainResult", "async_iterations", "check_async", "train_async"]
@@ -159,6 +160,7 @@ def async_iterations(
     check_async(cfg)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
     ppo = dataclasses.replace(cfg.ppo, vtrace=True)
+    check_evaluation_opponent(cfg.evaluation, None, None)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
     group_config = dataclasses.replace(

@@ -62,6 +62,7 @@ from ray_sampler.errors import ConfigError, EnvRunnerFailedError
 from ray_sampler.sampling.config import BatchMode
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import EnvRunner, build_module
+from ray_sampler.sampling.evaluation import check_evaluation_opponent
 from ray_sampler.sampling.runner_build import build_policy
 from ray_sampler.sampling.runner_fleet import restart_config
 
@@ -169,6 +170,7 @@ def async_gradients_iterations(
     """``train_async_gradients``' loop as a generator of its updates' records (``learner.train.ppo_iterations``)."""
     check_async_gradients(cfg)
     check_training_resources(cfg.env_runner_group, 0, 0.0, cfg.evaluation)
+    check_evaluation_opponent(cfg.evaluation, None, None)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     central = ppo_learner_class(cfg.framework)(
         build_module(cfg.env_runner, probe.observation_space, probe.action_space), cfg.ppo

@@ -54,6 +54,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig
 from ray_sampler.sampling.env_creator import env_name, probe_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.env_runner_group import EnvRunnerGroup
+from ray_sampler.sampling.evaluation import check_evaluation_opponent
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
 from ray_sampler.sampling.policies import build_multi_agent_policy
 from ray_sampler.sampling.runner_build import build_policy
@@ -135,6 +136,7 @@ def _dqn_iterations(
         working = Path(cfg.replay.checkpoint_path or resume.replay_path.parent.parent / "replay-resumed.parquet")
         _copy_saved_replay(resume.replay_path, working, cfg.num_replay_shards)
         cfg = dataclasses.replace(cfg, replay=dataclasses.replace(cfg.replay, checkpoint_path=str(working)))
+    check_evaluation_opponent(cfg.evaluation, None, None)
     probe = probe_env(cfg.env_runner.env, cfg.env_runner.env_config)
     spaces = (probe.observation_space, probe.action_space)
     check_training_resources(cfg.env_runner_group, cfg.num_learners, cfg.num_cpus_per_learner, cfg.evaluation)
@@ -398,6 +400,7 @@ def _multi_agent_dqn_iterations(
 
     check_multi_agent_dqn(cfg, runner_config.multi_agent)
     agents, spaces = probe_multi_agent(runner_config)
+    check_evaluation_opponent(cfg.evaluation, runner_config, agents)
     modules = build_multi_rl_module(runner_config, spaces)
     stateful = [mid for mid, module in modules.items() if is_stateful(module)]
     if stateful:

@@ -25,6 +25,8 @@ _WIN_COLUMN = "outcome/win/"
 """A two-agent run's win-rate columns, one per agent (``run_dir.OUTCOME_PREFIX`` + ``win/``)."""
 _DRAW_COLUMN = "outcome/draw/"
 _ZERO_SUM_COLUMN = "outcome/zero_sum"
+_AGAINST_COLUMN = "evaluation/win"
+"""An evaluation's win rate against the random opponent (``evaluation_opponent``; NaN in other rows)."""
 """1 in a row whose window's episodes all summed to 0 (``run_dir.ZERO_SUM_COLUMN``)."""
 _FIGSIZE_IN = (9.0, 5.0)
 _DPI = 120
@@ -46,7 +48,8 @@ def draw_curves(
     a run that evaluates: its evaluations' mean return, dotted), and saves the PNG at ``out``;
     returns ``out``. Where every run is a zero-sum two-agent game (its last row says so), the
     summed return is 0 by construction: the picture is each agent's win rate instead, with the draw
-    rate dotted (no band, target or evaluation line: those are returns).
+    rate dotted, and a run that evaluates against the random opponent its win rate there (no band,
+    target or return line).
 
     Rows before the first finished episode (mean return NaN) are left out. Raises ``ConfigError``
     without matplotlib."""
@@ -124,3 +127,10 @@ def _draw_rates(ax: Any, label: str, rows: Sequence[Mapping[str, Any]], steps: l
     if columns:
         draws = [float(r[f"{_DRAW_COLUMN}{columns[0].removeprefix(_WIN_COLUMN)}"]) for r in rows]
         ax.plot(steps, draws, color="0.4", linewidth=1.2, linestyle=":", label=f"{label}: drawn")
+    evaluated = [r for r in rows if not math.isnan(float(r.get(_AGAINST_COLUMN, math.nan)))]
+    if evaluated:  # evaluations against the random opponent: the trained side's win rate
+        ax.plot(
+            [int(r["env_steps"]) for r in evaluated], [float(r[_AGAINST_COLUMN]) for r in evaluated],
+            color="black", linewidth=1.4, linestyle="-.", marker="s", markersize=4,
+            label=f"{label}: evaluation, won against random",
+        )  # fmt: skip

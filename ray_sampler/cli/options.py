@@ -71,6 +71,7 @@ ALIASES = {
     ("EvaluationConfig", "evaluation_duration"): "--evaluation-duration",
     ("EvaluationConfig", "evaluation_duration_unit"): "--evaluation-duration-unit",
     ("EvaluationConfig", "evaluation_num_env_runners"): "--evaluation-num-env-runners",
+    ("EvaluationConfig", "evaluation_opponent"): "--evaluation-opponent",
 }
 """Short names of the options set most often, beside their full ones (``--num-env-runners`` for
 ``--env-runner-group.num-env-runners``)."""
@@ -353,8 +354,9 @@ def _one_line(box: str, hidden: tuple[str, ...] = ()) -> str:
     text = re.sub(rf"^Error parsing ({_SPELLINGS}): ", r"\1: ", text)
     text = re.sub(rf"^Missing value for argument '({_SPELLINGS})'.*", r"\1: a value is needed (got none)", text)
     choice = re.match(rf"invalid choice '(.*)' for argument '({_SPELLINGS})'\. Expected one of \((.*)\)\.?$", text)
-    if choice:
-        return f"{choice[2]}: one of {choice[3]} allowed (got '{choice[1]}')"
+    if choice:  # a Literal | None's choices come from a set: None goes last, for the same line every time
+        choices = ", ".join(sorted(choice[3].split(", "), key=lambda c: c == "'None'"))
+        return f"{choice[2]}: one of {choices} allowed (got '{choice[1]}')"
     union = re.match(rf"({_SPELLINGS}): no type matching (\S+) could be instantiated from \[(.*?)\]", text)
     if union:
         return f"{union[1]}: {union[2].replace('|', ' or ')} allowed (got {union[3]})"

@@ -200,10 +200,14 @@ class TrainingProgress:
         self._live: Live | None = None
         self._last: IterationRecord | None = None
         self._last_evaluation = math.nan  # the newest evaluation's mean return (NaN: none yet)
+        self._last_against = ""  # the newest evaluation against an opponent, in words (empty: none)
         self._last_at = time.monotonic()
         self._spinner = Spinner("dots", style="cyan")
         self._outcome: Outcome | None = None  # set by close(summary): the display's last frame shows it
         self._is_closed = False
+
+    def _evaluation_words(self) -> str:
+        return f"evaluation {self._last_against or _num(self._last_evaluation)}"
 
     @property
     def is_live(self) -> bool:
@@ -216,6 +220,7 @@ class TrainingProgress:
         self._last, self._last_at = record, time.monotonic()
         if not math.isnan(record.evaluation.get("episode_return_mean", math.nan)):
             self._last_evaluation = record.evaluation["episode_return_mean"]
+            self._last_against = _against(record)
         if self._console is None:
             self._print_plain(
                 iteration_line(record, total_env_steps=self._total_env_steps, total_iterations=self._total_iterations)
@@ -309,7 +314,7 @@ class TrainingProgress:
                 Text(f"{format_rate(record.env_steps_per_s)} steps/s"),
                 Text(f"{record.episodes:,} episodes"),
                 *_return_figures(record),
-                *([] if math.isnan(self._last_evaluation) else [Text(f"evaluation {_num(self._last_evaluation)}")]),
+                *([] if math.isnan(self._last_evaluation) else [Text(self._evaluation_words())]),
                 *([Text(_asynchronous(record))] if record.asynchronous else []),
                 Text(format_duration(elapsed)),
             ]
@@ -362,9 +367,16 @@ def _whole(value: float) -> str:
 
 
 def _evaluation(record: IterationRecord) -> str:
-    """``, evaluation 412.5`` in an iteration that evaluated; empty otherwise."""
+    """``, evaluation 412.5`` in an iteration that evaluated (against an opponent: ``, evaluation
+    against random won 70% drew 10% lost 20%``); empty otherwise."""
     mean = record.evaluation.get("episode_return_mean", math.nan)
-    return "" if math.isnan(mean) else f", evaluation {_num(mean)}"
+    return "" if math.isnan(mean) else f", evaluation {_against(record) or _num(mean)}"
+
+
+def _against(record: IterationRecord) -> str:
+    from learner.metrics import format_against  # loaded already: the record came from a learner's loop
+
+    return format_against(record.evaluation)
 
 
 def format_rate(per_s: float) -> str:

@@ -66,6 +66,7 @@ from ray_sampler.resources import never_fits
 from ray_sampler.sampling.config import BatchMode, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
+from ray_sampler.sampling.evaluation import check_evaluation_opponent
 from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.multi_agent_config import AgentTable, MultiAgentConfig, policy_mapping
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
@@ -357,6 +358,12 @@ def check_module_builds(command: TrainPPO | TrainDQN, cfg: PPOTrainingConfig | D
             build_module(cfg.env_runner, *env_spaces(command.env, cfg.env_runner.env_config))
     except (ConfigError, SpaceError) as e:
         raise UsageError(f"--env {command.env!r} cannot be trained with {command.algo.upper()}: {e}") from None
+    if cfg.evaluation.evaluation_opponent is not None:
+        agents = probe_multi_agent(cfg.env_runner)[0] if multi_agent is not None else None
+        try:
+            check_evaluation_opponent(cfg.evaluation, cfg.env_runner, agents)
+        except ConfigError as e:
+            raise UsageError(f"--evaluation-opponent: {e}") from None
 
 
 def _check_same_modules(command: TrainPPO | TrainDQN) -> None:

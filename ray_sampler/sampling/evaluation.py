@@ -15,6 +15,12 @@ Duration: ``evaluation_duration`` episodes (or env steps, ``evaluation_duration_
 split over the evaluation runners and rounded up to a whole number per runner, as RLlib does. A
 runner killed in the middle is replaced, its replacement runs its share, and the episodes it had
 running are counted in ``num_episodes_lost`` (never reported half-made).
+
+Opponent: ``evaluation_opponent="random"`` evaluates a two-player game's trained modules against a
+uniformly random player (of legal moves where the observations carry an ``action_mask``), which
+takes the seats in turn, episode by episode (``OpponentMapping``). The episode's return is then the
+trained side's, and the summary gives its win, draw and loss rates, overall and by the seat it
+played (``win/<agent>``): a zero-sum game's summed return is 0 by construction and says nothing.
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,10 +39,14 @@ from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig, EnvRunnerGro
 from ray_sampler.validate import check_enum, check_int, check_type, replace_field
 
 __all__ = [
+    "OPPONENTS",
+    "OPPONENT_MODULE_ID",
     "DurationUnit",
     "EvaluationConfig",
     "EvaluationResult",
     "Evaluator",
+    "OpponentMapping",
+    "check_evaluation_opponent",
     "evaluation_runner_config",
     "evaluation_seed",
 ]
@@ -44,6 +54,11 @@ __all__ = [
 _EVALUATION_TAG = 0x6576616C  # "eval": the evaluation envs' seed stream
 _RUNNER_FIELDS = {f.name for f in dataclasses.fields(EnvRunnerConfig)}
 _NOT_OVERRIDDEN = {"batch_mode", "seed"}  # evaluation runs whole episodes on its own seed stream
+OPPONENTS = ("random",)
+"""The values ``evaluation_opponent`` takes besides None."""
+OPPONENT_MODULE_ID = "opponent_random"
+"""The module id the random opponent acts as in the evaluation runners (``module/opponent_random``)."""
+_DRAW_TOLERANCE = 1e-6  # a return within this of 0 is a draw
 
 
 class DurationUnit(str, Enum):
@@ -70,6 +85,11 @@ class EvaluationConfig:
     """Overrides of the runner config for the evaluation runners (any ``EnvRunnerConfig`` field but
     ``batch_mode`` and ``seed``, e.g. ``env_config`` for a harder level), and ``explore`` (default
     False: greedy)."""
+    evaluation_opponent: Literal["random"] | None = None
+    """Two-player games: None (default) evaluates the modules as the training runs map them;
+    ``"random"`` plays the trained modules against a uniformly random player of legal moves, which
+    takes each seat in turn. The reported return is then the trained side's, with its win, draw
+    and loss rates (``win``, ``draw``, ``loss``; by seat ``win/<agent>`` ...)."""
 
     def __post_init__(self) -> None:
         if self.evaluation_interval is None:
@@ -89,6 +109,10 @@ class EvaluationConfig:
             )
         if "explore" in self.evaluation_config:
             check_type("evaluation_config['explore']", self.evaluation_config["explore"], bool)
+        if self.evaluation_opponent is not None and self.evaluation_opponent not in OPPONENTS:
+            raise ConfigError(
+                f"'evaluation_opponent' must be None or one of {list(OPPONENTS)} (got {self.evaluation_opponent!r})"
+            )
         if self.evaluation_parallel_to_training and self.evaluation_num_env_runners == 0:
             raise ConfigError(
                 "'evaluation_parallel_to_training' needs remote evaluation runners: 'evaluation_num_env_runners' "
@@ -116,15 +140,96 @@ def evaluation_seed(seed: int | None) -> int | None:
     return int(np.random.SeedSequence([seed, _EVALUATION_TAG]).generate_state(1)[0]) >> 2
 
 
-def evaluation_runner_config(runner: EnvRunnerConfig, config: EvaluationConfig) -> EnvRunnerConfig:
+def evaluation_runner_config(
+    runner: EnvRunnerConfig, config: EvaluationConfig, agents: Sequence[Hashable] = ()
+) -> EnvRunnerConfig:
     """The evaluation runners' config: ``runner`` with ``evaluation_config``'s overrides, whole episodes,
-    and the evaluation seed stream."""
+    and the evaluation seed stream; with ``evaluation_opponent``, the random opponent's module and
+    mapping on the two ``agents`` (the env's possible agents)."""
     overrides = {k: v for k, v in config.evaluation_config.items() if k != "explore"}
     if "env_config" in overrides:  # merged key by key, as --env-config flags are
         overrides["env_config"] = {**runner.env_config, **overrides["env_config"]}
+    if config.evaluation_opponent is not None:
+        check_evaluation_opponent(config, runner, agents)
+        overrides["multi_agent"] = _with_opponent(runner.multi_agent, tuple(agents))
     return dataclasses.replace(
         runner, **overrides, batch_mode=BatchMode.COMPLETE_EPISODES, seed=evaluation_seed(runner.seed)
     )
+
+
+def check_evaluation_opponent(
+    config: EvaluationConfig, runner: EnvRunnerConfig | None, agents: Sequence[Hashable] | None
+) -> None:
+    """ConfigError unless ``config.evaluation_opponent`` is None or fits the run: a multi-agent
+    ``runner`` (None: a single-agent run) whose env has exactly two possible ``agents`` and no module
+    of the opponent's id. Training loops call it before their actors start."""
+    opponent = config.evaluation_opponent
+    if opponent is None:
+        return
+    if runner is None or runner.multi_agent is None or agents is None:
+        raise ConfigError(
+            f"'evaluation_opponent' {opponent!r} plays two-player multi-agent games; this run's env is single-agent"
+        )
+    if len(agents) != 2:
+        raise ConfigError(
+            f"'evaluation_opponent' {opponent!r} plays two-player games; the env has {len(agents)} possible "
+            f"agents {[str(a) for a in agents]}"
+        )
+    if OPPONENT_MODULE_ID in runner.multi_agent.module_ids:
+        raise ConfigError(
+            f"'evaluation_opponent' {opponent!r} acts as module {OPPONENT_MODULE_ID!r}, which the run's "
+            f"modules {list(runner.multi_agent.module_ids)} already name: rename that module"
+        )
+
+
+def _with_opponent(base: Any, agents: tuple[Hashable, ...]) -> Any:
+    """``base`` (the training runners' MultiAgentConfig) with the random opponent's module and a
+    mapping that seats it (``OpponentMapping``)."""
+    from ray_sampler.modules.random_module import RandomModule
+    from ray_sampler.sampling.multi_agent_config import ModuleSpec, MultiAgentConfig
+
+    specs = {mid: base.spec(mid) for mid in base.module_ids}
+    specs[OPPONENT_MODULE_ID] = ModuleSpec(module_class=RandomModule, module_config={})
+    return MultiAgentConfig(
+        policies=specs,
+        policy_mapping_fn=OpponentMapping(base, agents),
+        policies_to_train=base.trained_module_ids,
+        centralized_critic=base.centralized_critic,
+        global_state=base.global_state,
+    )
+
+
+class OpponentMapping:
+    """A ``policy_mapping_fn`` for evaluation against an opponent: in each new episode the opponent
+    (``OPPONENT_MODULE_ID``) takes the next seat of ``agents`` in turn (the first episode a runner
+    starts: ``agents[0]``), and the other agent gets its module from ``base`` (a MultiAgentConfig).
+
+    >>> from types import SimpleNamespace
+    >>> from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
+    >>> mapping = OpponentMapping(MultiAgentConfig(), ("x", "o"))
+    >>> first, second = SimpleNamespace(id_="e1"), SimpleNamespace(id_="e2")
+    >>> [mapping("x", first), mapping("o", first), mapping("o", second), mapping("x", second)]
+    ['opponent_random', 'default_policy', 'opponent_random', 'default_policy']
+    """
+
+    _REMEMBERED = 4096  # episode ids kept; a runner has at most its sub-envs' episodes running
+
+    def __init__(self, base: Any, agents: tuple[Hashable, ...]) -> None:
+        self.base, self.agents = base, agents
+        self._seats: dict[Any, int] = {}
+        self._episodes = 0
+
+    def __call__(self, agent_id: Hashable, episode: Any, **kwargs: Any) -> str:
+        key = getattr(episode, "id_", id(episode))
+        seat = self._seats.get(key)
+        if seat is None:
+            seat = self._seats[key] = self._episodes % len(self.agents)
+            self._episodes += 1
+            if len(self._seats) > self._REMEMBERED:
+                del self._seats[next(iter(self._seats))]
+        if agent_id == self.agents[seat]:
+            return OPPONENT_MODULE_ID
+        return str(self.base.map_agent(agent_id, episode))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -141,6 +246,9 @@ class EvaluationResult:
     num_env_runner_restarts: int = 0
     duration_s: float = math.nan
     """Wall time from the evaluation's start to its result."""
+    seats: list[str] = dataclasses.field(default_factory=list)
+    """Against an opponent: the agent the trained side played in each episode (``episode_returns``
+    are that side's returns); empty otherwise."""
 
     @property
     def num_episodes(self) -> int:
@@ -163,6 +271,32 @@ class EvaluationResult:
             )
         for key, values in self.returns_by.items():
             out[f"{key}/episode_return_mean"] = float(np.mean(values)) if values else math.nan
+        if self.seats:
+            out.update(self.outcomes())
+        return out
+
+    def outcomes(self, agents: Sequence[Hashable] = ()) -> dict[str, float]:
+        """Against an opponent: the trained side's ``win``, ``draw`` and ``loss`` rates, and by the
+        seat it played ``win/<agent>`` ... (for each of ``agents`` too, NaN where it never sat);
+        empty without one.
+
+        >>> result = EvaluationResult(episode_returns=[1.0, 0.0, -1.0, 1.0], episode_lengths=[5, 9, 6, 7],
+        ...                           seats=["x", "o", "x", "o"])
+        >>> {k: v for k, v in result.outcomes().items() if k in ("win", "draw", "win/x", "loss/x")}
+        {'win': 0.5, 'draw': 0.25, 'win/x': 0.5, 'loss/x': 0.5}
+        """
+        if not self.seats:
+            return {}
+        returns, seats = np.asarray(self.episode_returns, np.float64), np.asarray(self.seats)
+        out: dict[str, float] = {}
+        for suffix, rows in (
+            ("", np.ones(len(returns), bool)),
+            *((f"/{a}", seats == str(a)) for a in dict.fromkeys([*map(str, agents), *self.seats])),
+        ):
+            chosen = returns[rows]
+            won, lost = chosen > _DRAW_TOLERANCE, chosen < -_DRAW_TOLERANCE
+            for kind, hits in (("win", won), ("draw", ~(won | lost)), ("loss", lost)):
+                out[f"{kind}{suffix}"] = float(hits.mean()) if len(chosen) else math.nan
         return out
 
 
@@ -177,18 +311,27 @@ def _episode_returns_by(episode: Any) -> dict[str, float]:
     return out
 
 
-def _result_of(episodes: list[Any], *, lost: int = 0, restarts: int = 0) -> EvaluationResult:
+def _trained_side(episode: Any) -> tuple[float, str]:
+    """Against an opponent: the return of the agents not played by it, and the agent(s) they are."""
+    mine = [aid for aid in episode.agent_episodes if episode.module_for(aid) != OPPONENT_MODULE_ID]
+    total = sum(float(episode.agent_episodes[aid].get_return()) for aid in mine)
+    return total, ",".join(map(str, mine))
+
+
+def _result_of(episodes: list[Any], *, lost: int = 0, restarts: int = 0, opponent: bool = False) -> EvaluationResult:
     by: dict[str, list[float]] = {}
     for episode in episodes:
         if hasattr(episode, "agent_episodes"):
             for key, value in _episode_returns_by(episode).items():
                 by.setdefault(key, []).append(value)
+    sides = [_trained_side(ep) for ep in episodes] if opponent else []
     return EvaluationResult(
-        episode_returns=[float(ep.get_return()) for ep in episodes],
+        episode_returns=[r for r, _ in sides] if opponent else [float(ep.get_return()) for ep in episodes],
         episode_lengths=[len(ep) for ep in episodes],
         returns_by=dict(sorted(by.items())),
         num_episodes_lost=lost,
         num_env_runner_restarts=restarts,
+        seats=[seat for _, seat in sides],
     )
 
 
@@ -203,7 +346,14 @@ class Evaluator:
         group: EnvRunnerGroupConfig | None = None,
     ) -> None:
         self.config = config
-        self.runner_config = evaluation_runner_config(runner, config)
+        self.agents: tuple[Hashable, ...] = ()
+        """Against an opponent: the env's two possible agents (the seats); empty otherwise."""
+        if config.evaluation_opponent is not None and runner.multi_agent is not None:
+            from ray_sampler.sampling.multi_agent_env_runner import probe_multi_agent, resolve_multi_agent
+
+            runner = resolve_multi_agent(runner)  # the seats' modules as the training runners build them
+            self.agents = tuple(probe_multi_agent(runner)[0])
+        self.runner_config = evaluation_runner_config(runner, config, self.agents)
         self.num_env_runners = config.evaluation_num_env_runners
         self._local: Any = None
         self._group: Any = None
@@ -271,7 +421,8 @@ class Evaluator:
         kind, payload = self._pending
         self._pending = None
         if kind == "local":
-            return dataclasses.replace(_result_of(payload), duration_s=time.perf_counter() - self._started_at)
+            result = _result_of(payload, opponent=self.agents != ())
+            return dataclasses.replace(result, duration_s=time.perf_counter() - self._started_at)
         episodes = payload.result()
         metrics = self._group.metrics
         restarts = metrics.num_env_runner_restarts - self._restarts_seen
@@ -279,8 +430,18 @@ class Evaluator:
         # A runner that died in the call had an episode running in each sub-env (complete mode ships
         # none of it); the group gave its request to its replacement, which ran the episodes anew.
         lost = restarts * self.runner_config.num_envs_per_env_runner
-        result = _result_of(episodes, lost=lost, restarts=restarts)
+        result = _result_of(episodes, lost=lost, restarts=restarts, opponent=self.agents != ())
         return dataclasses.replace(result, duration_s=time.perf_counter() - self._started_at)
+
+    @property
+    def opponent_keys(self) -> list[str]:
+        """Against an opponent: the summary's outcome keys (``win``, ``draw``, ``loss``, then by seat);
+        empty otherwise."""
+        if not self.agents:
+            return []
+        return [
+            f"{kind}{suffix}" for suffix in ("", *(f"/{a}" for a in self.agents)) for kind in ("win", "draw", "loss")
+        ]
 
     @property
     def env_runner_group(self) -> Any:

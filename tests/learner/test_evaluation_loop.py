@@ -20,6 +20,7 @@ from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.evaluation import EvaluationConfig
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.multi_agent_env import make_multi_agent
+from tests.ray_sampler.ma_envs import CallGame
 
 KEYS = {"episode_return_mean", "episode_return_std", "episode_return_min", "episode_return_max"}
 KEYS |= {"episode_len_mean", "num_episodes", "duration_s"}
@@ -107,3 +108,28 @@ def test_dqn_and_appo_report_their_evaluations() -> None:
     records.clear()
     result = train_ppo(appo, on_iteration=records.append)
     assert _evaluated(records) == [2, 4] and result.iterations == 4
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_two_player_run_evaluates_against_the_random_opponent_with_its_rates_in_every_record() -> None:
+    runner = EnvRunnerConfig(env=CallGame, multi_agent=MultiAgentConfig(), num_envs_per_env_runner=4, seed=0)
+    runner = dataclasses.replace(runner, rollout_fragment_length=16)
+    evaluation = EvaluationConfig(evaluation_interval=2, evaluation_duration=30, evaluation_opponent="random")
+    cfg = ppo(max_iterations=2, evaluation=evaluation)
+    records: list[IterationRecord] = []
+    train_ppo(dataclasses.replace(cfg, env_runner=runner), on_iteration=records.append)
+    rates = {f"{kind}{seat}" for kind in ("win", "draw", "loss") for seat in ("", "/a", "/b")}
+    assert all(rates <= set(r.evaluation) for r in records)  # the same columns in every row
+    assert all(math.isnan(records[0].evaluation[k]) for k in rates)  # iteration 1 did not evaluate
+    last = records[1].evaluation
+    assert last["num_episodes"] == 30 and last["win"] + last["draw"] + last["loss"] == pytest.approx(1.0, abs=1e-9)
+    # Each seat was played (alternating seats over 2 runners' episodes), its rates a distribution too.
+    assert all(last[f"win/{s}"] + last[f"draw/{s}"] + last[f"loss/{s}"] == pytest.approx(1.0, abs=1e-9) for s in "ab")
+
+
+def test_an_opponent_without_evaluation_or_with_a_single_agent_env_is_refused_before_any_actor() -> None:
+    with pytest.raises(ConfigError, match=r"'evaluation.evaluation_opponent' 'random' needs evaluation on"):
+        ppo(evaluation=EvaluationConfig(evaluation_opponent="random"))
+    single = ppo(max_iterations=1, evaluation=EvaluationConfig(evaluation_interval=1, evaluation_opponent="random"))
+    with pytest.raises(ConfigError, match=r"plays two-player multi-agent games; this run's env is single-agent"):
+        train_ppo(single)  # no Ray here: it fails before any actor would start

@@ -11,6 +11,7 @@ from ray_sampler.data.multi_agent_episode import MultiAgentEpisode
 from ray_sampler.sampling.multi_agent_env import ALL, MultiAgentEnv
 
 __all__ = [
+    "CallGame",
     "RandomScheduleEnv",
     "RecallEnv",
     "RecordingEnv",
@@ -135,6 +136,31 @@ class TurnTakingEnv(MultiAgentEnv):
         done = self.left == 0
         obs = {} if done else {self.possible_agents[self.turn]: np.array([self.left], np.float32)}
         return obs, reward, {ALL: done}, {ALL: False}, {}
+
+
+class CallGame(MultiAgentEnv):
+    """A one-move zero-sum game for two: both call 0 or 1 at once; a 0 against a 1 wins (+1, the
+    other -1), equal calls draw. A player that always calls 0 never loses. ``players`` names them
+    (``config["players"]``: three makes a game an opponent cannot join)."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.possible_agents = list((config or {}).get("players", ["a", "b"]))
+        self.observation_spaces = dict.fromkeys(self.possible_agents, gym.spaces.Box(0, 1, (1,), np.float32))
+        self.action_spaces = {p: gym.spaces.Discrete(2) for p in self.possible_agents}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed, options=options)
+        self.agents = list(self.possible_agents)
+        return {p: np.ones(1, np.float32) for p in self.agents}, {}
+
+    def step(self, action_dict: dict[Any, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        calls = {p: int(action_dict[p]) for p in self.agents}
+        zeros = sum(1 for c in calls.values() if c == 0)
+        winner = 0.0 < zeros < len(calls)  # someone called 0 against a 1
+        reward = {p: (1.0 if c == 0 else -1.0) if winner else 0.0 for p, c in calls.items()}
+        obs = {p: np.zeros(1, np.float32) for p in self.agents}
+        return obs, reward, {ALL: True}, {ALL: False}, {}
 
 
 class _BitGame(MultiAgentEnv):

@@ -73,6 +73,18 @@ def test_a_zero_sum_run_draws_the_win_rates_not_the_summed_return(tmp_path: Path
     assert draw_curves({"run": other_wins}, tmp_path / "c.png", title="t").read_bytes() != rates
 
 
+def test_a_zero_sum_run_that_evaluates_against_the_random_opponent_draws_that_win_rate(tmp_path: Path) -> None:
+    rows = _two_agent_rows(zero_sum=1)
+    plain = draw_curves({"run": rows}, tmp_path / "a.png", title="t").read_bytes()
+    against = [{**r, "evaluation/win": math.nan if i % 2 else 0.5 + i / 40} for i, r in enumerate(rows)]
+    drawn = draw_curves({"run": against}, tmp_path / "b.png", title="t").read_bytes()
+    assert drawn != plain
+    higher = [{**r, "evaluation/win": r["evaluation/win"] + 0.2} for r in against]
+    assert draw_curves({"run": higher}, tmp_path / "c.png", title="t").read_bytes() != drawn
+    unevaluated = [{**r, "evaluation/win": math.nan} for r in rows]  # a run that never evaluated: no line
+    assert draw_curves({"run": unevaluated}, tmp_path / "d.png", title="t").read_bytes() == plain
+
+
 def test_a_two_agent_run_that_is_not_zero_sum_keeps_its_return_curve(tmp_path: Path) -> None:
     plain = draw_curves({"run": _rows(10)}, tmp_path / "a.png", title="t").read_bytes()
     rows = _two_agent_rows(zero_sum=0)

@@ -152,6 +152,13 @@ class TestPlainMode:
         skipped = make_record(best_return_mean=30.25, evaluation={"episode_return_mean": math.nan})
         assert iteration_line(skipped).endswith("(last 57), best 30.2, 1.2 s")
 
+    def test_an_evaluation_against_the_random_opponent_gives_its_rates(self) -> None:
+        against = {"episode_return_mean": 0.5, "win": 0.7, "draw": 0.1, "loss": 0.2, "win/player_1": 0.9}
+        line = iteration_line(_zero_sum_record(evaluation=against))
+        assert line.endswith("(last 57), evaluation against random won 70% drew 10% lost 20%, 1.2 s")
+        skipped = {**against, "episode_return_mean": math.nan, "win": math.nan}
+        assert "evaluation" not in iteration_line(_zero_sum_record(evaluation=skipped))
+
     def test_no_window_before_the_first_episode(self) -> None:
         record = make_record(iteration=1, episodes=0, window=0, return_mean=math.nan, return_min=math.nan)
         assert "0 episodes, mean return -, best -," in iteration_line(record)
@@ -233,6 +240,14 @@ class TestLiveMode:
         text = re.sub(r"\s+", " ", _text(out))  # wrapped at 80
         assert "player_1 won 45% drew 10% lost 45%, player_2 won 45% drew 10% lost 45% (last 57)" in text
         assert "summed return" not in text and "best" not in text
+
+    def test_the_display_keeps_the_last_evaluation_against_the_opponent(self) -> None:
+        out = io.StringIO()
+        against = {"episode_return_mean": 0.5, "win": 0.7, "draw": 0.1, "loss": 0.2}
+        with TrainingProgress(out, plain=False) as progress:
+            progress.update(_zero_sum_record(evaluation=against))
+            progress.update(_zero_sum_record(iteration=4, evaluation=dict.fromkeys(against, math.nan)))
+        assert "evaluation against random won 70% drew 10% lost 20%" in re.sub(r"\s+", " ", _text(out))
 
     def test_an_asynchronous_run_shows_the_policy_lag(self) -> None:
         out = io.StringIO()

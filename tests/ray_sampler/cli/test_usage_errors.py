@@ -113,6 +113,16 @@ CASES: list[tuple[list[str], str]] = [
     (["train-dqn", "--dqn.target-update-every", "0"], "--dqn.target-update-every must be an int >= 1 (got 0)"),
     (["train-dqn", "--updates-per-env-step", "-1"], "--updates-per-env-step must be a finite number > 0"),
     (["train-dqn", "--env", "Pendulum-v1"], "--env 'Pendulum-v1' cannot be trained with DQN: "),
+    (
+        ["train", "--evaluation-opponent", "random", "--evaluation-interval", "1"],
+        "--evaluation-opponent: 'evaluation_opponent' 'random' plays two-player multi-agent games; this run's env is",
+    ),
+    (
+        ["train", "--env", "ma-cartpole:3", "--evaluation-opponent", "random", "--evaluation-interval", "1"],
+        "--evaluation-opponent: 'evaluation_opponent' 'random' plays two-player games; the env has 3 possible agents",
+    ),
+    (["train", "--evaluation-opponent", "random"], "--evaluation-opponent 'random' needs evaluation on: "),
+    (["train", "--evaluation-opponent", "rand"], "--evaluation-opponent: one of 'random', 'None' allowed (got 'rand')"),
     (["sample", "--iterations", "0"], "--iterations must be an int >= 1 (got 0)"),
     (["sample", "--batch-mode", "x"], "--batch-mode: one of 'truncate_episodes', 'complete_episodes' allowed"),
     (["sample", "--num-env-runners", "0"], "--num-env-runners must be an int >= 1 (got 0)"),

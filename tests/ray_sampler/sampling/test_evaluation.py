@@ -7,19 +7,25 @@ import time
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
+from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError
+from ray_sampler.modules.random_module import RandomModule
 from ray_sampler.sampling.config import BatchMode, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import sub_env_seeds
 from ray_sampler.sampling.evaluation import (
     EvaluationConfig,
     Evaluator,
+    check_evaluation_opponent,
     evaluation_runner_config,
     evaluation_seed,
 )
+from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.runner_build import build_policy
 from tests.helpers import StampEnv, kill_and_wait, stamp_creator, stamp_length
+from tests.ray_sampler.ma_envs import CallGame
 
 
 @pytest.mark.parametrize(
@@ -97,3 +103,76 @@ def test_a_killed_evaluation_runner_is_replaced_and_its_episodes_counted_lost() 
         assert hit.num_episodes == 4 and sorted(hit.episode_lengths) == sorted(2 * [stamp_length(0, k) for k in (0, 1)])
         after = evaluator.evaluate(weights)  # the replacement evaluates too
         assert after.num_episodes == 4 and after.num_episodes_lost == 0 and after.num_env_runner_restarts == 0
+
+
+class CallsZero(RandomModule):
+    """Always calls 0: in ``CallGame`` it never loses (holds no weights, as the random player)."""
+
+    def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {Columns.ACTIONS: np.zeros(len(batch[Columns.OBS]), np.int64)}
+
+    forward_exploration = forward_inference
+
+
+def _call_game(**kwargs: Any) -> EnvRunnerConfig:
+    return EnvRunnerConfig(
+        env=CallGame, multi_agent=MultiAgentConfig(), module_class=CallsZero, module_config={}, seed=0, **kwargs
+    )
+
+
+class TestRandomOpponent:
+    def test_the_opponent_takes_each_seat_in_turn_and_the_trained_side_is_reported(self) -> None:
+        config = EvaluationConfig(evaluation_duration=40, evaluation_opponent="random")
+        with Evaluator(_call_game(), config) as evaluator:
+            assert evaluator.agents == ("a", "b")
+            result = evaluator.evaluate({})
+        assert result.num_episodes == 40
+        # One sub-env, episodes one after another: the seats alternate, 20 each.
+        assert all(x != y for x, y in zip(result.seats, result.seats[1:], strict=False))
+        assert sorted(result.seats) == ["a"] * 20 + ["b"] * 20
+        # The trained side always calls 0: it never loses; it wins exactly when the random player calls 1.
+        # (Random play on both seats would lose; the trained side on both would only draw.)
+        summary = result.summary()
+        assert summary["loss"] == 0.0 and summary["loss/a"] == 0.0 and summary["loss/b"] == 0.0
+        assert 0.0 < summary["win"] < 1.0 and summary["win"] + summary["draw"] == pytest.approx(1.0, abs=1e-12)
+        assert set(result.episode_returns) <= {0.0, 1.0}  # the trained side's own returns
+        assert summary["episode_return_mean"] == pytest.approx(summary["win"], abs=1e-12)
+        by = result.returns_by
+        assert by["module/opponent_random"] == [-r for r in by["module/default_policy"]]  # zero-sum, per episode
+        assert by["module/default_policy"] == result.episode_returns
+        assert evaluator.opponent_keys[:3] == ["win", "draw", "loss"] and "loss/b" in evaluator.opponent_keys
+
+    def test_without_an_opponent_the_summary_has_no_rates(self) -> None:
+        with Evaluator(_call_game(), EvaluationConfig(evaluation_duration=4)) as evaluator:
+            result = evaluator.evaluate({})
+            assert evaluator.opponent_keys == []
+        assert result.seats == [] and "win" not in result.summary()
+        assert set(result.episode_returns) == {0.0}  # CallsZero on both seats: every game drawn
+
+    @pytest.mark.parametrize(
+        ("runner", "agents", "match"),
+        [
+            (None, None, r"plays two-player multi-agent games; this run's env is single-agent"),
+            (_call_game(), ["a", "b", "c"], r"plays two-player games; the env has 3 possible agents \['a', 'b', 'c'\]"),
+            (
+                EnvRunnerConfig(env=CallGame, multi_agent=MultiAgentConfig(policies=("opponent_random",))),
+                ["a", "b"],
+                r"acts as module 'opponent_random', which the run's modules \['opponent_random'\] already name",
+            ),
+        ],
+        ids=["single-agent", "three-players", "module-id-taken"],
+    )
+    def test_a_run_the_opponent_cannot_play_is_one_line(self, runner: Any, agents: Any, match: str) -> None:
+        with pytest.raises(ConfigError, match=match):
+            check_evaluation_opponent(EvaluationConfig(evaluation_opponent="random"), runner, agents)
+
+    def test_an_unknown_opponent_is_refused(self) -> None:
+        with pytest.raises(
+            ConfigError, match=r"'evaluation_opponent' must be None or one of \['random'\] \(got 'me'\)"
+        ):
+            EvaluationConfig(evaluation_opponent="me")  # type: ignore[arg-type]
+
+    def test_the_evaluator_refuses_a_game_of_three(self) -> None:
+        runner = _call_game(env_config={"players": ["a", "b", "c"]})
+        with pytest.raises(ConfigError, match=r"the env has 3 possible agents"):
+            Evaluator(runner, EvaluationConfig(evaluation_opponent="random"))
