@@ -187,8 +187,9 @@ class ReturnTracker:
             log(f"budget used (no target): {word} return {tail}")
         elif self.stop_on_evaluation:
             verdict = "reached" if self.reached else "did not reach"
-            last = f"(last {self.evaluation_mean:.1f})"
-            log(f"{verdict} evaluation return {self.target_return:g} {last}; training: {tail}")
+            last = f"(last {self.evaluation_mean:.3g})"
+            training = f"{format_outcomes(self.outcomes)} {window}" if self.is_zero_sum else tail
+            log(f"{verdict} evaluation return {self.target_return:g} {last}; training: {training}")
         else:
             log(f"{'reached' if self.reached else 'did not reach'} {word} return {self.target_return:g}: {tail}")
         return TrainResult(

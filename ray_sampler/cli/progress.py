@@ -88,6 +88,10 @@ class RunSummary:
     """A two-agent run: each agent's win, draw and loss rates at its end (``IterationRecord.outcomes``)."""
     is_zero_sum: bool = False
     """A zero-sum two-agent game: the headline gives ``outcomes`` (its summed return is 0 by construction)."""
+    evaluation: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The run's last evaluation (``IterationRecord.evaluation``; empty: none)."""
+    stop_on_evaluation: bool = False
+    """The target applied to the evaluations: the headline gives the last one."""
 
     @classmethod
     def of(
@@ -98,6 +102,8 @@ class RunSummary:
         run_dir: Path | None = None,
         notes: tuple[str, ...] = (),
         stopped_by: str = "",
+        evaluation: Mapping[str, float] | None = None,
+        stop_on_evaluation: bool = False,
     ) -> RunSummary:
         """The summary of a run from what its loop returned (None: it was interrupted) and its last
         iteration's record (totals since the run began; None: no iteration finished). An asynchronous
@@ -129,6 +135,8 @@ class RunSummary:
             asynchronous=(result.asynchronous if result is not None else {}) or (last.asynchronous if last else {}),
             outcomes=last.outcomes if last is not None else {},
             is_zero_sum=last.is_zero_sum if last is not None else False,
+            evaluation=dict(evaluation or {}),
+            stop_on_evaluation=stop_on_evaluation,
         )
 
     def headline(self) -> str:
@@ -142,6 +150,12 @@ class RunSummary:
         figure = _rates(self.outcomes) if self.is_zero_sum else f"{word} return {_num(self.return_mean)}"
         mean = f"{figure} over the last {self.window} episodes" if self.window else ""
         target = f"target {self.target_return:g}" if self.target_return is not None else ""
+        evaluated = self.evaluation.get("episode_return_mean", math.nan)
+        if self.stop_on_evaluation and not math.isnan(evaluated):  # the target was on the evaluations
+            from learner.metrics import format_against  # loaded already: the figures came from a learner's loop
+
+            against = format_against(self.evaluation)
+            mean = f"last evaluation {against + ', ' if against else ''}return {_num(evaluated)}"
         text = self.outcome.value.capitalize() + (f": {mean}" if mean else ": no episode finished")
         return text + (f" ({target})" if target else "")
 

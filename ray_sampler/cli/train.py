@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import shutil
 import sys
@@ -26,10 +27,11 @@ import tyro
 from learner.checkpoint import Checkpointer, latest_checkpoint, load_checkpoint
 from learner.metrics import IterationRecord, StopReason, TrainResult
 from learner.optimizers import Optimizer, algorithm_name
-from learner.presets import PRESET_ENVS, ppo_preset
+from learner.presets import has_preset, ppo_preset
 from learner.train import (
     PPOTrainingConfig,
     ReturnTracker,
+    StopOn,
     env_spaces,
     ppo_iterations,
     resolve_target,
@@ -256,7 +258,7 @@ def _base_config(cls: type[TrainPPO] | type[TrainDQN], env: str) -> Any:
 def _has_preset(command: TrainPPO | TrainDQN) -> bool:
     """Whether the command's config was built on its env's preset (a resumed run's comes whole from
     its config.toml, which no preset changes)."""
-    return isinstance(command, TrainPPO) and command.env in PRESET_ENVS and command.resume is None
+    return isinstance(command, TrainPPO) and has_preset(command.env) and command.resume is None
 
 
 def preset_line(command: TrainPPO | TrainDQN) -> str | None:
@@ -516,10 +518,14 @@ def _train_in(
             total_iterations=getattr(cfg, "max_iterations", None),
         )
         last: list[IterationRecord] = []  # only the latest record: a run's records stay in metrics.csv
+        evaluated: dict[str, float] = {}  # the latest evaluation's fields (empty: none yet)
         saved = [latest_checkpoint(run_dir.path / "checkpoints")]  # the newest checkpoint reported
 
         def on_iteration(record: IterationRecord) -> None:
             last[:] = [record]
+            if not math.isnan(record.evaluation.get("episode_return_mean", math.nan)):
+                evaluated.clear()
+                evaluated.update(record.evaluation)
             run_dir.append(record)
             progress.update(record)
             if on_record is not None:
@@ -547,13 +553,16 @@ def _train_in(
                 result: TrainResult = run_to_end(steps)
             except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
                 notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
-                summary = RunSummary.of(None, last[0] if last else None, run_dir=run_dir.path, notes=notes)
+                summary = RunSummary.of(
+                    None, last[0] if last else None, run_dir=run_dir.path, notes=notes, evaluation=evaluated
+                )
                 progress.close(summary)
                 raise
             notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
             summary = RunSummary.of(
                 result, last[0] if last else None, run_dir=run_dir.path, notes=notes,
-                stopped_by=stopped_by_line(cfg, result),
+                stopped_by=stopped_by_line(cfg, result), evaluation=evaluated,
+                stop_on_evaluation=cfg.stop_on is StopOn.EVALUATION,
             )  # fmt: skip
             progress.close(summary)
     return result

@@ -61,6 +61,7 @@ __all__ = [
     "make_one_env",
     "make_vector_env",
     "pettingzoo_module",
+    "pettingzoo_name",
     "probe_env",
     "register_env",
     "resolve_creator",
@@ -218,6 +219,16 @@ def pettingzoo_module(name: str) -> Any:
         )
     )
     raise EnvCreatorError(f"'env' 'pettingzoo:{name}': no such module (looked for {', '.join(tried)}); {hint}")
+
+
+def pettingzoo_name(env: str) -> str:
+    """``env`` in its family form where it is a short ``pettingzoo:`` name of an installed env
+    (``pettingzoo:tictactoe_v3`` -> ``pettingzoo:classic.tictactoe_v3``,
+    ``pettingzoo:simple_spread_v3`` -> ``pettingzoo:mpe2.simple_spread_v3``); else ``env`` as given."""
+    if not env.startswith(PETTINGZOO_PREFIX):
+        return env
+    full = _pettingzoo_names().get(env.removeprefix(PETTINGZOO_PREFIX))
+    return env if full is None else PETTINGZOO_PREFIX + full
 
 
 def _pettingzoo_names() -> dict[str, str]:

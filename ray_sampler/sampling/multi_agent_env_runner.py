@@ -291,6 +291,8 @@ class _Policy:
         pieces = tuple(copy.deepcopy(p) for p in config.env_to_module_connectors)  # a copy per module
         self.module = build_module(config, env_to_module_observation_space(obs_space, pieces), act_space)
         self.random = RandomModule(obs_space, act_space, seed=seed)
+        if type(self.module) is RandomModule and "seed" not in config.module_config:
+            self.module = self.random  # a random player given no seed takes the runner's stream: seeded runs replay
         self.env_to_module = default_env_to_module(obs_space, pieces)
         self.module_to_env = default_module_to_env(act_space, seed=seed + 1, normalize_actions=config.normalize_actions)
         self.observation_space, self.action_space = obs_space, act_space

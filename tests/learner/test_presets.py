@@ -16,14 +16,17 @@ from learner.train import PPOTrainingConfig, train_ppo
 from ray_sampler.modules.mlp_module import MLPModule
 from ray_sampler.modules.torch_lstm import TorchLSTMModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
+from ray_sampler.sampling.evaluation import EvaluationConfig
 
 
 def pendulum_base(**runner: Any) -> PPOTrainingConfig:
     return PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1", seed=3, **runner))
 
 
-def test_pendulum_stateless_cartpole_and_simple_spread_have_presets() -> None:
-    assert PRESET_ENVS == ("Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3")
+def test_the_envs_with_presets() -> None:
+    assert PRESET_ENVS == (
+        "Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3", "pettingzoo:classic.tictactoe_v3",
+    )  # fmt: skip
 
 
 def test_the_simple_spread_preset_sets_the_measured_settings_and_rllibs_target() -> None:
@@ -34,6 +37,22 @@ def test_the_simple_spread_preset_sets_the_measured_settings_and_rllibs_target()
     assert cfg.ppo == dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
     # RLlib's -20.5 per agent, summed over the three agents; a budget of 150k env steps.
     assert (cfg.target_return, cfg.max_env_steps, cfg.max_iterations) == (-61.5, 150_000, None)
+
+
+def test_the_tictactoe_preset_stops_on_its_evaluations_against_the_random_player() -> None:
+    base = PPOTrainingConfig(env_runner=EnvRunnerConfig(env="pettingzoo:tictactoe_v3", seed=1), max_iterations=9)
+    for env in ("pettingzoo:tictactoe_v3", "pettingzoo:classic.tictactoe_v3"):  # the short name and the family's
+        cfg = ppo_preset(env, base)
+        assert cfg.evaluation == EvaluationConfig(
+            evaluation_interval=5, evaluation_duration=200, evaluation_opponent="random"
+        )
+        assert (cfg.stop_on, cfg.target_return, cfg.max_env_steps, cfg.max_iterations) == (
+            "evaluation",
+            0.75,
+            150_000,
+            None,
+        )
+        assert (cfg.ppo, cfg.env_runner) == (base.ppo, base.env_runner)  # self-play at the defaults
 
 
 def test_the_stateless_cartpole_preset_trains_a_torch_lstm_with_normalized_observations() -> None:

@@ -246,6 +246,15 @@ class TestTrainingOptions:
         cfg = command_from_args(TrainPPO, ["--env", "Pendulum-v1", "--ppo.gamma", "0.9"], prog="t").to_config()
         assert (cfg.ppo.gamma, cfg.ppo.lr) == (0.9, 3e-4)
 
+    @pytest.mark.parametrize("env", ["pettingzoo:tictactoe_v3", "pettingzoo:classic.tictactoe_v3"])
+    def test_a_pettingzoo_env_gets_its_preset_by_either_name(self, env: str) -> None:
+        command = command_from_args(TrainPPO, ["--env", env], prog="t")
+        cfg = command.to_config()
+        assert (cfg.evaluation.evaluation_opponent, cfg.stop_on, cfg.target_return) == ("random", "evaluation", 0.75)
+        line = preset_line(command)
+        assert line is not None and line.startswith(f"preset {env} (learner/presets.py) sets: --max-env-steps 150000")
+        assert "--evaluation.evaluation-opponent random, --stop-on evaluation" in line
+
     def test_a_run_on_an_env_with_a_preset_prints_the_preset_first(self, tmp_path: Path, ray_address: str) -> None:
         args = ["train", "--env", "Pendulum-v1", "--max-iterations", "1", "--num-env-runners", "1", "--lr", "1e-3"]
         out = run_cli(*args, "--target-return", "none", "--address", ray_address, runs_dir=tmp_path)

@@ -371,6 +371,22 @@ class TestRunSummary:
         summary = RunSummary.of(_result(reached=False, target=None), _zero_sum_record(is_zero_sum=False))
         assert summary.headline() == "Budget used: summed return 480.0 over the last 57 episodes"
 
+    def test_a_run_stopped_on_its_evaluations_gives_the_last_one_in_the_headline(self) -> None:
+        against = {"episode_return_mean": 0.755, "win": 0.86, "draw": 0.04, "loss": 0.1}
+        summary = RunSummary.of(
+            _result(reached=True, target=0.75), _zero_sum_record(), evaluation=against, stop_on_evaluation=True
+        )
+        assert summary.headline() == (
+            "Target reached: last evaluation against random won 86% drew 4% lost 10%, return 0.755 (target 0.75)"
+        )
+        greedy = RunSummary.of(
+            _result(reached=True, target=475.0), make_record(), evaluation={"episode_return_mean": 500.0},
+            stop_on_evaluation=True,
+        )  # fmt: skip
+        assert greedy.headline() == "Target reached: last evaluation return 500.0 (target 475)"
+        on_training = RunSummary.of(_result(reached=True, target=475.0), make_record(), evaluation=against)
+        assert on_training.headline().startswith("Target reached: mean return 480.0 over the last 57 episodes")
+
     def test_interrupted_before_any_iteration_says_no_episode_finished(self) -> None:
         summary = RunSummary.of(None, None)
         assert summary.headline() == "Interrupted: no episode finished"

@@ -141,6 +141,8 @@ class TestRandomOpponent:
         assert by["module/opponent_random"] == [-r for r in by["module/default_policy"]]  # zero-sum, per episode
         assert by["module/default_policy"] == result.episode_returns
         assert evaluator.opponent_keys[:3] == ["win", "draw", "loss"] and "loss/b" in evaluator.opponent_keys
+        with Evaluator(_call_game(), config) as again:  # the random player takes the runner's seed stream
+            assert again.evaluate({}).episode_returns == result.episode_returns
 
     def test_without_an_opponent_the_summary_has_no_rates(self) -> None:
         with Evaluator(_call_game(), EvaluationConfig(evaluation_duration=4)) as evaluator:
