@@ -98,6 +98,11 @@ Field                                  Value                 Why
                                                              same rates no sooner at seed 0 and swung more.
 ====================================== ===================== =============================================
 
+pettingzoo:classic.connect_four_v3: the same, with the self-play example's settings (``tuned``):
+at seed 0 they won 92-96% against the random player from 20k env steps where the defaults stayed at
+80-92% over 300k. Both drift down later, so the run stops at a return of 0.8 (90% won; there are
+no draws against a random player): 3 of 3 seeds within 20k-51k env steps; a budget of 150,000.
+
 >>> from ray_sampler.sampling.config import EnvRunnerConfig
 >>> cfg = ppo_preset("Pendulum-v1", PPOTrainingConfig(env_runner=EnvRunnerConfig(env="Pendulum-v1")))
 >>> cfg.ppo.gamma, cfg.target_return, cfg.max_iterations
@@ -171,14 +176,21 @@ def _simple_spread(base: PPOTrainingConfig) -> PPOTrainingConfig:
     )
 
 
-def _board_game(target_return: float, max_env_steps: int) -> Callable[[PPOTrainingConfig], PPOTrainingConfig]:
+def _board_game(
+    target_return: float, max_env_steps: int, *, tuned: bool = False
+) -> Callable[[PPOTrainingConfig], PPOTrainingConfig]:
     """A two-player board game's preset: self-play with one module (the default), measured and
-    stopped by its evaluations against the random opponent."""
+    stopped by its evaluations against the random opponent; ``tuned``: the self-play example's
+    settings (8 sub-envs x 128 steps per runner, lr 1e-3, entropy 0.01, 6 epochs of 256)."""
 
     def preset(base: PPOTrainingConfig) -> PPOTrainingConfig:
         evaluation = dataclasses.replace(
             base.evaluation, evaluation_interval=5, evaluation_duration=200, evaluation_opponent="random"
         )
+        if tuned:
+            runner = dataclasses.replace(base.env_runner, num_envs_per_env_runner=8, rollout_fragment_length=128)
+            ppo = dataclasses.replace(base.ppo, lr=1e-3, entropy_coeff=0.01, num_epochs=6, minibatch_size=256)
+            base = dataclasses.replace(base, env_runner=runner, ppo=ppo)
         return dataclasses.replace(
             base,
             evaluation=evaluation,
@@ -193,12 +205,14 @@ def _board_game(target_return: float, max_env_steps: int) -> Callable[[PPOTraini
 
 SIMPLE_SPREAD = "pettingzoo:mpe2.simple_spread_v3"
 TICTACTOE = "pettingzoo:classic.tictactoe_v3"
+CONNECT_FOUR = "pettingzoo:classic.connect_four_v3"
 
 _PRESETS: dict[str, Callable[[PPOTrainingConfig], PPOTrainingConfig]] = {
     "Pendulum-v1": _pendulum,
     "StatelessCartPole-v1": _stateless_cartpole,
     SIMPLE_SPREAD: _simple_spread,
     TICTACTOE: _board_game(0.75, 150_000),
+    CONNECT_FOUR: _board_game(0.8, 150_000, tuned=True),
 }
 
 PRESET_ENVS: tuple[str, ...] = tuple(_PRESETS)

@@ -26,6 +26,7 @@ def pendulum_base(**runner: Any) -> PPOTrainingConfig:
 def test_the_envs_with_presets() -> None:
     assert PRESET_ENVS == (
         "Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3", "pettingzoo:classic.tictactoe_v3",
+        "pettingzoo:classic.connect_four_v3",
     )  # fmt: skip
 
 
@@ -53,6 +54,16 @@ def test_the_tictactoe_preset_stops_on_its_evaluations_against_the_random_player
             None,
         )
         assert (cfg.ppo, cfg.env_runner) == (base.ppo, base.env_runner)  # self-play at the defaults
+
+
+def test_the_connect_four_preset_takes_the_self_play_example_s_settings() -> None:
+    base = PPOTrainingConfig(env_runner=EnvRunnerConfig(env="pettingzoo:connect_four_v3", seed=2))
+    cfg = ppo_preset("pettingzoo:connect_four_v3", base)
+    assert cfg.evaluation.evaluation_opponent == "random" and cfg.evaluation.evaluation_interval == 5
+    assert (cfg.stop_on, cfg.target_return, cfg.max_env_steps, cfg.max_iterations) == ("evaluation", 0.8, 150_000, None)
+    assert (cfg.env_runner.num_envs_per_env_runner, cfg.env_runner.rollout_fragment_length) == (8, 128)
+    assert cfg.ppo == dataclasses.replace(base.ppo, lr=1e-3, entropy_coeff=0.01, num_epochs=6, minibatch_size=256)
+    assert cfg.env_runner.seed == 2
 
 
 def test_the_stateless_cartpole_preset_trains_a_torch_lstm_with_normalized_observations() -> None:
