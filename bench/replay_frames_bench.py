@@ -13,7 +13,9 @@ EpisodeReplayBuffer. Each side runs in a fresh process per phase:
 The ratio: peak RSS during one add (VmHWM, reset before each add through /proc/self/clear_refs),
 less the RSS before the buffer existed and the incoming batch's bytes, / the stored payload
 (stored env steps x (frame + action + reward) = 7,072 B). Add speed: env steps / seconds in
-``add``. Also the buffer's own bytes per stored step / one frame (ours only).
+``add``. Also the buffer's own bytes per stored step / one frame, and the worst peak RSS rise
+during an add (the incoming batch included) over the capacity's frame bytes (capacity x 7,056 B),
+the issue's measure (ours only).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def measure(capacity: int, steps: int) -> dict[str, Any]:
 
     base = _status("VmRSS")
     buf = EpisodeReplayBuffer(capacity_env_steps=capacity, seed=0)
-    adds = []
+    adds, over_capacity = [], 0.0
     for k in range(steps // (EPISODES_PER_ADD * EPISODE_STEPS)):
         col = make_batch(k)
         incoming = batch_nbytes(col)
@@ -99,7 +101,12 @@ def measure(capacity: int, steps: int) -> dict[str, Any]:
         peak = _status("VmHWM")
         del col
         adds.append((len(buf), (peak - base - incoming) / (len(buf) * STEP_BYTES), seconds))
-    return {"adds": adds, "nbytes_per_step_over_frame": buf.get_metrics().nbytes / len(buf) / FRAME_BYTES}
+        over_capacity = max(over_capacity, (peak - base) / (capacity * FRAME_BYTES))
+    return {
+        "adds": adds,
+        "peak_over_capacity_frames": over_capacity,
+        "nbytes_per_step_over_frame": buf.get_metrics().nbytes / len(buf) / FRAME_BYTES,
+    }
 
 
 def summarize(result: dict[str, Any] | None, capacity: int, steps: int) -> dict[str, Any]:
@@ -118,6 +125,7 @@ def summarize(result: dict[str, Any] | None, capacity: int, steps: int) -> dict[
     out["add_steps_per_s"] = len(filling) * _STEPS_PER_ADD / sum(a[2] for a in filling)
     out["evicting_add_steps_per_s"] = len(evicting) * _STEPS_PER_ADD / sum(a[2] for a in evicting) if evicting else None
     out["nbytes_per_step_over_frame"] = result.get("nbytes_per_step_over_frame")
+    out["peak_over_capacity_frames"] = result.get("peak_over_capacity_frames")
     return out
 
 
@@ -174,6 +182,8 @@ def main() -> None:
     )
     row("buffer bytes per stored step / one frame (full)", fill.get("nbytes_per_step_over_frame"), None)
     row("buffer bytes per stored step / one frame (evicting)", evict.get("nbytes_per_step_over_frame"), None)
+    row("RSS peak while adding / capacity's frames (filling)", fill.get("peak_over_capacity_frames"), None)
+    row("RSS peak while adding / capacity's frames (evicting)", evict.get("peak_over_capacity_frames"), None)
 
 
 def _k(v: float | None) -> float | None:

@@ -142,6 +142,7 @@ class EpisodeStorage:
         if not plan:
             self._num_duplicate_steps_skipped += num_duplicate_steps
             return 0
+        self._evict_first(col, plan, renames)
         self._make_room(col)
         mark = self._columns.mark()
         try:
@@ -262,10 +263,35 @@ class EpisodeStorage:
         ):
             self.compact()
 
-    def _over_capacity(self) -> bool:
-        if self._num_steps > self._capacity_env_steps:
+    def _evict_first(self, col: ColumnarEpisodes, plan: list[tuple[int, bool]], renames: dict[str, str]) -> None:
+        """Drops now the oldest episodes that the eviction after this add would drop anyway, when
+        the add's rows would not fit beside the live ones otherwise: growing the columns copies
+        them all (a peak of twice the stored bytes). Only episodes the add does not touch go, in the
+        order ``_evict`` takes them, so the stored episodes, rows' order and counts end the same;
+        the add was planned (and checked) first, so a bad chunk still changes nothing."""
+        obs_room = self._columns.observations.allocated_rows - self._live_obs_rows
+        step_room = self._columns.actions.allocated_rows - self._num_steps
+        if not self._columns.observations.is_set or (
+            len(tree.first_leaf(col.data.observations)) <= obs_room and col.num_env_steps <= step_room
+        ):
+            return
+        touched = {*col.ids, *renames, *renames.values()}
+        num_steps = self._num_steps + sum(int(col.lens[i]) for i, _ in plan)
+        drop = []
+        for id_, ep in self._episodes.items():
+            if id_ in touched or not self._over_capacity(num_steps):
+                break
+            drop.append(id_)
+            num_steps -= ep.num_steps
+        for id_ in drop:
+            self._drop(id_)
+
+    def _over_capacity(self, num_steps: int | None = None) -> bool:
+        """Whether ``num_steps`` (default: the stored steps) are more than the capacity allows."""
+        num_steps = self._num_steps if num_steps is None else num_steps
+        if num_steps > self._capacity_env_steps:
             return True
-        return self._capacity_bytes is not None and self._num_steps * self.step_nbytes() > self._capacity_bytes
+        return self._capacity_bytes is not None and num_steps * self.step_nbytes() > self._capacity_bytes
 
     def _evict(self) -> None:
         while len(self._episodes) > 1 and self._over_capacity():  # the newest episode always stays

@@ -153,3 +153,16 @@ def test_a_smaller_capacity_gives_the_room_back() -> None:
     assert (storage.num_obs_rows, storage.num_step_rows) == (202, 200)
     storage.add(episodes_to_columnar([episode("e4", 100, terminated=True, logp=False)]))
     assert list(storage.episodes) == ["e3", "e4"]
+
+
+def test_an_add_larger_than_the_room_evicts_first_instead_of_growing_the_columns() -> None:
+    storage = EpisodeStorage(capacity_env_steps=2000)  # reserve 2126 rows: room for 126 past capacity
+    nbytes = []
+    for k in range(30):  # 201 observation rows per add: more than the room once full
+        storage.add(episodes_to_columnar([episode(f"e{k}", 200, terminated=True, logp=False)]))
+        nbytes.append(storage.nbytes())
+    # Growing would copy every column (a peak of twice the stored bytes) and keep 1.25x the rows.
+    assert max(nbytes) - nbytes[0] < 1024 and nbytes[0] < 2126 * (4 + 8 + 8) + 1024  # the segment table aside
+    assert (storage.num_steps, storage.num_evicted_episodes, storage.num_evicted_steps) == (2000, 20, 4000)
+    assert list(storage.episodes) == [f"e{k}" for k in range(20, 30)]
+    assert all(stored_obs(storage, id_) == [float(t) for t in range(201)] for id_ in storage.episodes)
