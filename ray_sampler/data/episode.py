@@ -242,6 +242,49 @@ class SingleAgentEpisode(EpisodeChunks):
             self._is_open = False
             self._last_step_time = time.perf_counter()
 
+    def add_env_steps(
+        self,
+        observations: list[Any],
+        actions: list[Any],
+        rewards: list[Any],
+        infos: list[dict | None],
+        extra_model_outputs: list[dict[str, Any] | None],
+        *,
+        terminated: bool = False,
+        truncated: bool = False,
+    ) -> None:
+        """Several steps at once, as ``add_env_step`` once per step would add them (one item per
+        step in each list; the flags are the last step's). The steps between the first and the last
+        are appended in bulk where the episode is open and their model outputs' keys are the
+        episode's; otherwise step by step."""
+        n = len(actions)
+        if not n:
+            return
+        last = n - 1
+        self.add_env_step(
+            observations[0], actions[0], rewards[0], infos[0], extra_model_outputs=extra_model_outputs[0],
+            terminated=terminated and not last, truncated=truncated and not last,
+        )  # fmt: skip
+        if not last:
+            return
+        emo, rows = self._emo, extra_model_outputs[1:last]
+        if self._is_open and all((row or {}).keys() == emo.keys() for row in rows):
+            self._obs.data.extend(observations[1:last])
+            self._act.data.extend(actions[1:last])
+            self._rew.data.extend(rewards[1:last])
+            self._inf.data.extend([{} if info is None else info for info in infos[1:last]])
+            for key, buf in emo.items():
+                buf.data.extend([row[key] for row in rows])  # type: ignore[index]  # the keys agree (above)
+        else:
+            for k in range(1, last):
+                self.add_env_step(
+                    observations[k], actions[k], rewards[k], infos[k], extra_model_outputs=extra_model_outputs[k]
+                )
+        self.add_env_step(
+            observations[last], actions[last], rewards[last], infos[last],
+            extra_model_outputs=extra_model_outputs[last], terminated=terminated, truncated=truncated,
+        )  # fmt: skip
+
     def _check_can_step(self) -> None:
         if self.is_done:
             raise EpisodeError(f"add_env_step: episode {self.id_!r} is done (terminated or truncated)")

@@ -405,6 +405,62 @@ class MultiAgentEpisode(MultiAgentGetters, MultiAgentSetters, MultiAgentSlicing)
             self.is_truncated = all_trunc
             self.is_terminated = all_term and not all_trunc
 
+    def full_step_agents(self) -> tuple[AgentID, ...] | None:
+        """The agents, in order, if the episode can go on by full steps (``add_full_steps``): it
+        runs, nothing hangs, and every agent that started and is not done is to act; else None."""
+        if self.is_done or self._hanging_actions_end:
+            return None
+        to_act = self.get_agents_to_act()
+        if not to_act or len(to_act) + len(self._done_agents) != len(self._maps):
+            return None
+        return tuple(to_act)  # the general way's order: the modules get the same batches
+
+    def add_full_steps(
+        self,
+        observations: list[dict[AgentID, Any]],
+        actions: list[dict[AgentID, Any]],
+        rewards: list[dict[AgentID, Any]],
+        infos: list[dict[AgentID, Any]],
+        extra_model_outputs: list[dict[AgentID, dict[str, Any]]],
+        *,
+        terminateds: dict[AgentID, bool] | None = None,
+        truncateds: dict[AgentID, bool] | None = None,
+    ) -> None:
+        """Several env steps at once, recorded as ``add_env_step`` once per step records them, for
+        steps the caller checked are full: the episode's ``full_step_agents()`` acted and got their
+        next observation at each, rewards and infos went to no other agent, and no flag was set
+        before the last step (``terminateds`` and ``truncateds`` are the last step's). Agents done
+        earlier skip the steps."""
+        n = len(actions)
+        if not n:
+            return
+        terminateds, truncateds = terminateds or {}, truncateds or {}
+        all_term, all_trunc = bool(terminateds.get(ALL, False)), bool(truncateds.get(ALL, False))
+        ending = all_term or all_trunc
+        done = self._done_agents
+        for aid, m in self._maps.items():
+            if aid in done:  # ended earlier: it skips these env steps
+                m.extend([SKIP_ENV_TS] * n)
+                continue
+            term, trunc = bool(terminateds.get(aid, False)), bool(truncateds.get(aid, False))
+            if ending and not (term or trunc):
+                term, trunc = not all_trunc, all_trunc
+            sa = self.agent_episodes[aid]
+            t = sa.t
+            sa.add_env_steps(
+                [o[aid] for o in observations], [a[aid] for a in actions],
+                [float(r.get(aid, 0.0)) for r in rewards], [i.get(aid) for i in infos],
+                [e.get(aid) for e in extra_model_outputs], terminated=term, truncated=trunc and not term,
+            )  # fmt: skip
+            if term or trunc:
+                self._done_agents.add(aid)
+            m.extend(range(t + 1, t + n + 1))
+        self.env_t += n
+        if ending:
+            self.is_truncated = all_trunc
+            self.is_terminated = all_term and not all_trunc
+        self._to_act = None
+
     def _map_lookback_list(self) -> list[int]:
         return next(iter(self._maps.values()), [SKIP_ENV_TS] * (self._map_lookback + len(self) + 1))
 

@@ -58,6 +58,7 @@ from ray_sampler.modules.centralized_critic import CentralizedCriticMLPModule
 from ray_sampler.modules.rl_module import initial_state, is_stateful
 from ray_sampler.sampling.config import BatchMode, CountStepsBy, EnvRunnerConfig
 from ray_sampler.sampling.env_creator import EnvContext, resolve_creator, sub_env_seeds
+from ray_sampler.sampling.full_steps import FullSteps, fits
 from ray_sampler.sampling.global_observation import GlobalObservationEnv
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig, mapping_by_spaces
@@ -72,7 +73,12 @@ from ray_sampler.sampling.pettingzoo_env import wrap_pettingzoo
 from ray_sampler.sampling.recorder import checked_state_out
 from ray_sampler.sampling.replay_outbox import ReplayOutbox
 from ray_sampler.sampling.request import SampleRequest
-from ray_sampler.sampling.runner_build import build_module, set_torch_threads, view_lookback_steps
+from ray_sampler.sampling.runner_build import (
+    build_module,
+    set_torch_threads,
+    vectorized_fallback,
+    view_lookback_steps,
+)
 
 __all__ = [
     "MultiAgentEnvRunner",
@@ -361,6 +367,16 @@ class MultiAgentEnvRunner:
         self._num_ids = 0
         self._num_resets = 0
         self._episodes: list[MultiAgentEpisode | None] = [None] * self.num_envs
+        self.uses_full_steps = (
+            config.columnar_sampling
+            and not view_lookback_steps(config.env_to_module_connectors)
+            and vectorized_fallback(dataclasses.replace(config, batch_mode=BatchMode.TRUNCATE_EPISODES)) is None
+        )
+        """Whether sub-envs whose agents all act at every step take the fast engine (``full_steps``):
+        ``columnar_sampling`` on, and no env-to-module piece reads the episodes' history."""
+        self._full: list[FullSteps | None] = [None] * self.num_envs
+        self.num_full_steps = 0
+        """Env steps the fast engine recorded (since the runner was built); the rest went the general way."""
         self._done_returns: list[dict[Hashable, float]] = [{} for _ in range(self.num_envs)]
         self._env_steps_checked = [0] * self.num_envs
         self._needs_reset = True
@@ -495,12 +511,14 @@ class MultiAgentEnvRunner:
             done, self._held = done[:num_episodes], done[num_episodes:]
         out = list(done)
         if truncate:
+            self._flush_full_steps()
             for i, ep in enumerate(self._episodes):
                 assert ep is not None, "every sub-env runs an episode between calls"
                 if len(ep) or ep.agent_steps():
                     out.append(ep)
                     horizon = self.config.episode_lookback_horizon or 0
-                    self._episodes[i] = ep.cut(len_lookback_buffer=horizon, agent_lookback=self.agent_lookback)
+                    self._episodes[i] = cut = ep.cut(len_lookback_buffer=horizon, agent_lookback=self.agent_lookback)
+                    self._full[i] = FullSteps.of(cut) if self.uses_full_steps else None
         for ep in done:
             self._tally.finish(ep, self._finished_sums.pop(ep.id_))
         self._finish_metrics(out, time.perf_counter() - start)
@@ -510,10 +528,15 @@ class MultiAgentEnvRunner:
         self, done: list[MultiAgentEpisode], *, explore: bool, random_actions: bool, by_agent: bool
     ) -> int:
         """One step of every sub-env; returns the steps it counts (env steps, or agent steps completed)."""
-        episodes = self._episodes
+        episodes, full = self._episodes, self._full
         groups: dict[str, list[tuple[int, Hashable]]] = {}
         for i, ep in enumerate(episodes):
             assert ep is not None
+            held = full[i]
+            if held is not None:
+                for aid, mid in held.mapping:
+                    groups.setdefault(mid, []).append((i, aid))
+                continue
             for aid in ep.get_agents_to_act():
                 groups.setdefault(ep.module_for(aid), []).append((i, aid))
         actions: list[dict[Hashable, Any]] = [{} for _ in episodes]
@@ -540,16 +563,32 @@ class MultiAgentEnvRunner:
         for i, env in enumerate(self.envs):
             ep = episodes[i]
             assert ep is not None
-            before = ep.agent_steps() if by_agent else 0
+            held = full[i]
             try:
                 out = env.step(env_actions[i])
             except Exception as e:  # the env's own failure: rebuilt, or EnvError
+                self._leave_full_steps(i)
                 # The dropped steps were made in this call (since the last cut): they count no more.
                 counted -= ep.agent_steps() if by_agent else len(ep)
                 self._env_failed(i, e)
                 continue
+            checked = False
+            if held is not None:
+                try:
+                    self._check(i, ep.env_t + len(held) + 1, out)
+                except MultiAgentEnvError:
+                    self._leave_full_steps(i)  # the steps before it are the episode's; this one is refused below
+                else:
+                    checked = True
+                    obs, rewards, terms, truncs, infos = out
+                    if fits(held.agent_set, obs, rewards, terms, truncs, infos):
+                        counted += self._full_step(i, held, out, actions[i], extras[i], done, by_agent=by_agent)
+                        continue
+                    self._leave_full_steps(i)  # an agent ends alone, joins or skips: the general way from here
+            before = ep.agent_steps() if by_agent else 0
             try:
-                self._check(i, ep.env_t + 1, out)
+                if not checked:
+                    self._check(i, ep.env_t + 1, out)
                 obs, rewards, terms, truncs, infos = out
                 ep.add_env_step(
                     obs, actions[i], rewards, infos, terminateds=terms, truncateds=truncs, extra_model_outputs=extras[i]
@@ -561,11 +600,55 @@ class MultiAgentEnvRunner:
             self._add_rewards(i, obs, rewards)
             self._tally.env_steps += 1
             counted += (ep.agent_steps() - before) if by_agent else 1
+            if self.uses_full_steps and not ep.is_done and ep.get_agents_to_act() == actions[i].keys():
+                self._full[i] = FullSteps.of(ep)  # the same agents act again: the fast way from here
             if ep.is_done:
                 self._finished_sums[ep.id_] = self._done_returns[i]
                 done.append(ep)
                 self._start_episode(i, seed=None)
         return counted
+
+    def _full_step(
+        self,
+        i: int,
+        held: FullSteps,
+        out: Any,
+        actions: Any,
+        extras: Any,
+        done: list[MultiAgentEpisode],
+        *,
+        by_agent: bool,
+    ) -> int:
+        """Holds a full step of sub-env ``i`` (the episode gets it when it ends or is cut); the steps it counts."""
+        obs, rewards, terms, truncs, infos = out
+        held.add(obs, actions, rewards, infos, extras)
+        self.num_full_steps += 1
+        self._last_obs[i].update(obs)
+        self._add_rewards(i, obs, rewards)
+        self._tally.env_steps += 1
+        if terms.get(ALL) or truncs.get(ALL):
+            ep = self._episodes[i]
+            assert ep is not None
+            held.flush(ep, terms, truncs)
+            self._finished_sums[ep.id_] = self._done_returns[i]
+            done.append(ep)
+            self._start_episode(i, seed=None)
+        return len(held.agents) if by_agent else 1
+
+    def _leave_full_steps(self, i: int) -> None:
+        """Records sub-env ``i``'s held steps in its episode; it goes on the general way."""
+        held, ep = self._full[i], self._episodes[i]
+        if held is not None:
+            assert ep is not None
+            held.flush(ep)
+            self._full[i] = None
+
+    def _flush_full_steps(self) -> None:
+        """Records every sub-env's held steps in its episode, keeping the fast engine where it was on."""
+        for held, ep in zip(self._full, self._episodes, strict=True):
+            if held is not None:
+                assert ep is not None
+                held.flush(ep)
 
     def _check(self, i: int, env_step: int, out: Any) -> None:
         if not isinstance(out, tuple) or len(out) != 5:
@@ -607,6 +690,7 @@ class MultiAgentEnvRunner:
         self._start_episode(i, seed=None if seeds is None else seeds[i])
 
     def _reset_all(self) -> None:
+        self._flush_full_steps()
         for ep in self._episodes:
             if ep is not None and not ep.is_done and (len(ep) or ep.agent_steps()):
                 self._tally.dropped_episodes += 1
@@ -631,6 +715,7 @@ class MultiAgentEnvRunner:
         )
         ep.add_env_reset(observations=obs, infos=infos)
         self._episodes[i] = ep
+        self._full[i] = FullSteps.of(ep) if self.uses_full_steps else None
         self._states[i] = {}  # every agent starts from its module's initial state
         self._done_returns[i] = dict.fromkeys(obs, 0.0)
         self._last_obs[i] = dict(obs)
@@ -750,6 +835,7 @@ class MultiAgentEnvRunner:
         out = [ep for col in self._outbox.take() for ep in unpack_columnar(col)]
         out += self._held
         self._held = []
+        self._flush_full_steps()
         dropped = 0
         truncate = self.config.batch_mode is BatchMode.TRUNCATE_EPISODES
         for ep in self._episodes:
@@ -761,6 +847,7 @@ class MultiAgentEnvRunner:
                 dropped += 1
         self._needs_reset = True
         self._episodes = [None] * self.num_envs
+        self._full = [None] * self.num_envs
         return out, dropped
 
     def ping(self) -> int:
