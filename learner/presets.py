@@ -75,6 +75,27 @@ Field                                  Value                 Why
                                                              tuned example stops at 350.
 ====================================== ===================== =============================================
 
+The other MPE scenarios (``_mpe``): one seed-0 run of 150,000 env steps each at the PPO defaults and at
+simple_spread's settings, then seeds 1 and 2 where the two were close or a target was to be set
+(``bench/mpe_presets.py``; bench/RESULTS.md has every figure):
+
+================================ ========== ========== ==================================================
+Scenario                         Settings   Target     Why
+================================ ========== ========== ==================================================
+``simple_v3``                    defaults   -10, 50k   The defaults ended at -6.6/-7.4 (seeds 0/1), the
+                                                       spread settings at -9.3/-9.3; both pass -10 by 26k.
+``simple_speaker_listener_v4``   spread     -36, 100k  -31.6 against -34.6 (seed 0); seeds 1 and 2 held
+                                                       -30 to -36 from 26k on.
+``simple_reference_v3``          spread     -45, 150k  The defaults fell below random play (-58) between
+                                                       25k and 76k; spread passed -45 by 50-76k.
+``simple_adversary_v3``          spread     none, 100k Competitive: the summed return is no goal; the
+                                                       good agents got 13.7 against 12.3 (seed 0).
+``simple_tag_v3``                spread     none, 150k The adversaries got 72.6 against 34.5 (seed 0).
+``simple_crypto_v3``             defaults   none, 100k Under spread's settings bob and alice learned
+                                                       nothing (-0.8 against 24.7).
+``simple_push_v3``               defaults   none, 150k -11.9/-11.6 against -13.1/-13.0 (seeds 0/1).
+================================ ========== ========== ==================================================
+
 pettingzoo:classic.tictactoe_v3 (``_board_game``): self-play, one module for both players at the PPO
 defaults, judged against a random player (bench/RESULTS.md has the measured runs):
 
@@ -168,12 +189,26 @@ def _stateless_cartpole(base: PPOTrainingConfig) -> PPOTrainingConfig:
     )
 
 
-def _simple_spread(base: PPOTrainingConfig) -> PPOTrainingConfig:
-    runner = dataclasses.replace(base.env_runner, num_envs_per_env_runner=8, rollout_fragment_length=125)
-    ppo = dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
-    return dataclasses.replace(
-        base, env_runner=runner, ppo=ppo, max_iterations=None, max_env_steps=150_000, target_return=-61.5
-    )
+def _mpe(
+    target_return: float | None, max_env_steps: int, *, tuned: bool = True
+) -> Callable[[PPOTrainingConfig], PPOTrainingConfig]:
+    """An MPE scenario's preset: ``tuned``, simple_spread's settings (8 sub-envs x 125 steps per
+    runner, lr 3e-4, 6 epochs of 256-row minibatches), else the PPO defaults; a target (None: the
+    budget is used) and a budget in env steps."""
+
+    def preset(base: PPOTrainingConfig) -> PPOTrainingConfig:
+        if tuned:
+            runner = dataclasses.replace(base.env_runner, num_envs_per_env_runner=8, rollout_fragment_length=125)
+            ppo = dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
+            base = dataclasses.replace(base, env_runner=runner, ppo=ppo)
+        return dataclasses.replace(
+            base, max_iterations=None, max_env_steps=max_env_steps, target_return=target_return
+        )
+
+    return preset
+
+
+_simple_spread = _mpe(-61.5, 150_000)
 
 
 def _board_game(
@@ -211,6 +246,13 @@ _PRESETS: dict[str, Callable[[PPOTrainingConfig], PPOTrainingConfig]] = {
     "Pendulum-v1": _pendulum,
     "StatelessCartPole-v1": _stateless_cartpole,
     SIMPLE_SPREAD: _simple_spread,
+    "pettingzoo:mpe2.simple_v3": _mpe(-10.0, 50_000, tuned=False),
+    "pettingzoo:mpe2.simple_speaker_listener_v4": _mpe(-36.0, 100_000),
+    "pettingzoo:mpe2.simple_reference_v3": _mpe(-45.0, 150_000),
+    "pettingzoo:mpe2.simple_adversary_v3": _mpe(None, 100_000),
+    "pettingzoo:mpe2.simple_tag_v3": _mpe(None, 150_000),
+    "pettingzoo:mpe2.simple_crypto_v3": _mpe(None, 100_000, tuned=False),
+    "pettingzoo:mpe2.simple_push_v3": _mpe(None, 150_000, tuned=False),
     TICTACTOE: _board_game(0.75, 150_000),
     CONNECT_FOUR: _board_game(0.8, 150_000, tuned=True),
 }

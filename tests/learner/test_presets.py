@@ -25,8 +25,11 @@ def pendulum_base(**runner: Any) -> PPOTrainingConfig:
 
 def test_the_envs_with_presets() -> None:
     assert PRESET_ENVS == (
-        "Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3", "pettingzoo:classic.tictactoe_v3",
-        "pettingzoo:classic.connect_four_v3",
+        "Pendulum-v1", "StatelessCartPole-v1", "pettingzoo:mpe2.simple_spread_v3", "pettingzoo:mpe2.simple_v3",
+        "pettingzoo:mpe2.simple_speaker_listener_v4", "pettingzoo:mpe2.simple_reference_v3",
+        "pettingzoo:mpe2.simple_adversary_v3", "pettingzoo:mpe2.simple_tag_v3", "pettingzoo:mpe2.simple_crypto_v3",
+        "pettingzoo:mpe2.simple_push_v3",
+        "pettingzoo:classic.tictactoe_v3", "pettingzoo:classic.connect_four_v3",
     )  # fmt: skip
 
 
@@ -64,6 +67,34 @@ def test_the_connect_four_preset_takes_the_self_play_example_s_settings() -> Non
     assert (cfg.env_runner.num_envs_per_env_runner, cfg.env_runner.rollout_fragment_length) == (8, 128)
     assert cfg.ppo == dataclasses.replace(base.ppo, lr=1e-3, entropy_coeff=0.01, num_epochs=6, minibatch_size=256)
     assert cfg.env_runner.seed == 2
+
+
+@pytest.mark.parametrize(
+    ("scenario", "target", "budget", "tuned"),
+    [
+        ("simple_v3", -10.0, 50_000, False),
+        ("simple_speaker_listener_v4", -36.0, 100_000, True),
+        ("simple_reference_v3", -45.0, 150_000, True),
+        ("simple_adversary_v3", None, 100_000, True),
+        ("simple_tag_v3", None, 150_000, True),
+        ("simple_crypto_v3", None, 100_000, False),
+        ("simple_push_v3", None, 150_000, False),
+    ],
+)
+def test_each_mpe_scenario_gets_its_measured_settings(
+    scenario: str, target: float | None, budget: int, tuned: bool
+) -> None:
+    base = PPOTrainingConfig(env_runner=EnvRunnerConfig(env=f"pettingzoo:{scenario}", seed=1), max_iterations=9)
+    for env in (f"pettingzoo:{scenario}", f"pettingzoo:mpe2.{scenario}"):  # the short name and the family's
+        cfg = ppo_preset(env, base)
+        assert (cfg.target_return, cfg.max_env_steps, cfg.max_iterations) == (target, budget, None)
+        runner = (cfg.env_runner.num_envs_per_env_runner, cfg.env_runner.rollout_fragment_length)
+        if tuned:  # simple_spread's settings
+            assert runner == (8, 125)
+            assert cfg.ppo == dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
+        else:  # the PPO defaults did better
+            assert runner == (base.env_runner.num_envs_per_env_runner, base.env_runner.rollout_fragment_length)
+            assert cfg.ppo == base.ppo
 
 
 def test_the_stateless_cartpole_preset_trains_a_torch_lstm_with_normalized_observations() -> None:
