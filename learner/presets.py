@@ -201,9 +201,7 @@ def _mpe(
             runner = dataclasses.replace(base.env_runner, num_envs_per_env_runner=8, rollout_fragment_length=125)
             ppo = dataclasses.replace(base.ppo, lr=3e-4, num_epochs=6, minibatch_size=256)
             base = dataclasses.replace(base, env_runner=runner, ppo=ppo)
-        return dataclasses.replace(
-            base, max_iterations=None, max_env_steps=max_env_steps, target_return=target_return
-        )
+        return dataclasses.replace(base, max_iterations=None, max_env_steps=max_env_steps, target_return=target_return)
 
     return preset
 
