@@ -31,17 +31,18 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from ray_sampler.data import tree
-from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import ColumnarEpisodes, StepRows
 from ray_sampler.errors import DataFormatError, FileWriteError, RaySamplerError, ReplayError
 from replay.buffer import EpisodeReplayBuffer
 from replay.state import ReplayState
+
+if TYPE_CHECKING:  # imported where a buffer is saved or restored: a training driver never loads pyarrow for it
+    import pyarrow.parquet as pq
 
 __all__ = ["Checkpoint", "remove_stale_temp_files", "restore_buffer", "restore_checkpoint", "save_buffer"]
 
@@ -117,6 +118,10 @@ def save_buffer(
     """Writes ``buffer`` to ``path`` atomically; returns the number of row groups written.
     ``num_env_steps_received``: the env steps acknowledged so far (a replay actor's count), kept
     in the file so a restore can tell how many acknowledged steps it lacks."""
+    import pyarrow.parquet as pq
+
+    from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
+
     s = buffer.storage
     path = Path(path)
     state = dataclasses.replace(buffer.get_state(with_episodes=False), num_env_steps_received=num_env_steps_received)
@@ -221,6 +226,10 @@ def restore_checkpoint(
     **buffer_kwargs: Any,
 ) -> Checkpoint:
     """The buffer saved at ``path`` and the file's state record (see ``restore_buffer``)."""
+    import pyarrow.parquet as pq
+
+    from ray_sampler.data.arrow_format import arrow_to_columnar
+
     buffer_class = buffer_class or EpisodeReplayBuffer
     taken = sorted({"capacity", "capacity_env_steps", "capacity_bytes", "seed"} & buffer_kwargs.keys())
     if taken:

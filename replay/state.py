@@ -17,9 +17,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import pyarrow as pa
-
-from ray_sampler.data.arrow_format import arrow_to_columnar, columnar_to_arrow
 from ray_sampler.data.columnar import ColumnarEpisodes
 from ray_sampler.errors import DataFormatError, first_line
 from ray_sampler.validate import check_dict, check_int, check_optional
@@ -83,6 +80,10 @@ class ReplayState:
 
 
 def _table_bytes(col: ColumnarEpisodes) -> bytes:
+    import pyarrow as pa  # here, not at import: a training driver never loads it for replay (about 25 MiB)
+
+    from ray_sampler.data.arrow_format import columnar_to_arrow
+
     sink = pa.BufferOutputStream()
     table = columnar_to_arrow(col)
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -99,6 +100,10 @@ def state_to_plain(state: ReplayState) -> dict[str, Any]:
 
 def state_from_plain(plain: Any) -> ReplayState:
     """The ReplayState ``state_to_plain`` gave; DataFormatError if malformed."""
+    import pyarrow as pa
+
+    from ray_sampler.data.arrow_format import arrow_to_columnar
+
     plain = check_dict("state", plain, error=DataFormatError)
     episodes = plain.get("episodes")
     if episodes is not None and not isinstance(episodes, bytes):

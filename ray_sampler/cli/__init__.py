@@ -56,8 +56,10 @@ EXIT_INTERRUPTED = 130
 
 
 def _train(args: list[str], prog: str) -> Any:
+    from ray_sampler.cli.phases import mark
     from ray_sampler.cli.train import TrainPPO, command_from_args, run_training
 
+    mark("imports")
     return run_training(command_from_args(TrainPPO, args, prog=prog))
 
 

@@ -26,7 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import tomli_w
 
-from ray_sampler.cli.curve import PLOT_EXTRA_HINT, draw_curves
+from ray_sampler.cli.curve import PLOT_EXTRA_HINT, draw_curves_apart
 from ray_sampler.errors import ConfigError
 
 if TYPE_CHECKING:  # learner (and so Ray) loads only in a training command; records come from it
@@ -228,7 +228,7 @@ class RunDirectory:
         if not rows:
             return "no learning curve: no iteration finished"
         try:
-            draw_curves({self.path.name: rows}, self.curve_path, title=self.title, target_return=target_return)
+            draw_curves_apart({self.path.name: rows}, self.curve_path, title=self.title, target_return=target_return)
         except ConfigError:
             return f"no learning curve without matplotlib: {PLOT_EXTRA_HINT}, then ray-sampler plot {self.path}"
         return f"learning curve: {self.curve_path}"

@@ -51,6 +51,7 @@ from ray_sampler.cli.options import (
     read_toml,
     to_toml_dict,
 )
+from ray_sampler.cli.phases import mark
 from ray_sampler.cli.progress import RunSummary, TrainingProgress
 from ray_sampler.cli.ray_cluster import check_address, ray_cluster
 from ray_sampler.cli.run_dir import RunDirectory, load_config
@@ -415,6 +416,7 @@ def run_training(
     there is one line naming its class and call."""
     with _user_code_errors(command):  # the driver's checks, before Ray starts
         cfg, target, resume = _checked(command)
+    mark("preflight")
     if command.resume is not None and resume is not None:
         run_dir = RunDirectory.open(command.resume, tensorboard=command.tensorboard)  # it keeps its name
         run_dir.drop_rows_after(resume.iteration)
@@ -496,6 +498,7 @@ def _train_in(
     cluster = ray_cluster(command.address, num_cpus=local_cpus(), verbose=command.verbose, runtime_env=runtime_env)
     multi_agent = cfg.env_runner.multi_agent
     with run_dir, cluster as where:
+        mark("ray_init")
         print(
             f"ray-sampler {command.command_name}: {algorithm_of(cfg)} on {command.env}, "
             f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
@@ -507,7 +510,9 @@ def _train_in(
             print(preset, flush=True)
         if multi_agent is not None:
             print(modules_line(multi_agent), flush=True)
-        stop_rule = ReturnTracker(target, cfg.stop_window).describe()
+        tracker = ReturnTracker(target, cfg.stop_window)
+        tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
+        stop_rule = tracker.describe()
         print(f"{stop_rule}\n{budget_line(cfg)}\nrun directory: {run_dir.path}", flush=True)
         if resume is not None:
             print(f"resumed from iteration {resume.iteration} ({resume.env_steps} env steps)", flush=True)
@@ -522,6 +527,8 @@ def _train_in(
         saved = [latest_checkpoint(run_dir.path / "checkpoints")]  # the newest checkpoint reported
 
         def on_iteration(record: IterationRecord) -> None:
+            if not last:
+                mark("first_iteration")
             last[:] = [record]
             if not math.isnan(record.evaluation.get("episode_return_mean", math.nan)):
                 evaluated.clear()
@@ -550,7 +557,9 @@ def _train_in(
                 with _user_code_errors(command):
                     next(steps)  # the runner group checks the env and module on the driver, then the actors start
                 is_started[0] = True
+                mark("actors")
                 result: TrainResult = run_to_end(steps)
+                mark("loop")
             except KeyboardInterrupt:  # the actors are stopped: the curve so far and what was done
                 notes = (*_policy_note(run_dir.path), run_dir.close(target_return=target))
                 summary = RunSummary.of(

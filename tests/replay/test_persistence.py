@@ -114,10 +114,10 @@ def test_a_crash_mid_write_leaves_the_old_file(
     path = tmp_path / "r.parquet"
     save_buffer(buffer, path, row_group_env_steps=16)
     before = path.read_bytes()
-    import replay.persistence as persistence
+    import ray_sampler.data.arrow_format as arrow_format  # save_buffer imports it when it writes
 
     calls = {"n": 0}
-    real = persistence.columnar_to_arrow
+    real = arrow_format.columnar_to_arrow
 
     def crash_on_second(*args: object, **kwargs: object) -> pa.Table:
         calls["n"] += 1
@@ -125,7 +125,7 @@ def test_a_crash_mid_write_leaves_the_old_file(
             raise OSError("disk full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(persistence, "columnar_to_arrow", crash_on_second)
+    monkeypatch.setattr(arrow_format, "columnar_to_arrow", crash_on_second)
     fill_from_runner(buffer, 2)
     with pytest.raises(OSError, match="disk full"):
         save_buffer(buffer, path, row_group_env_steps=16)

@@ -271,6 +271,19 @@ class TestTrainingOptions:
         )
         assert lines[2].startswith("no target return: the run uses its budget")
 
+    def test_a_run_stopped_on_its_evaluations_says_so_first(self, tmp_path: Path, ray_address: str) -> None:
+        out = run_cli(
+            "train", "--env", "pettingzoo:tictactoe_v3", "--max-iterations", "1", "--address", ray_address,
+            runs_dir=tmp_path,
+        )  # fmt: skip
+        assert out.returncode == 1, out.stderr[-2000:]  # one iteration: no evaluation, the target missed
+        lines = out.stdout.splitlines()
+        assert lines[1].startswith("preset pettingzoo:tictactoe_v3 (learner/presets.py) sets: --max-env-steps")
+        assert lines[3] == (
+            "stop once an evaluation's mean return reaches 0.75; the mean return of the last 100 finished "
+            "episodes is reported"
+        )
+
     @pytest.mark.parametrize(
         ("cls", "env", "resume"),
         [

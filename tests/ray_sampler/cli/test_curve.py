@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from ray_sampler.cli.curve import draw_curves
+from ray_sampler.cli.curve import draw_curves, draw_curves_apart
+from ray_sampler.cli.phases import mark
 from ray_sampler.errors import ConfigError
 from tests.ray_sampler.cli.fake_run import block_import, cartpole_like_records, png_size
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _rows(num_iterations: int) -> list[dict[str, float]]:
@@ -89,3 +95,28 @@ def test_a_two_agent_run_that_is_not_zero_sum_keeps_its_return_curve(tmp_path: P
     plain = draw_curves({"run": _rows(10)}, tmp_path / "a.png", title="t").read_bytes()
     rows = _two_agent_rows(zero_sum=0)
     assert draw_curves({"run": rows}, tmp_path / "b.png", title="t").read_bytes() == plain
+
+
+def test_a_run_s_curve_is_drawn_in_a_child_process_byte_for_byte(tmp_path: Path) -> None:
+    rows = [{**r, "return_mean": math.nan} if i == 0 else r for i, r in enumerate(_rows(10))]  # a NaN crosses too
+    here = draw_curves({"run": rows}, tmp_path / "here.png", title="t", target_return=475.0).read_bytes()
+    apart = draw_curves_apart({"run": rows}, tmp_path / "apart.png", title="t", target_return=475.0)
+    assert apart.read_bytes() == here
+
+
+def test_the_training_driver_never_loads_matplotlib_or_pyarrow(tmp_path: Path) -> None:
+    # The driver's peak memory: the curve is drawn in a child, replay loads pyarrow only to save or restore.
+    code = (
+        "import json, sys, pathlib; import ray_sampler.cli.train, learner.learner_group, replay; "
+        "from ray_sampler.cli.curve import draw_curves_apart; "
+        f"rows = json.loads({json.dumps(_rows(3))!r}); "
+        f"draw_curves_apart({{'run': rows}}, pathlib.Path({str(tmp_path / 'c.png')!r}), title='t'); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'matplotlib', 'pyarrow'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]" and (tmp_path / "c.png").is_file()
+
+
+def test_phase_stamps_are_silent_unless_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    mark("imports")
+    assert capsys.readouterr().err == ""
