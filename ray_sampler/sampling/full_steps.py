@@ -50,11 +50,13 @@ class FullSteps:
     def __len__(self) -> int:
         return len(self.actions)
 
-    def add(self, obs: Any, actions: Any, rewards: Any, infos: Any, extras: Any) -> None:
-        self.observations.append(obs)
+    def add(self, obs: dict, actions: dict, rewards: dict, infos: dict, extras: dict) -> None:
+        """One step; the env's dicts are copied (an env may hand back the same dict, changed, every
+        step), the runner's own (``actions``, ``extras``) are new every step."""
+        self.observations.append(dict(obs))
         self.actions.append(actions)
-        self.rewards.append(rewards)
-        self.infos.append(infos)
+        self.rewards.append(dict(rewards))
+        self.infos.append(dict(infos))
         self.extras.append(extras)
 
     def flush(self, episode: MultiAgentEpisode, terminateds: Any = None, truncateds: Any = None) -> None:

@@ -18,6 +18,21 @@ from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from tests.ray_sampler.ma_envs import CallGame, RandomScheduleEnv, SignalEnv, TurnTakingEnv
 from tests.ray_sampler.rllib_style_envs import LateJoinerEnv, SimultaneousEnv
 
+
+class SameDictsEnv(SimultaneousEnv):
+    """SimultaneousEnv handing back the same five dicts every step, changed in place (as some envs do)."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        super().__init__(config)
+        self._out: tuple[dict, ...] = ({}, {}, {}, {}, {})
+
+    def step(self, action_dict: dict[Any, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        for mine, fresh in zip(self._out, super().step(action_dict), strict=True):
+            mine.clear()
+            mine.update(fresh)
+        return self._out  # type: ignore[return-value]
+
+
 ENVS: dict[str, Any] = {
     "cartpole2": make_multi_agent("CartPole-v1", num_agents=2),  # agents end alone: the engine switches
     "random-schedule": RandomScheduleEnv,  # joins, skips, hanging actions, rewards before the first observation
@@ -25,6 +40,7 @@ ENVS: dict[str, Any] = {
     "signal": SignalEnv,
     "call-game": CallGame,
     "simultaneous": SimultaneousEnv,
+    "same-dicts": SameDictsEnv,
     "late-joiner": LateJoinerEnv,
     "simple-spread": "pettingzoo:mpe2.simple_spread_v3",
 }
@@ -91,7 +107,7 @@ def test_both_engines_give_the_same_chunks(env: str, mode: dict[str, Any]) -> No
     for k, ((got, got_metrics), (want, want_metrics)) in enumerate(zip(fast, general, strict=True)):
         _equal(got_metrics, want_metrics, f"call {k} metrics")
         _equal(got, want, f"call {k}")
-    if env in ("cartpole2", "signal", "call-game", "simultaneous", "simple-spread"):
+    if env in ("cartpole2", "signal", "call-game", "simultaneous", "same-dicts", "simple-spread"):
         assert full_steps > 0  # every agent acts at every step there: the fast engine ran
     if env == "turn-taking":
         assert full_steps == 0  # one player at a time: never a full step
