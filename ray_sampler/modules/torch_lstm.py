@@ -3,7 +3,9 @@
 The runner steps it one observation at a time (``state_in`` -> ``state_out``, ``{"h", "c"}``
 of ``lstm_cell_size`` each); the learner runs it over [B, T] sequences from each sequence's
 first state. Both heads read the LSTM's output, so the value loss trains the LSTM too
-(``vf_coeff`` weighs it).
+(``vf_coeff`` weighs it). Where the observations carry an ``action_mask`` over Discrete actions
+(PettingZoo's board games), the actions it forbids get ``MASKED_LOGIT`` in every forward, acting
+and training alike (``ray_sampler/modules/action_masking.py``), as the MLP modules do.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from ray_sampler.data.columns import Columns
 from ray_sampler.errors import ConfigError, SpaceError
+from ray_sampler.modules.action_masking import MASKED_LOGIT, action_mask_slice
 from ray_sampler.modules.distributions import dist_input_size
 from ray_sampler.modules.torch_mlp import check_hidden_sizes, mlp_layers, run_mlp, seeded
 from ray_sampler.modules.torch_module import TorchRLModule, to_numpy
@@ -49,6 +52,7 @@ class TorchLSTMModule(TorchRLModule):
         n_in = gym.spaces.flatdim(observation_space)
         n_dist = dist_input_size(action_space)
         self.is_gaussian = isinstance(action_space, gym.spaces.Box)
+        self.action_mask_slice = action_mask_slice(observation_space, action_space)
         with seeded(seed):
             # A tanh MLP encoder (none for ()) puts the observations on the LSTM's scale: the raw
             # ones of StatelessCartPole are a few hundredths and barely move its gates.
@@ -79,8 +83,12 @@ class TorchLSTMModule(TorchRLModule):
         out, (h, c) = self.lstm(x, (state_in["h"][None], state_in["c"][None]))
         return out, {"h": h[0], "c": c[0]}
 
-    def _heads(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _heads(self, features: torch.Tensor, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The heads on LSTM outputs [..., H]; ``obs`` [..., ...] the observations they came from (the mask)."""
         logits = run_mlp(self.pi, features, "tanh")
+        if self.action_mask_slice is not None:
+            flat = obs.reshape(*features.shape[:-1], -1)
+            logits = logits.masked_fill(flat[..., self.action_mask_slice] <= 0, MASKED_LOGIT)
         if self.is_gaussian:
             logits = torch.cat([logits, self.pi.get_parameter("log_std").expand_as(logits)], dim=-1)
         return {Columns.ACTION_DIST_INPUTS: logits, Columns.VF_PREDS: run_mlp(self.vf, features, "tanh")[..., 0]}
@@ -88,13 +96,13 @@ class TorchLSTMModule(TorchRLModule):
     def _forward(self, batch: dict[str, Any]) -> dict[str, Any]:
         """One step per row: observations [N, ...], ``state_in`` [N, H] -> outputs [N, ...] and ``state_out``."""
         out, state_out = self._sequence(batch[Columns.OBS][:, None], batch[Columns.STATE_IN])
-        return {**self._heads(out[:, 0]), Columns.STATE_OUT: state_out}
+        return {**self._heads(out[:, 0], batch[Columns.OBS]), Columns.STATE_OUT: state_out}
 
     def _forward_train(self, batch: dict[str, Any]) -> dict[str, Any]:
         """Sequences: observations [B, T, ...], ``state_in`` [B, H] -> outputs [B, T, ...] and
         ``state_out`` [B, H], the state after step T (padding included)."""
         out, state_out = self._sequence(batch[Columns.OBS], batch[Columns.STATE_IN])
-        return {**self._heads(out), Columns.STATE_OUT: state_out}
+        return {**self._heads(out, batch[Columns.OBS]), Columns.STATE_OUT: state_out}
 
     def compute_values(self, batch: Any) -> np.ndarray:
         """Values [B, T] of a time-dimension batch (observations [B, T, ...], ``state_in`` [B, H])."""

@@ -66,6 +66,24 @@ def test_bad_spaces_are_refused() -> None:
         MaskedRandomModule(OBS, gym.spaces.Discrete(4))
 
 
+def test_the_torch_lstm_masks_acting_and_training() -> None:
+    from ray_sampler.modules.torch_lstm import TorchLSTMModule
+
+    module = TorchLSTMModule(OBS, ACT, seed=0)
+    mask = masks(64)
+    flat = flatten_batch(OBS, batch(mask)[Columns.OBS]).astype(np.float32)
+    state = {k: np.repeat(v[None], 64, axis=0) for k, v in module.get_initial_state().items()}
+    out = module.forward_exploration({Columns.OBS: flat, Columns.STATE_IN: state})
+    logits = np.asarray(out[Columns.ACTION_DIST_INPUTS])
+    assert np.all((logits == MASKED_LOGIT) == (mask == 0))  # the forbidden actions, and only they (the runner samples)
+    # Training on [B, T] sequences masks each step by its own observation.
+    seq = flat.reshape(8, 8, -1)
+    state_b = {k: v[:8] for k, v in state.items()}
+    train = module.forward_train(module._tensors({Columns.OBS: seq, Columns.STATE_IN: state_b}))  # noqa: SLF001  # as the learner's
+    train_logits = train[Columns.ACTION_DIST_INPUTS].detach().numpy()
+    assert np.all((train_logits == MASKED_LOGIT) == (mask.reshape(8, 8, 9) == 0))
+
+
 def test_the_torch_module_masks_acting_and_the_loss() -> None:
     import torch
 
@@ -136,7 +154,7 @@ def _moves(episode: object) -> tuple[np.ndarray, np.ndarray]:
     return mask.reshape(n, -1), np.asarray(episode.get_actions(slice(0, n)), np.int64)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("framework", ["numpy", "torch", "torch-lstm"])
 def test_the_default_module_plays_no_illegal_move_at_tictactoe(framework: str) -> None:
     from pettingzoo.classic import tictactoe_v3
 
@@ -147,6 +165,10 @@ def test_the_default_module_plays_no_illegal_move_at_tictactoe(framework: str) -
         from ray_sampler.modules.torch_mlp import TorchMLPModule
 
         module_class = TorchMLPModule
+    elif framework == "torch-lstm":
+        from ray_sampler.modules.torch_lstm import TorchLSTMModule
+
+        module_class = TorchLSTMModule
     runner = MultiAgentEnvRunner(
         EnvRunnerConfig(
             env=lambda cfg: tictactoe_v3.env(), num_envs_per_env_runner=4, rollout_fragment_length=50, seed=0,
