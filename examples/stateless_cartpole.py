@@ -1,6 +1,6 @@
 """Train a torch LSTM policy with PPO on StatelessCartPole-v1, a task that needs memory.
 
-    python examples/stateless_cartpole.py [--seed 0] [--max-iterations 300] [--num-env-runners 3]
+    python examples/stateless_cartpole.py [--seed 0] [--max-env-steps 300000] [--num-env-runners 3]
 
 StatelessCartPole-v1 (``ray_sampler/envs/stateless_cartpole.py``) is CartPole-v1 with the cart
 and pole velocities left out of the observations: one observation cannot tell which way the
