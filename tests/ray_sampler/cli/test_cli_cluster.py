@@ -255,14 +255,17 @@ def test_ctrl_c_on_a_blocking_head_stops_that_head_only() -> None:
                                                      "runtime-env-agent-port"), head_ports, strict=True)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH"))}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", RAY_USAGE_STATS_ENABLED="0")
-    head = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
+    out = temp_dir / "head.out"
+    with out.open("w") as sink:
+        head = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # As a user does: Ctrl-C once the head says it blocks (a SIGINT while Ray still starts its
+        # processes can be swallowed by the start-up, and the command then blocks for good).
         deadline = time.monotonic() + 60
-        while len(processes_of(temp_dir)) < 3 and time.monotonic() < deadline:  # GCS, raylet and more
+        while "will now block" not in out.read_text() and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert len(processes_of(temp_dir)) >= 3, "the head did not start"
+        assert "will now block" in out.read_text(), f"the head did not start: {out.read_text()[-2000:]}"
+        assert len(processes_of(temp_dir)) >= 3  # GCS, raylet and more
         os.killpg(head.pid, signal.SIGINT)
         head.wait(timeout=60)
         deadline = time.monotonic() + 10
