@@ -122,6 +122,8 @@ def _cli_type(annotation: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if any(a is type or typing.get_origin(a) is Callable for a in args):
             return None  # e.g. env: str | Callable (a creator): the command's own --env gives the id
+        if any(dataclasses.is_dataclass(a) for a in args):
+            return None  # an optional part (env_runner.external): the command's own options set it
         enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
         if enums and str in args:  # Enum | str: the values are the choices
             rest = tuple(a for a in args if a is not str and a not in enums)

@@ -43,6 +43,7 @@ from learner.train import (
 from learner.train_async import check_async
 from learner.train_async_gradients import check_async_gradients
 from learner.train_dqn import DQNTrainingConfig, dqn_iterations
+from ray_sampler.cli.external import ExternalOptions, addresses_line, check_ports_free, rewrite_external_args
 from ray_sampler.cli.options import (
     UsageError,
     changed_options,
@@ -134,6 +135,8 @@ class RunOptions(EnvOptions):
     policy the agent's own observation; numpy modules)."""
     global_state: Literal["concat", "state"] = "concat"
     """With --centralized-critic: concat (every agent's latest observation) or state (the env's state())."""
+    external: ExternalOptions = dataclasses.field(default_factory=ExternalOptions)
+    """Simulators outside Ray that connect to the runners (--env external)."""
 
     def __post_init__(self) -> None:
         check_address(self.address or os.environ.get("RAY_ADDRESS", ""))
@@ -164,7 +167,8 @@ class TrainPPO(RunOptions):
         cfg = self.training
         ppo = cfg.ppo if self.seed is None else dataclasses.replace(cfg.ppo, seed=self.seed)
         runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
-        return dataclasses.replace(cfg, env_runner=_with_multi_agent(self, runner), env_runner_group=group, ppo=ppo)
+        runner, group = self.external.apply(_with_multi_agent(self, runner), group)
+        return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, ppo=ppo)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -187,9 +191,8 @@ class TrainDQN(RunOptions):
         cfg = self.training
         replay = cfg.replay if self.seed is None else dataclasses.replace(cfg.replay, seed=self.seed)
         runner, group = _with_runner_options(self, cfg.env_runner), _with_group_options(self, cfg.env_runner_group)
-        return dataclasses.replace(
-            cfg, env_runner=_with_multi_agent(self, runner), env_runner_group=group, replay=replay
-        )
+        runner, group = self.external.apply(_with_multi_agent(self, runner), group)
+        return dataclasses.replace(cfg, env_runner=runner, env_runner_group=group, replay=replay)
 
 
 def _with_runner_options(options: RunOptions, runner: Any) -> Any:
@@ -309,6 +312,7 @@ def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Comm
             raise
         raise UsageError(f"--resume: {resume!r} is not a run of this command ({e})") from None
     env = _last_value(file_flags + args, "--env") or DEFAULT_ENV
+    args, env = rewrite_external_args(args, env, _last_value(file_flags + args, "--external.spaces-from"))
     if any(a in ("-h", "--help") for a in args):
         env = env if env in gym.registry else DEFAULT_ENV
     else:
@@ -442,11 +446,15 @@ def _checked(command: TrainPPO | TrainDQN) -> tuple[Any, float | None, Any]:
     """The command's training config, target and checkpoint to resume (None: a new run), once every
     check before Ray starts passed (UsageError or ConfigError otherwise)."""
     cfg = command.to_config()
+    if (command.address or os.environ.get("RAY_ADDRESS", "") or "local") == "local":  # a Ray of this machine's
+        check_ports_free(command.external, cfg.env_runner_group.num_env_runners)
     check_optimizer(command, cfg)
     check_module_builds(command, cfg)
     check_fits_locally(command, cfg)
     multi_agent = cfg.env_runner.multi_agent
-    if command.env_check and multi_agent is None:  # here, before Ray starts; the runner group need not check it again
+    if (
+        command.env_check and multi_agent is None and not command.external.serve
+    ):  # here, before Ray starts; the runner group need not check it again
         runner = cfg.env_runner
         check_env(
             command.env,
@@ -499,17 +507,21 @@ def _train_in(
     multi_agent = cfg.env_runner.multi_agent
     with run_dir, cluster as where:
         mark("ray_init")
-        print(
-            f"ray-sampler {command.command_name}: {algorithm_of(cfg)} on {command.env}, "
-            f"{cfg.env_runner_group.num_env_runners} env runners x {cfg.env_runner.num_envs_per_env_runner} "
-            f"sub-envs ({where}{'; ' + shipped if shipped else ''})",
-            flush=True,
+        runners = f"{cfg.env_runner_group.num_env_runners} env runners"
+        on = (
+            f"external clients with {command.env}'s spaces, {runners}"
+            if command.external.serve
+            else f"{command.env}, {runners} x {cfg.env_runner.num_envs_per_env_runner} sub-envs"
         )
+        shipped_note = f"; {shipped}" if shipped else ""
+        print(f"ray-sampler {command.command_name}: {algorithm_of(cfg)} on {on} ({where}{shipped_note})", flush=True)
         preset = preset_line(command)
         if preset is not None:
             print(preset, flush=True)
         if multi_agent is not None:
             print(modules_line(multi_agent), flush=True)
+        if command.external.serve:
+            print(addresses_line(command.external, cfg.env_runner_group.num_env_runners), flush=True)
         tracker = ReturnTracker(target, cfg.stop_window)
         tracker.stop_on_evaluation = cfg.stop_on is StopOn.EVALUATION
         stop_rule = tracker.describe()

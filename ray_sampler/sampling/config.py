@@ -18,6 +18,7 @@ from typing import Any
 
 from ray_sampler.errors import ConfigError
 from ray_sampler.resources import PlacementStrategy
+from ray_sampler.sampling.external_config import ExternalConfig
 from ray_sampler.sampling.multi_agent_config import MultiAgentConfig
 from ray_sampler.sampling.sub_env_limits import check_num_envs_cap
 from ray_sampler.validate import (
@@ -131,6 +132,9 @@ class EnvRunnerConfig:
     (``MultiAgentEnvRunner``); None: one module, ``"default_policy"``, for every agent (EnvRunnerGroup
     sets that itself for a multi-agent env). Single-agent runners ignore it. (Typed ``Any`` so that
     the command line, which has no form for mapping functions, leaves it out.)"""
+    external: ExternalConfig | None = None
+    """Serve simulators outside Ray instead of stepping ``env``: the group's runners are
+    ``ExternalEnvRunner``s listening for clients (docs/external.md); ``env`` then only gives the spaces."""
     check_env_first_steps: int = 100
     """Check each sub-env's first calls (its resets included; a rebuilt sub-env starts again): an
     observation outside ``observation_space`` raises ``EnvError`` naming the sub-env and what the space
@@ -170,6 +174,8 @@ class EnvRunnerConfig:
         check_bool("columnar_sampling", self.columnar_sampling)
         check_bool("restart_failed_sub_environments", self.restart_failed_sub_environments)
         check_bool("check_env_data", self.check_env_data)
+        if self.external is not None and not isinstance(self.external, ExternalConfig):
+            raise ConfigError(f"'external' must be an ExternalConfig or None (got {self.external!r})")
         if self.multi_agent is not None and not isinstance(self.multi_agent, MultiAgentConfig):
             raise ConfigError(f"'multi_agent' must be a MultiAgentConfig or None (got {self.multi_agent!r})")
 

@@ -36,7 +36,6 @@ starts every sub-env from a reset: nothing from before the failure is ever shipp
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 import uuid
@@ -46,9 +45,8 @@ import numpy as np
 
 from connectors.env_to_module import default_env_to_module, env_to_module_observation_space
 from connectors.module_to_env import default_module_to_env
-from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes, episodes_to_columnar
+from ray_sampler.data.columnar import ColumnarEpisodes, columnar_to_episodes
 from ray_sampler.data.episode import SingleAgentEpisode
-from ray_sampler.data.multi_agent_columnar import unpack_columnar
 from ray_sampler.data.spaces import check_space
 from ray_sampler.errors import EnvError
 from ray_sampler.modules import RandomModule
@@ -68,6 +66,7 @@ from ray_sampler.sampling.runner_build import (
     vectorized_fallback,
     view_lookback_steps,
 )
+from ray_sampler.sampling.runner_calls import RunnerCalls, pipeline_state, set_pipeline_state
 from ray_sampler.sampling.runner_tally import RunnerTally
 from ray_sampler.sampling.sub_envs import SubEnvVector
 from ray_sampler.sampling.vector import VectorStepper
@@ -77,7 +76,7 @@ __all__ = ["EnvRunner", "build_module", "lookback_horizon", "vectorized_fallback
 logger = logging.getLogger(__name__)
 
 
-class EnvRunner:
+class EnvRunner(RunnerCalls):
     """Samples episodes from ``config.num_envs_per_env_runner`` sub-envs (see the module docstring)."""
 
     def __init__(self, config: EnvRunnerConfig, *, worker_index: int = 0, num_workers: int = 0) -> None:
@@ -241,31 +240,6 @@ class EnvRunner:
         )
         return self.collect_to(replay, request)
 
-    def collect(self, request: SampleRequest) -> tuple[ColumnarEpisodes | None, RunnerMetrics]:
-        """``sample_columnar()`` for a request (what ``EnvRunnerGroup`` sends)."""
-        result = self._collect(request)
-        if isinstance(result, list):
-            result = episodes_to_columnar(result) if result else None
-        if request.chunks_by_ref and result is not None:  # the driver only passes the reference on
-            import ray
-
-            running = dataclasses.replace(self.metrics, running_episode_ids=self._tally.running_episode_ids)
-            return ray.put(result), running  # type: ignore[return-value]
-        return result, self.metrics
-
-    def collect_to(self, replay: Any, request: SampleRequest) -> RunnerMetrics:
-        """``sample_to()`` for a request (what ``EnvRunnerGroup`` sends)."""
-        col, metrics = self.collect(request)
-        if col is not None:
-            self._outbox.hold(col)
-        ack = self._outbox.send(replay)
-        return dataclasses.replace(
-            metrics,
-            replay=ack,
-            num_env_steps_held_for_replay=self._outbox.num_env_steps,
-            running_episode_ids=self._tally.running_episode_ids,
-        )
-
     def _collect(self, request: SampleRequest) -> Collected:
         t0 = time.perf_counter()
         is_recovering = self._lost_in_failed_call is not None
@@ -343,27 +317,16 @@ class EnvRunner:
         return self.ongoing.restart(obs_rows, infos, ship_running=self._is_truncating)
 
     # ---------------------------------------------------------------- metrics and state
-    def get_metrics(self) -> RunnerMetrics:
-        """Metrics of the last ``sample()`` call."""
-        return self.metrics
-
     def get_state(self) -> dict[str, Any]:
         """Module weights, connector state and the weights version."""
         return {
-            "module": self.module.get_state(),
-            "env_to_module": self.env_to_module.get_state(),
-            "module_to_env": self.module_to_env.get_state(),
+            **pipeline_state(self.module, self.env_to_module, self.module_to_env),
             "weights_version": self.weights_version,
         }
 
     def set_state(self, state: dict[str, Any]) -> int:
         """Loads any of ``get_state()``'s keys; returns the weights version now in use."""
-        if "module" in state:
-            self.module.set_state(state["module"])
-        if "env_to_module" in state:
-            self.env_to_module.set_state(state["env_to_module"])
-        if "module_to_env" in state:
-            self.module_to_env.set_state(state["module_to_env"])
+        set_pipeline_state(state, self.module, self.env_to_module, self.module_to_env)
         if "weights_version" in state:
             self.weights_version = int(state["weights_version"])
         return self.weights_version
@@ -376,14 +339,10 @@ class EnvRunner:
         complete mode ships only whole finished episodes, running ones are dropped and counted, as
         that mode never returns part of an episode. The runner starts fresh afterwards.
         """
-        held = [ep for col in self._outbox.take() for ep in unpack_columnar(col)]
+        held = self._take_outbox()
         out, dropped = self.ongoing.drain(ship_running=self._is_truncating)
         self._tally.clear()
         return held + out, dropped
-
-    def ping(self) -> int:
-        """Cheap liveness check; returns the worker index."""
-        return self.worker_index
 
     def stop(self) -> None:
         self.env.close()

@@ -66,6 +66,9 @@ class RunnerMetrics:
     num_env_steps_held_for_replay: int = 0
     """Env steps of chunks the runner holds because the replay actor died before it took them; they
     go first, in order, to the replay of the next ``sample_to`` (a restored actor's handle)."""
+    external: dict[str, Any] | None = None
+    """An external runner's server counts since it started (clients connected now and in all,
+    closed by reason, messages refused by type: ``ServerStats.snapshot``); None for other runners."""
     vectorized_fallback: str | None = None
     """Why this call took the per-step engine although ``columnar_sampling`` asked for the
     vectorized one (``EnvRunner.vectorized_fallback``: the connector pieces outside its contract);

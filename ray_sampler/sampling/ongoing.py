@@ -31,7 +31,7 @@ from ray_sampler.sampling.advance import advance_cursors
 from ray_sampler.sampling.cursors import CursorBatch
 from ray_sampler.sampling.recorder import StepRecord
 
-__all__ = ["OngoingEpisodes", "split_excess"]
+__all__ = ["OngoingEpisodes", "split_excess", "take_steps"]
 
 
 def split_excess(record: StepRecord, excess: int) -> tuple[StepRecord, StepRecord]:
@@ -55,6 +55,26 @@ def split_excess(record: StepRecord, excess: int) -> tuple[StepRecord, StepRecor
         carry,
     )
     return kept, held
+
+
+def take_steps(
+    chunks: list[SingleAgentEpisode], num_steps: int, *, lookback: int
+) -> tuple[list[SingleAgentEpisode], int, list[SingleAgentEpisode]]:
+    """At most ``num_steps`` steps of ``chunks``, in order, the chunk where they run out split at
+    that step (its rest keeps ``lookback`` steps of lookback): (taken, their steps, the rest)."""
+    out, steps = [], 0
+    for k, ep in enumerate(chunks):
+        if steps + len(ep) <= num_steps:
+            out.append(ep)
+            steps += len(ep)
+            continue
+        keep = num_steps - steps
+        if keep:
+            out.append(ep.slice(slice(0, keep)))
+            steps += keep
+            ep = ep.slice(slice(keep, None), len_lookback_buffer=lookback)
+        return out, steps, [ep, *chunks[k + 1 :]]
+    return out, steps, []
 
 
 class OngoingEpisodes:
@@ -269,19 +289,7 @@ class OngoingEpisodes:
             self._episodes = [
                 ep.cut(len_lookback_buffer=self.lookback) if len(ep) and not ep.is_done else ep for ep in self._episodes
             ]
-        out, steps = [], 0
-        for k, ep in enumerate(chunks):
-            if steps + len(ep) <= num_steps:
-                out.append(ep)
-                steps += len(ep)
-                continue
-            keep = num_steps - steps
-            if keep:
-                out.append(ep.slice(slice(0, keep)))
-                steps += keep
-                ep = ep.slice(slice(keep, None), len_lookback_buffer=self.lookback)
-            self._pending = [ep, *chunks[k + 1 :]]
-            break
+        out, steps, self._pending = take_steps(chunks, num_steps, lookback=self.lookback)
         return out, steps
 
     # ---------------------------------------------------------------- lifecycle

@@ -22,6 +22,7 @@ from ray_sampler.errors import EnvCreatorError, EnvRunnerFailedError, RaySampler
 from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
+from ray_sampler.sampling.external_runner import ExternalEnvRunner
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
 from ray_sampler.sampling.placement import RunnerPlacement
@@ -77,7 +78,9 @@ class RunnerFleet:
         self.config = config
         self.group_config = group_config
         self.name_prefix = name_prefix
-        runner_class = EnvRunner if config.multi_agent is None else MultiAgentEnvRunner
+        runner_class: type = EnvRunner if config.multi_agent is None else MultiAgentEnvRunner
+        if config.external is not None:
+            runner_class = ExternalEnvRunner
         self._remote: Any = ray.remote(runner_class)  # an actor class: its methods' .remote is untyped
         self.actors: dict[int, Any] = {}
         self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with

@@ -55,6 +55,16 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--env-config.size"], "--env-config.size: a value is needed (got none)"),
     (["train", "--env", f"{USER_ENVS}:fails"], "failed for worker_index=0, vector_index=0: ValueError: size must be"),
     (["sample", "--env", f"{USER_ENVS}:not_an_env"], "must return a gymnasium.Env (got builtins.dict for worker_index"),
+    (["train", "--env", "external"], "--env external: --external.spaces-from ENV is needed (a gymnasium id or env"),
+    (
+        ["train", "--env", "external", "--external.spaces-from", "CartPole-v1", "--external.host", "0.0.0.0"],
+        "--external.token must be set to listen on '0.0.0.0' (only a loopback host needs none)",
+    ),
+    (
+        ["train-dqn", "--env", "external", "--external.spaces-from", "CartPole-v1", "--external.port", "0"],
+        "--external.port: a port of 1 to 65535 allowed (got 0)",
+    ),
+    (["train", "--env", "external", "--external.spaces-from", "CartPol-v1"], "--env 'CartPol-v1' is neither a name"),
     (["train", "--py-modules", "no/such/module.py"], "--py-modules: 'no/such/module.py' is not a file or directory"),
     (["train", "--working-dir", "no/such/dir"], "--working-dir: 'no/such/dir' is not a directory"),
     (["train", "--runtime-env", "no/such.yaml"], "--runtime-env: cannot read 'no/such.yaml' (No such file or director"),

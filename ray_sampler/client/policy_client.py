@@ -1,0 +1,340 @@
+"""PolicyClient: a simulator's side of an external env runner (RLlib's ``PolicyClient`` names).
+
+``start_episode`` / ``get_action`` / ``log_action`` / ``log_returns`` / ``end_episode`` take and
+give plain Python and numpy values. With ``inference="remote"`` the server acts: each
+``get_action`` is one round trip (``log_returns`` answers are read with the next request, so they
+cost no wait). With ``inference="local"`` the client pulls the module's weights, acts itself and
+sends its finished steps in batches of ``batch_steps``; each batch is kept until the server
+acknowledges it (the acknowledgement says when newer weights exist: the client pulls them then).
+
+The first connection is tried for up to ``connect_timeout_s`` (the server may still be starting).
+When the connection breaks, the client reconnects with exponential backoff for up to
+``reconnect_timeout_s`` and goes on: unacknowledged batches are sent again (the server stores
+each once), and an episode the server lost with the connection goes on there as a new episode
+from its next observation (the server counts the part it lost). An error the server answers
+with raises ``ServerError``; one that closes the connection (a wrong token or protocol version)
+is not retried.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import ssl
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+
+from .local_policy import LocalPolicy
+from .protocol import PROTOCOL_VERSION, ServerError, frame, read_message, to_json_value
+
+__all__ = ["PolicyClient"]
+
+
+@dataclasses.dataclass
+class _LocalEpisode:
+    """A local-mode episode's steps not sent yet: ``len(observations) == len(actions)`` while an
+    action is open (its reward still adding up), one more once an episode ended."""
+
+    start: bool = True
+    observations: list[Any] = dataclasses.field(default_factory=list)
+    actions: list[Any] = dataclasses.field(default_factory=list)
+    rewards: list[float] = dataclasses.field(default_factory=list)
+    logp: list[float] = dataclasses.field(default_factory=list)
+    reward: float = 0.0
+    ended: tuple[bool, bool] | None = None
+
+
+class PolicyClient:
+    """One connection to an external env runner at ``address`` (``"host:port"``)."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        inference: str = "remote",
+        token: str | None = None,
+        client_id: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout_s: float = 60.0,
+        connect_timeout_s: float = 60.0,
+        reconnect_timeout_s: float = 60.0,
+        batch_steps: int = 200,
+        seed: int | None = None,
+    ) -> None:
+        if inference not in ("remote", "local"):
+            raise ValueError(f"'inference' must be 'remote' or 'local' (got {inference!r})")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"'address' must be 'host:port' (got {address!r})")
+        self.host, self.port = host.strip("[]"), int(port)
+        self.inference = inference
+        self.token = token
+        self.client_id = client_id or uuid.uuid4().hex
+        self.ssl_context = ssl_context
+        self.timeout_s = timeout_s
+        self.reconnect_timeout_s = reconnect_timeout_s
+        self.batch_steps = batch_steps
+        self.num_reconnects = 0
+        """Times the connection broke and was made again."""
+        self._seed = seed
+        self._sock: socket.socket | None = None
+        self._unanswered = 0
+        self._open: set[str] = set()
+        self._restarted: set[str] = set()
+        self._counter = 0
+        self._local: dict[str, _LocalEpisode] = {}
+        self._unacked: list[tuple[int, list[dict[str, Any]]]] = []
+        self._pending_chunks: list[dict[str, Any]] = []
+        self._next_batch = 0
+        self.policy: LocalPolicy | None = None
+        self.welcome: dict[str, Any] = {}
+        self._connect_with_backoff(connect_timeout_s)
+
+    # ---------------------------------------------------------------- the RLlib-named calls
+    def start_episode(self, episode_id: str | None = None, training_enabled: bool = True) -> str:
+        """Starts an episode and returns its id (``episode_id``, or a new one)."""
+        if episode_id is None:
+            self._counter += 1
+            episode_id = f"{self.client_id[:8]}-{self._counter}"
+        if self.inference == "local":
+            self._local[episode_id] = _LocalEpisode()
+            return episode_id
+        self._call({"type": "start_episode", "episode_id": episode_id, "training_enabled": training_enabled})
+        self._open.add(episode_id)
+        return episode_id
+
+    def get_action(self, episode_id: str, observation: Any) -> Any:
+        """The action to take for ``observation`` (an int for a Discrete space, else a numpy array)."""
+        if self.inference == "local":
+            return self._act_locally(episode_id, observation)
+        answer = self._call({"type": "get_action", "episode_id": episode_id, "observation": to_json_value(observation)})
+        self._restarted.discard(episode_id)
+        action = answer["action"]
+        return np.asarray(action) if isinstance(action, list) else action
+
+    def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
+        """Records an action the simulator took itself for ``observation`` (remote inference)."""
+        self._call(
+            {"type": "log_action", "episode_id": episode_id, "observation": to_json_value(observation),
+             "action": to_json_value(action)}
+        )  # fmt: skip
+        self._restarted.discard(episode_id)
+
+    def log_returns(self, episode_id: str, reward: float, info: dict[str, Any] | None = None) -> None:
+        """Adds ``reward`` to the step under way (rewards add up until the next observation)."""
+        if self.inference == "local":
+            self._local[episode_id].reward += float(reward)
+            return
+        if episode_id in self._restarted:
+            return  # the server lost this step with the connection: it has no action to reward
+        message: dict[str, Any] = {"type": "log_returns", "episode_id": episode_id, "reward": float(reward)}
+        if info:
+            message["info"] = to_json_value(info)
+        self._call(message, wait=False)
+
+    def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
+        """Ends the episode with its last observation (``truncated``: cut short, not terminated)."""
+        if self.inference == "local":
+            ep = self._local.pop(episode_id)
+            if ep.actions:
+                ep.rewards.append(ep.reward)
+                ep.observations.append(np.asarray(observation))
+                ep.ended = (not truncated, truncated)
+                self._queue(episode_id, ep)
+            self._send_ready(force=False)
+            return
+        self._call(
+            {"type": "end_episode", "episode_id": episode_id, "observation": to_json_value(observation),
+             "truncated": truncated}
+        )  # fmt: skip
+        self._open.discard(episode_id)
+        self._restarted.discard(episode_id)
+
+    def flush(self) -> None:
+        """Local inference: sends every finished step now and waits for the acknowledgement."""
+        self._send_ready(force=True)
+
+    def close(self) -> None:
+        """Sends what is left (local inference) and closes the connection."""
+        if self._sock is None:
+            return
+        try:
+            if self.inference == "local":
+                self.flush()
+            else:
+                self._read_unanswered()
+        finally:
+            self._sock.close()
+            self._sock = None
+
+    def __enter__(self) -> PolicyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- local inference
+    def _act_locally(self, episode_id: str, observation: Any) -> Any:
+        ep = self._local[episode_id]
+        obs = np.asarray(observation)
+        if ep.actions:  # the open step ends in this observation
+            ep.rewards.append(ep.reward)
+            ep.reward = 0.0
+        ep.observations.append(obs)
+        assert self.policy is not None, "a local-mode client pulls weights when it connects"
+        action, logp = self.policy.compute(obs)
+        ep.actions.append(action)
+        ep.logp.append(logp)
+        if len(ep.rewards) >= self.batch_steps:
+            self._queue(episode_id, ep)
+        self._send_ready(force=False)
+        return action
+
+    def _queue(self, episode_id: str, ep: _LocalEpisode) -> None:
+        """Moves the episode's finished steps into a chunk waiting to be sent."""
+        k = len(ep.rewards)
+        if not k:
+            return
+        chunk = {
+            "episode_id": episode_id,
+            "start": ep.start,
+            "observations": [to_json_value(o) for o in ep.observations[: k + 1]],
+            "actions": [to_json_value(a) for a in ep.actions[:k]],
+            "rewards": ep.rewards[:k],
+            "action_logp": ep.logp[:k],
+        }
+        if ep.ended is not None:
+            chunk["terminated"], chunk["truncated"] = ep.ended
+        self._pending_chunks.append(chunk)
+        ep.start = False
+        ep.observations, ep.actions, ep.rewards, ep.logp = ep.observations[k:], ep.actions[k:], [], ep.logp[k:]
+
+    def _send_ready(self, *, force: bool) -> None:
+        if force:
+            for episode_id, ep in self._local.items():
+                self._queue(episode_id, ep)
+        pending = self._pending_chunks
+        steps = sum(len(c["actions"]) for c in pending)
+        if not pending or (steps < self.batch_steps and not force):
+            return
+        self._pending_chunks = []
+        self._unacked.append((self._next_batch, pending))
+        self._next_batch += 1
+        self._send_unacked()
+
+    def _send_unacked(self) -> None:
+        while self._unacked:
+            batch, chunks = self._unacked[0]
+            answer = self._call({"type": "chunks", "batch": batch, "chunks": chunks})
+            self._unacked.pop(0)
+            if self.policy is None or answer["weights_version"] > self.policy.version:
+                self._pull_weights()
+
+    def _pull_weights(self, *, connecting: bool = False) -> None:
+        message = {"type": "get_weights"}
+        answer = self._exchange(message) if connecting else self._call(message)
+        self.policy = LocalPolicy(answer, self.welcome["action_space"], seed=self._seed)
+
+    # ---------------------------------------------------------------- the connection
+    def _connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.ssl_context is not None:
+            sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+        self._sock = sock
+        self._unanswered = 0
+        hello: dict[str, Any] = {
+            "type": "hello", "protocol": PROTOCOL_VERSION, "token": self.token, "inference": self.inference,
+            "client_id": self.client_id,
+        }  # fmt: skip
+        self.welcome = self._exchange(hello)
+        if self.inference == "local":
+            last = int(self.welcome.get("last_batch", -1))
+            self._unacked = [(b, c) for b, c in self._unacked if b > last]
+            self._pull_weights(connecting=True)
+
+    def _connect_with_backoff(self, timeout_s: float) -> None:
+        """Connects, trying again with exponential backoff (0.05 s doubling to 2 s) for up to
+        ``timeout_s``: a server may be starting, or restarting after a failure."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        while True:
+            try:
+                if self._sock is not None:
+                    self._sock.close()
+                self._sock = None
+                self._connect()
+                return
+            except (OSError, ConnectionError) as e:
+                if isinstance(e, ssl.SSLCertVerificationError):
+                    raise  # a certificate the client does not trust: trying again will not help
+                if time.monotonic() + delay > deadline:
+                    raise ConnectionError(
+                        f"could not connect to {self.host}:{self.port} within {timeout_s:g} s ({e})"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _reconnect(self) -> None:
+        self._connect_with_backoff(self.reconnect_timeout_s)
+        self.num_reconnects += 1
+        # The server dropped this connection's episodes: they go on as new ones from their next observation.
+        self._restarted |= self._open
+        for episode_id in sorted(self._open):
+            self._exchange({"type": "start_episode", "episode_id": episode_id})
+        # Local inference: the server no longer holds this client's running episodes. What is sent
+        # again (and what is still to send) begins each of them anew: every chunk holds the
+        # observation its first action was taken on, so it can start an episode.
+        started: set[str] = set()
+        for _, chunks in self._unacked:
+            for chunk in [*chunks]:
+                if chunk["episode_id"] not in started:
+                    chunk["start"] = True
+                    started.add(chunk["episode_id"])
+        for chunk in self._pending_chunks:
+            if chunk["episode_id"] not in started:
+                chunk["start"] = True
+                started.add(chunk["episode_id"])
+        for episode_id, ep in self._local.items():
+            if episode_id not in started:
+                ep.start = True
+
+    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        sock = self._sock
+        assert sock is not None, "connected"
+        sock.sendall(frame(message))
+        return self._answer(read_message(sock))
+
+    def _answer(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if answer["type"] == "error":
+            raise ServerError(answer["error"])
+        return answer
+
+    def _read_unanswered(self) -> None:
+        sock = self._sock
+        assert sock is not None, "connected"
+        while self._unanswered:
+            self._unanswered -= 1
+            self._answer(read_message(sock))
+
+    def _call(self, message: dict[str, Any], *, wait: bool = True) -> dict[str, Any]:
+        for attempt in range(2):
+            try:
+                if self._sock is None:
+                    raise ConnectionError("not connected")
+                self._read_unanswered()
+                if not wait:
+                    self._sock.sendall(frame(message))
+                    self._unanswered += 1
+                    return {}
+                return self._exchange(message)
+            except (OSError, ConnectionError) as e:
+                if attempt or isinstance(e, ssl.SSLCertVerificationError):
+                    raise
+                self._reconnect()
+                if message["type"] == "log_returns":
+                    return {}  # its step went with the connection
+        raise AssertionError("unreachable")

@@ -1,0 +1,76 @@
+"""``ray-sampler train --env external``: the runners serve client processes, and PPO, APPO and DQN
+train from what the clients send."""
+
+from __future__ import annotations
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.ray_sampler.sampling.test_external_group import free_ports
+
+ROOT = Path(__file__).resolve().parents[3]
+CLIENT = ROOT / "examples" / "external_cartpole_client.py"
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [("train", []), ("train", ["--optimizer", "async_samples"]), ("train-dqn", ["--max-env-steps", "1000"])],
+    ids=["ppo", "appo", "dqn"],
+)
+def test_a_run_trains_from_client_processes(tmp_path: Path, ray_address: str, command: str, flags: list[str]) -> None:
+    port = free_ports(1)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    budget = [] if command == "train-dqn" else ["--max-iterations", "3"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ray_sampler", command, "--env", "external", "--external.spaces-from", "CartPole-v1",
+         "--external.port", str(port), "--num-env-runners", "1", "--target-return", "none", "--plain",
+         "--address", ray_address, "--runs-dir", str(tmp_path), *budget, *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    clients = subprocess.run(
+        [sys.executable, str(CLIENT), "--address", f"127.0.0.1:{port}", "--clients", "2"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        out, _ = server.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        out, _ = server.communicate()
+        raise AssertionError(f"the run did not end:\n{out}\nclients:\n{clients.stdout}{clients.stderr}") from None
+    assert server.returncode == 0, out
+    assert f"external clients connect to 127.0.0.1:{port} (TCP)" in out
+    assert "on external clients with CartPole-v1's spaces, 1 env runners" in out
+    assert "the server went away" in clients.stdout  # the clients played until the run ended
+    (run_dir,) = tmp_path.glob("*-CartPole-v1-*")
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    steps = [int(r["env_steps"]) for r in rows]
+    assert steps == sorted(steps) and steps[-1] >= 1000
+    if command == "train":
+        assert len(rows) == 3
+    assert (run_dir / "policy").is_dir()
+
+
+def test_a_port_another_program_listens_on_is_refused_before_ray_starts(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "ray_sampler", "train", "--env", "external", "--external.spaces-from", "CartPole-v1",
+             "--external.port", str(port), "--runs-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"ray-sampler train: error: --external.port: runner 1 cannot listen on 127.0.0.1:{port} (Address already in "
+        "use); another program listens there, or pick another --external.port"
+    ]
+    assert not list(tmp_path.iterdir())  # no run directory
