@@ -20,6 +20,16 @@ Figures, each beside the baselines measured in the same run:
    StatelessCartPole-v1, random actions): the least any sampler could spend on them.
 
 The sides take turns per seed, so slow phases of the machine hit both; each run is a fresh process.
+
+``--preset-cli`` instead runs ours exactly as a user does, ``ray-sampler train --env
+StatelessCartPole-v1 --seed S --plain --runs-dir DIR --max-env-steps 300000`` (the preset: 2 runners x 4
+sub-envs x 512 = 4,096 env steps an iteration; through bench/lstm_ablation.py's wrapper, which records
+each iteration's finished episodes), and RLlib with ``--until-100 --max-env-steps 300000``, and
+reports both stop rules on both sides (env steps at the end of the iteration where each is met):
+
+  ours  100-episode rule (its stop) | one iteration's finished episodes pooled >= 350
+  RLlib episode_return_mean (its stop: one iteration's episodes, the plain mean of the 3 runners'
+        means, each over at most its last 34) | the same iteration's episodes pooled | 100-episode rule
 """
 
 from __future__ import annotations
@@ -77,15 +87,80 @@ def child(seed: int, num_env_runners: int) -> dict[str, Any]:
     return {**result, "whole_s": time.perf_counter() - t_start, "env_steps_rllib_rule": rllib_rule}
 
 
+def _median(values: list[int | None], budget: int) -> float | None:
+    """The median with a miss counted as above the budget (None if the median is a miss)."""
+    filled = [v if v is not None else budget + 1 for v in values]
+    m = statistics.median(filled) if filled else budget + 1
+    return None if m > budget else m
+
+
+def same_run(seeds: list[int], rllib_python: str, max_env_steps: int, max_seconds: float, runs_dir: Path) -> None:
+    """Ours (the preset, as the CLI runs it) and RLlib, seed by seed, both stop rules on both sides."""
+    import lstm_ablation
+
+    rows: list[dict[str, Any]] = []
+    for seed in seeds:
+        t0 = time.perf_counter()
+        ours = lstm_ablation.one_run("preset", [], seed, max_env_steps, runs_dir)
+        ours["wall_s"] = round(time.perf_counter() - t0, 1)
+        _log(f"ours s{seed}: {json.dumps(ours)}")
+        rows.append({"side": "ours", "seed": seed, **ours})
+        cmd = [rllib_python, "bench/rllib_lstm.py", "--seed", str(seed), "--until-100"]
+        cmd += ["--max-env-steps", str(max_env_steps), "--max-seconds", str(max_seconds)]
+        _log("$ " + " ".join(cmd))
+        t0 = time.perf_counter()
+        other = run_json(cmd, timeout_s=max_seconds + 600) or {"error": True}
+        log_rows = other.get("iterations_log") or []
+        other["wall_s"] = round(time.perf_counter() - t0, 1)
+        other["env_steps_pooled_rule"] = next((r[0] for r in log_rows if r[2] and r[3] >= lstm_ablation.TARGET), None)
+        if not other.get("reached"):
+            other["env_steps"] = None
+        _log(f"RLlib s{seed}: {json.dumps({k: v for k, v in other.items() if k != 'iterations_log'})}")
+        rows.append({"side": "rllib", "seed": seed, **other})
+    ours_rows = [r for r in rows if r["side"] == "ours"]
+    rllib_rows = [r for r in rows if r["side"] == "rllib"]
+    print(
+        "| seed | ours: 100-episode rule | ours: RLlib rule (iteration pooled) | RLlib: its rule (episode_return_mean) "
+        "| RLlib: iteration pooled | RLlib: 100-episode rule | ours s | RLlib s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for o, r in zip(ours_rows, rllib_rows, strict=True):
+        print(
+            f"| {o['seed']} | {o.get('ours_steps')} | {o.get('rllib_steps')} | {r.get('env_steps')} "
+            f"| {r.get('env_steps_pooled_rule')} | {r.get('env_steps_100')} | {o['wall_s']} | {r['wall_s']} |"
+        )
+    medians = {
+        "ours_100": _median([r.get("ours_steps") for r in ours_rows], max_env_steps),
+        "ours_iteration_pooled": _median([r.get("rllib_steps") for r in ours_rows], max_env_steps),
+        "rllib_episode_return_mean": _median([r.get("env_steps") for r in rllib_rows], max_env_steps),
+        "rllib_iteration_pooled": _median([r.get("env_steps_pooled_rule") for r in rllib_rows], max_env_steps),
+        "rllib_100": _median([r.get("env_steps_100") for r in rllib_rows], max_env_steps),
+    }
+    print("medians (a miss counts as above the budget): " + json.dumps(medians))
+    print(json.dumps({"rows": rows, "medians": medians}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--num-env-runners", type=int, default=3)
     parser.add_argument("--rllib-python", default=str(ROOT / ".venv-rllib" / "bin" / "python"))
     parser.add_argument("--rllib-max-seconds", type=float, default=1800.0)
+    parser.add_argument("--preset-cli", action="store_true", help="ours as `ray-sampler train` runs it; both rules")
+    parser.add_argument("--max-env-steps", type=int, default=300_000, help="with --preset-cli: both sides' budget")
+    parser.add_argument("--runs-dir", default="/tmp/lstm_same_run", help="with --preset-cli: our runs' directories")
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.preset_cli:
+        same_run(
+            [int(s) for s in args.seeds.split(",")],
+            args.rllib_python,
+            args.max_env_steps,
+            args.rllib_max_seconds,
+            Path(args.runs_dir),
+        )
+        return
     if args.child:
         print(json.dumps(child(args.seed, args.num_env_runners)))
         return
