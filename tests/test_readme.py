@@ -12,8 +12,12 @@ Every fenced block names its language, one of ``python``, ``bash``, ``console``,
   within ``PYTHON_TIMEOUT_S``. Nothing is skipped: a block that would be slow keeps a small budget
   in its own text.
 - ``bash``: each line is a command (``\\`` continues a line, ``#`` starts a comment, ``&&`` chains
-  commands, a trailing ``&`` is dropped), the lines of one block run in order in one temporary
-  directory (so ``runs/`` made by one command is there for the next). Each command is:
+  commands), the lines of one block run in order in one temporary directory (so ``runs/`` made by
+  one command is there for the next). A ``ray-sampler`` line ending in ``&`` runs in the
+  background while the block's next lines run (a server and its clients: docs/external.md), and
+  the block ends by waiting for it, its exit status checked as any run command's; in such a block,
+  ``python examples/SCRIPT ...`` (the clients) is run too, from the repository, and must exit 0.
+  Each command is:
 
   * **run**: ``ray-sampler ...`` (also ``.venv/bin/ray-sampler``), through the virtualenv's
     script, with ``*`` expanded in the block's directory, attached (``RAY_ADDRESS``) to this test
@@ -263,12 +267,57 @@ def starts_a_head(block_text: str) -> bool:
     return any(command[:3] == ["ray", "start", "--head"] for command in commands)
 
 
+def _start_in_background(command: list[str], cwd: Path, ray_address: str) -> subprocess.Popen[str]:
+    """A ``ray-sampler`` command ending in ``&``: started with its budget (see the module docstring)."""
+    assert Path(command[0]).name == "ray-sampler", f"only ray-sampler runs in the background ({command})"
+    args = command[1:]
+    if args and args[0] in BUDGETS and BUDGETS[args[0]][0] not in args:
+        args = [*args, *BUDGETS[args[0]]]
+    return subprocess.Popen(
+        [str(_BIN / "ray-sampler"), *args], cwd=cwd, env=_env(ray_address), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _run_example(command: list[str], cwd: Path, ray_address: str) -> None:
+    """``python examples/SCRIPT ...`` beside a background command: run from the repository's copy."""
+    _check_exists(command[1], " ".join(command))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / command[1]), *command[2:]], cwd=cwd, env=_env(ray_address),
+        capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"{' '.join(command)}: exit {proc.returncode}\n{(proc.stdout + proc.stderr)[-3000:]}"
+
+
 @pytest.mark.parametrize("block", _of("bash"), ids=lambda block: block.id)
 def test_bash_block(block: Block, tmp_path: Path, ray_address: str) -> None:
     run = not starts_a_head(block.text)
-    for line in logical_lines(block.text):
-        for command in shell_commands(line):
-            _handle(command, line=line, cwd=tmp_path, expected_output=[], ray_address=ray_address, run=run)
+    background: list[tuple[list[str], subprocess.Popen[str]]] = []
+    try:
+        for line in logical_lines(block.text):
+            code = line.split("#", 1)[0].rstrip()
+            commands = shell_commands(line)
+            if run and code.endswith("&") and not code.endswith("&&") and Path(commands[-1][0]).name == "ray-sampler":
+                (command,) = commands
+                background.append((command, _start_in_background(command, tmp_path, ray_address)))
+                continue
+            for command in shell_commands(line):
+                if (
+                    background
+                    and command[0].startswith("python")
+                    and command[1:2]
+                    and command[1].startswith("examples/")
+                ):
+                    _run_example(command, tmp_path, ray_address)
+                else:
+                    _handle(command, line=line, cwd=tmp_path, expected_output=[], ray_address=ray_address, run=run)
+        for command, proc in background:
+            output, _ = proc.communicate(timeout=COMMAND_TIMEOUT_S)
+            allowed = {0, 1} if command[1] in TRAINING else {0}
+            assert proc.returncode in allowed, f"{' '.join(command)} &: exit {proc.returncode}\n{output[-3000:]}"
+    finally:
+        for _, proc in background:
+            proc.kill()
 
 
 @pytest.mark.parametrize("block", _of("console"), ids=lambda block: block.id)

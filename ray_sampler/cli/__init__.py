@@ -77,6 +77,12 @@ def _sample(args: list[str], prog: str) -> Any:
     return run_sample_job(parse(SampleJobConfig, args, prog=prog, description=SampleJobConfig.__doc__ or ""))
 
 
+def _serve_env(args: list[str], prog: str) -> Any:
+    from ray_sampler.cli.serve_env import ServeEnvCommand, run_serve_env
+
+    return run_serve_env(parse(ServeEnvCommand, args, prog=prog, description=ServeEnvCommand.__doc__ or ""))
+
+
 def _demo(args: list[str], prog: str) -> Any:
     from ray_sampler.cli.jobs import DemoConfig, run_demo
 
@@ -113,6 +119,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str], str], Any], str]] = {
     "train": (_train, "train PPO with remote env runners (the main job)"),
     "train-dqn": (_train_dqn, "train DQN: env runners -> replay actor -> learners"),
     "sample": (_sample, "sample with a group of env runners and print the throughput"),
+    "serve-env": (_serve_env, "collect what external simulators send into a replay actor, saved as Parquet"),
     "demo": (_demo, "build, cut, join and pack episodes from a real gymnasium env (no Ray)"),
     "plot": (_plot, "draw the learning curves of run directories on one figure"),
     "tune": (_tune, "run a sweep of training trials with Ray Tune (search space in a TOML file)"),

@@ -77,8 +77,8 @@ class ExternalOptions:
 
 def rewrite_external_args(args: list[str], env: str, spaces: str | None) -> tuple[list[str], str]:
     """``(args, env)`` with ``--env external`` replaced by ``spaces`` (the last
-    ``--external.spaces-from``) and ``--external.serve`` added; unchanged for any other env.
-    UsageError without the spaces."""
+    ``--external.spaces-from``), ``--external.serve`` added and one runner unless the flags ask for
+    more; unchanged for any other env. UsageError without the spaces."""
     if env != "external":
         return args, env
     if not spaces:
@@ -99,6 +99,9 @@ def rewrite_external_args(args: list[str], env: str, spaces: str | None) -> tupl
             out.append(f"--env={spaces}")
         else:
             out.append(arg)
+    runners = ("--num-env-runners", "--env-runner-group.num-env-runners")
+    if not any(a in runners or a.startswith(tuple(f"{r}=" for r in runners)) for a in args):
+        out += ["--num-env-runners", "1"]  # one runner serves every client; more only where asked
     return [*out, "--external.serve"], spaces
 
 

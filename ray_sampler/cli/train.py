@@ -507,7 +507,8 @@ def _train_in(
     multi_agent = cfg.env_runner.multi_agent
     with run_dir, cluster as where:
         mark("ray_init")
-        runners = f"{cfg.env_runner_group.num_env_runners} env runners"
+        num_runners = cfg.env_runner_group.num_env_runners
+        runners = f"{num_runners} env runner{'' if num_runners == 1 else 's'}"
         on = (
             f"external clients with {command.env}'s spaces, {runners}"
             if command.external.serve

@@ -260,7 +260,7 @@ class TestTrainingOptions:
         out = run_cli(*args, "--target-return", "none", "--address", ray_address, runs_dir=tmp_path)
         assert out.returncode == 0, out.stderr[-2000:]
         lines = out.stdout.splitlines()
-        assert lines[0].startswith("ray-sampler train: PPO on Pendulum-v1, 1 env runners x 4 sub-envs (")
+        assert lines[0].startswith("ray-sampler train: PPO on Pendulum-v1, 1 env runner x 4 sub-envs (")
         assert lines[1] == (
             "preset Pendulum-v1 (learner/presets.py) sets: --env-runner.rollout-fragment-length 256, "
             "env_runner.module_config.initial_log_std 0, --env-runner.normalize-actions, "

@@ -45,7 +45,7 @@ def test_a_run_trains_from_client_processes(tmp_path: Path, ray_address: str, co
         raise AssertionError(f"the run did not end:\n{out}\nclients:\n{clients.stdout}{clients.stderr}") from None
     assert server.returncode == 0, out
     assert f"external clients connect to 127.0.0.1:{port} (TCP)" in out
-    assert "on external clients with CartPole-v1's spaces, 1 env runners" in out
+    assert "on external clients with CartPole-v1's spaces, 1 env runner (" in out
     assert "the server went away" in clients.stdout  # the clients played until the run ended
     (run_dir,) = tmp_path.glob("*-CartPole-v1-*")
     with open(run_dir / "metrics.csv") as f:
@@ -74,3 +74,26 @@ def test_a_port_another_program_listens_on_is_refused_before_ray_starts(tmp_path
         "use); another program listens there, or pick another --external.port"
     ]
     assert not list(tmp_path.iterdir())  # no run directory
+
+
+def test_serve_env_collects_the_clients_episodes_into_parquet(tmp_path: Path, ray_address: str) -> None:
+    from replay import restore_buffer
+
+    port = free_ports(1)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = tmp_path / "episodes.parquet"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ray_sampler", "serve-env", "--external.spaces-from", "CartPole-v1",
+         "--external.port", str(port), "--max-env-steps", "600", "--output", str(out), "--address", ray_address],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    subprocess.run(
+        [sys.executable, str(CLIENT), "--address", f"127.0.0.1:{port}", "--clients", "2"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )  # fmt: skip
+    printed, _ = server.communicate(timeout=240)
+    assert server.returncode == 0, printed
+    assert "iter 3: 600/600 env steps" in printed and f"saved to {out}" in printed
+    buffer = restore_buffer(out)
+    assert buffer.get_num_timesteps() == 600
+    assert buffer.get_num_episodes() >= 2
