@@ -312,10 +312,10 @@ def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Comm
             raise
         raise UsageError(f"--resume: {resume!r} is not a run of this command ({e})") from None
     env = _last_value(file_flags + args, "--env") or DEFAULT_ENV
-    args, env = rewrite_external_args(args, env, _last_value(file_flags + args, "--external.spaces-from"))
-    if any(a in ("-h", "--help") for a in args):
+    if any(a in ("-h", "--help", "--help-all") for a in args):
         env = env if env in gym.registry else DEFAULT_ENV
     else:
+        args, env = rewrite_external_args(args, env, _last_value(file_flags + args, "--external.spaces-from"))
         check_env_name(env)
     default = cls(env=env, training=_base_config(cls, env))
     # The file's env config and the flags' merge, key by key (the flags' last).
