@@ -112,7 +112,8 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "positional"], "unrecognized option(s): positional"),
     (
         ["nosuchcommand"],
-        "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, serve-env, demo, plot, tune, evaluate, export)",
+        "unknown command 'nosuchcommand' (allowed: train, train-dqn, sample, serve-env, demo, plot, tune, evaluate, "
+        "export)",
     ),
     (["trian", "--lr", "1"], "unknown command 'trian'; did you mean 'train'? (allowed: train, train-dqn, sample, "),
     (["train-dqn", "--replay.capacity-env-steps", "0"], "--replay.capacity-env-steps must be an int >= 1"),
