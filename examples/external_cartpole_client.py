@@ -20,7 +20,7 @@ import threading
 
 import gymnasium as gym
 
-from ray_sampler.client import PolicyClient
+from ray_sampler.client import PolicyClient, ServerError
 
 
 @dataclasses.dataclass
@@ -42,7 +42,7 @@ class Args:
     it again once it went away)."""
 
 
-def play(args: Args, index: int, finished: list[float], lock: threading.Lock) -> None:
+def play(args: Args, index: int, finished: list[float], lock: threading.Lock, failed: list[int]) -> None:
     host, port = args.address.rsplit(":", 1)
     address = f"{host}:{int(port) + index % args.runners}"
     env = gym.make("CartPole-v1")
@@ -79,6 +79,9 @@ def play(args: Args, index: int, finished: list[float], lock: threading.Lock) ->
         client.close()
     except (ConnectionError, OSError):
         print(f"client {index}: the server went away after {episode} episodes", flush=True)
+    except ServerError as e:  # the server refused a message: this client's bug, said in one line
+        print(f"client {index}: the server answered: {e}", flush=True)
+        failed.append(index)
 
 
 def main() -> None:
@@ -89,14 +92,17 @@ def main() -> None:
         )
     args = Args(**vars(parser.parse_args()))
     finished: list[float] = []
+    failed: list[int] = []
     lock = threading.Lock()
-    threads = [threading.Thread(target=play, args=(args, i, finished, lock)) for i in range(args.clients)]
+    threads = [threading.Thread(target=play, args=(args, i, finished, lock, failed)) for i in range(args.clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     tail = finished[-100:]
     print(f"done: {len(finished)} episodes, mean return of the last {len(tail)}: {sum(tail) / max(len(tail), 1):.1f}")
+    if failed:
+        raise SystemExit(f"clients {sorted(failed)} failed")
 
 
 if __name__ == "__main__":

@@ -106,13 +106,29 @@ class PolicyClient:
         self._open.add(episode_id)
         return episode_id
 
-    def get_action(self, episode_id: str, observation: Any) -> Any:
-        """The action to take for ``observation`` (an int for a Discrete space, else a numpy array)."""
+    def get_action(
+        self,
+        episode_id: str,
+        observation: Any,
+        *,
+        terminateds: dict[Any, bool] | None = None,
+        truncateds: dict[Any, bool] | None = None,
+    ) -> Any:
+        """The action to take for ``observation`` (an int for a Discrete space, else a numpy array); a
+        multi-agent runner takes ``{agent: observation}`` for the agents to act and answers
+        ``{agent: action}``; ``terminateds`` / ``truncateds`` (``{agent: True}``) end agents whose last
+        observation this is (they get no action)."""
         if self.inference == "local":
             return self._act_locally(episode_id, observation)
-        answer = self._call({"type": "get_action", "episode_id": episode_id, "observation": to_json_value(observation)})
+        message = {"type": "get_action", "episode_id": episode_id, "observation": to_json_value(observation)}
+        for name, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
+            if flags:
+                message[name] = {str(k): bool(v) for k, v in flags.items()}
+        answer = self._call(message)
         self._restarted.discard(episode_id)
         action = answer["action"]
+        if isinstance(action, dict):  # a multi-agent runner: {agent: action}
+            return {k: np.asarray(a) if isinstance(a, list) else a for k, a in action.items()}
         return np.asarray(action) if isinstance(action, list) else action
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
@@ -123,14 +139,18 @@ class PolicyClient:
         )  # fmt: skip
         self._restarted.discard(episode_id)
 
-    def log_returns(self, episode_id: str, reward: float, info: dict[str, Any] | None = None) -> None:
-        """Adds ``reward`` to the step under way (rewards add up until the next observation)."""
+    def log_returns(
+        self, episode_id: str, reward: float | dict[Any, float], info: dict[str, Any] | None = None
+    ) -> None:
+        """Adds ``reward`` to the step under way (rewards add up until the next observation); a
+        multi-agent runner takes ``{agent: reward}``."""
         if self.inference == "local":
-            self._local[episode_id].reward += float(reward)
+            self._local[episode_id].reward += float(reward)  # type: ignore[arg-type]
             return
         if episode_id in self._restarted:
             return  # the server lost this step with the connection: it has no action to reward
-        message: dict[str, Any] = {"type": "log_returns", "episode_id": episode_id, "reward": float(reward)}
+        value = {str(k): float(v) for k, v in reward.items()} if isinstance(reward, dict) else float(reward)
+        message: dict[str, Any] = {"type": "log_returns", "episode_id": episode_id, "reward": value}
         if info:
             message["info"] = to_json_value(info)
         self._call(message, wait=False)

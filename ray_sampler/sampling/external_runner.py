@@ -43,7 +43,7 @@ from ray_sampler.sampling.runner_build import build_module, lookback_horizon
 from ray_sampler.sampling.runner_calls import RunnerCalls
 from ray_sampler.sampling.runner_tally import RunnerTally
 
-__all__ = ["ExternalEnvRunner", "check_external"]
+__all__ = ["ExternalEnvRunner", "ExternalRunnerBase", "check_external"]
 
 
 def check_external(config: EnvRunnerConfig) -> ExternalConfig:
@@ -56,7 +56,32 @@ def check_external(config: EnvRunnerConfig) -> ExternalConfig:
     return external
 
 
-class ExternalEnvRunner(RunnerCalls):
+class ExternalRunnerBase(RunnerCalls):
+    """What the single- and multi-agent external runners share: their server and its lifecycle."""
+
+    server: ExternalServer
+
+    def _serve(self, external: ExternalConfig, service: Any) -> None:
+        """Starts listening for ``service``'s clients (ConfigError if the port cannot be bound)."""
+        name = f"external runner {self.worker_index}"
+        self.server = ExternalServer(external, port=external.port_of(self.worker_index), service=service, name=name)
+        self.server.start()
+        self._stop = threading.Event()
+        self._tally = RunnerTally(self.worker_index)
+        self._outbox = ReplayOutbox()
+        self.weights_version = 0
+
+    def address(self) -> str:
+        """``host:port`` clients connect to (the port a 0 in the config got)."""
+        return f"{self.server.config.host}:{self.server.port}"
+
+    def stop(self) -> None:
+        """Closes the server and every client connection; a waiting ``sample()`` returns."""
+        self._stop.set()
+        self.server.stop()
+
+
+class ExternalEnvRunner(ExternalRunnerBase):
     """Serves external clients and returns their episodes' chunks (see the module docstring)."""
 
     def __init__(self, config: EnvRunnerConfig, *, worker_index: int = 0, num_workers: int = 0) -> None:
@@ -101,19 +126,9 @@ class ExternalEnvRunner(RunnerCalls):
             local_refusal="clients act locally with the built-in MLP module on a flat Box observation, "
             "without env-to-module connectors",
         )
-        self.server = ExternalServer(
-            external, port=external.port_of(worker_index), service=self.service, name=f"external runner {worker_index}"
-        ).start()
-        self._stop = threading.Event()
-        self._tally = RunnerTally(worker_index)
-        self._outbox = ReplayOutbox()
+        self._serve(external, self.service)
         self._chunk_drops_reported = 0
-        self.weights_version = 0
         self.metrics = RunnerMetrics(worker_index=worker_index)
-
-    def address(self) -> str:
-        """``host:port`` clients connect to (the port a 0 in the config got)."""
-        return f"{self.server.config.host}:{self.server.port}"
 
     # ---------------------------------------------------------------- sampling
     def sample(
@@ -178,11 +193,6 @@ class ExternalEnvRunner(RunnerCalls):
         out, dropped = self.episodes.drain()
         self._tally.clear()
         return held + out, dropped
-
-    def stop(self) -> None:
-        """Closes the server and every client connection; a waiting ``sample()`` returns."""
-        self._stop.set()
-        self.server.stop()
 
 
 def _seed(config: EnvRunnerConfig, worker_index: int) -> int | None:

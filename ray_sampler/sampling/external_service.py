@@ -29,7 +29,7 @@ from ray_sampler.sampling.external_episodes import ExternalEpisodes
 from ray_sampler.sampling.external_policy import ServedPolicy
 from ray_sampler.sampling.external_values import from_wire, same_space, space_message, to_wire
 
-__all__ = ["ExternalService", "local_module_form"]
+__all__ = ["ExternalService", "Session", "local_module_form"]
 
 _ROOM_WAIT_S = 0.01
 _MAX_KNOWN_CLIENTS = 100_000
@@ -53,7 +53,7 @@ def local_module_form(module: Any, observation_space: gym.Space, user_pieces: tu
 
 
 @dataclasses.dataclass
-class _Session:
+class Session:
     inference: str
     client_id: str
     open: set[str] = dataclasses.field(default_factory=set)
@@ -88,7 +88,7 @@ class ExternalService:
             "action_space": space_message(action_space, "action_space"),
         }
         self.weights_version = 0
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, Session] = {}
         self._last_batch: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._pending: list[tuple[str, bool, asyncio.Future[Any]]] = []
         self._counter = 0
@@ -112,7 +112,7 @@ class ExternalService:
             client_id = f"anonymous-{connection}-{self._counter}"
         if not isinstance(client_id, str) or not 1 <= len(client_id) <= 128:
             raise ProtocolError("'client_id' must be a string of 1 to 128 characters or absent")
-        self._sessions[connection] = _Session(inference, client_id)
+        self._sessions[connection] = Session(inference, client_id)
         return {
             "type": "welcome",
             "protocol": PROTOCOL_VERSION,
@@ -127,7 +127,7 @@ class ExternalService:
         if session is not None:
             self.episodes.drop([self._key(session, h) for h in session.open])
 
-    def _key(self, session: _Session, handle: str) -> str:
+    def _key(self, session: Session, handle: str) -> str:
         return f"{session.client_id}/{handle}"
 
     # ---------------------------------------------------------------- messages
@@ -145,7 +145,7 @@ class ExternalService:
             raise ProtocolError(f"{kind!r} is not for a client with {session.inference!r} inference")
         return await handler(session, message)
 
-    async def _start_episode(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _start_episode(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = message.get("episode_id")
         if handle is None:
             self._counter += 1
@@ -163,14 +163,18 @@ class ExternalService:
             session.untrained[handle] = SingleAgentEpisode(handle)
         return {"type": "episode_started", "episode_id": handle}
 
-    def _handle(self, session: _Session, message: dict[str, Any]) -> str:
+    def _handle(self, session: Session, message: dict[str, Any]) -> str:
         handle = message.get("episode_id")
         if handle not in session.open and handle not in session.untrained:
             raise ProtocolError(f"episode {handle!r} was never started (call start_episode first)")
         return str(handle)
 
-    async def _get_action(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _get_action(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = self._handle(session, message)
+        if "terminateds" in message or "truncateds" in message:
+            raise ProtocolError(
+                "'terminateds' and 'truncateds' are for a multi-agent runner's agents (end_episode here)"
+            )
         obs = from_wire(self.observation_space, message.get("observation"), "observation")
         explore = message.get("explore", True)
         if not isinstance(explore, bool):
@@ -219,7 +223,7 @@ class ExternalService:
                 self.episodes.act(key, action, extra)
                 future.set_result(env_action)
 
-    async def _log_action(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _log_action(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = self._handle(session, message)
         obs = from_wire(self.observation_space, message.get("observation"), "observation")
         action = from_wire(self.action_space, message.get("action"), "action", check_contains=True)
@@ -232,7 +236,7 @@ class ExternalService:
         self.episodes.act(key, recorded[0], extras[0])
         return {"type": "ok"}
 
-    async def _log_returns(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _log_returns(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = self._handle(session, message)
         reward = message.get("reward")
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
@@ -250,7 +254,7 @@ class ExternalService:
         self.episodes.log_reward(key, float(reward), info)
         return {"type": "ok"}
 
-    async def _end_episode(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _end_episode(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = self._handle(session, message)
         obs = from_wire(self.observation_space, message.get("observation"), "observation")
         truncated = message.get("truncated", False)
@@ -267,7 +271,7 @@ class ExternalService:
                 self.episodes.step(key, obs, terminated=not truncated, truncated=truncated)
         return {"type": "ok"}
 
-    async def _get_weights(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _get_weights(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         state = self.policy.get_state()["module"]
         return {
             "type": "weights",
@@ -276,7 +280,7 @@ class ExternalService:
             "weights": {k: encode_array(np.asarray(v)) for k, v in state.items()},
         }
 
-    async def _chunks(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
+    async def _chunks(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         batch = message.get("batch")
         chunks = message.get("chunks")
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
@@ -349,7 +353,7 @@ class ExternalService:
             truncated,
         )
 
-    def _check_starts(self, session: _Session, parsed: list[Any]) -> None:
+    def _check_starts(self, session: Session, parsed: list[Any]) -> None:
         """ProtocolError (before anything is stored) when a chunk starts an episode that runs then."""
         running: dict[str, bool] = {}
         for i, (handle, start, *_, terminated, truncated) in enumerate(parsed):
@@ -361,7 +365,7 @@ class ExternalService:
 
     def _store_chunk(
         self,
-        session: _Session,
+        session: Session,
         handle: str,
         start: bool,
         obs: list[Any],
@@ -407,7 +411,7 @@ def _probe(obs: Any) -> SingleAgentEpisode:
 
 _FIELDS = {
     "start_episode": {"episode_id", "training_enabled"},
-    "get_action": {"episode_id", "observation", "explore"},
+    "get_action": {"episode_id", "observation", "explore", "terminateds", "truncateds"},
     "log_action": {"episode_id", "observation", "action"},
     "log_returns": {"episode_id", "reward", "info"},
     "end_episode": {"episode_id", "observation", "truncated"},

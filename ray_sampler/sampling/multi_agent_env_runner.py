@@ -81,6 +81,7 @@ from ray_sampler.sampling.runner_build import (
 )
 
 __all__ = [
+    "ModulePolicy",
     "MultiAgentEnvRunner",
     "MultiAgentRunnerMetrics",
     "build_multi_rl_module",
@@ -290,7 +291,7 @@ _MAX_RESTARTS_PER_CALL = 100
 toward the call's target, so an env that always fails would otherwise keep the call going forever."""
 
 
-class _Policy:
+class ModulePolicy:
     """One module with its pipelines, random twin and, for a stateful module, its initial state."""
 
     def __init__(self, config: EnvRunnerConfig, obs_space: gym.Space, act_space: gym.Space, seed: int) -> None:
@@ -352,7 +353,7 @@ class MultiAgentEnvRunner:
         self.config = dataclasses.replace(config, multi_agent=self.ma_config)
         self.possible_agents = list(self.envs[0].possible_agents)
         self._seed_seq = np.random.SeedSequence([config.seed, worker_index]) if config.seed is not None else None
-        self.policies: dict[str, _Policy] = {}
+        self.policies: dict[str, ModulePolicy] = {}
         self._pending: dict[str, Any] = {}  # module id -> weights (or their ObjectRef) not loaded yet
         self._loaded: dict[str, Any] = {}  # module id -> the weights (or ObjectRef) it loaded last
         self.num_weight_loads: dict[str, int] = {}
@@ -414,14 +415,16 @@ class MultiAgentEnvRunner:
             position = self.module_ids.index(mid)
             seq = self._seed_seq or np.random.SeedSequence()
             seed = int(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, position)).generate_state(1)[0])
-            self.policies[mid] = _Policy(module_build_config(config, self.ma_config, mid), obs_space, act_space, seed)
+            self.policies[mid] = ModulePolicy(
+                module_build_config(config, self.ma_config, mid), obs_space, act_space, seed
+            )
             set_torch_threads(self.policies[mid].module, config.num_torch_threads)
 
     def _agent_lookback(self) -> int:
         history = view_lookback_steps(self.config.env_to_module_connectors) or 0
         return max(history, int(any(p.initial_state is not None for p in self.policies.values())))
 
-    def _policy(self, module_id: str) -> _Policy:
+    def _policy(self, module_id: str) -> ModulePolicy:
         """The module ``module_id``, with the newest weights sent to it loaded (fetched now if they
         came as an ObjectRef)."""
         pending = self._pending.pop(module_id, None)

@@ -48,11 +48,15 @@ class RunnerCalls:
     def _collect(self, request: SampleRequest) -> Collected:
         raise NotImplementedError
 
+    def _to_columnar(self, episodes: list[Any]) -> Any:
+        """The transfer form of a call's chunks (a multi-agent runner's is ``MultiAgentColumnar``)."""
+        return episodes_to_columnar(episodes)
+
     def collect(self, request: SampleRequest) -> tuple[ColumnarEpisodes | None, RunnerMetrics]:
         """``sample_columnar()`` for a request (what ``EnvRunnerGroup`` sends)."""
         result = self._collect(request)
         if isinstance(result, list):
-            result = episodes_to_columnar(result) if result else None
+            result = self._to_columnar(result) if result else None
         if request.chunks_by_ref and result is not None:  # the driver only passes the reference on
             import ray
 

@@ -22,6 +22,7 @@ from ray_sampler.errors import EnvCreatorError, EnvRunnerFailedError, RaySampler
 from ray_sampler.modules import MLPModule
 from ray_sampler.sampling.config import EnvRunnerConfig, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_runner import EnvRunner
+from ray_sampler.sampling.external_ma_runner import ExternalMultiAgentEnvRunner
 from ray_sampler.sampling.external_runner import ExternalEnvRunner
 from ray_sampler.sampling.metrics import RunnerMetrics
 from ray_sampler.sampling.multi_agent_env_runner import MultiAgentEnvRunner
@@ -80,7 +81,7 @@ class RunnerFleet:
         self.name_prefix = name_prefix
         runner_class: type = EnvRunner if config.multi_agent is None else MultiAgentEnvRunner
         if config.external is not None:
-            runner_class = ExternalEnvRunner
+            runner_class = ExternalEnvRunner if config.multi_agent is None else ExternalMultiAgentEnvRunner
         self._remote: Any = ray.remote(runner_class)  # an actor class: its methods' .remote is untyped
         self.actors: dict[int, Any] = {}
         self._num_workers: dict[int, int] = {}  # the num_workers each runner was started with

@@ -4,6 +4,7 @@ train from what the clients send."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import socket
 import subprocess
@@ -97,3 +98,28 @@ def test_serve_env_collects_the_clients_episodes_into_parquet(tmp_path: Path, ra
     buffer = restore_buffer(out)
     assert buffer.get_num_timesteps() == 600
     assert buffer.get_num_episodes() >= 2
+
+
+def test_a_multi_agent_run_trains_from_clients_that_send_per_agent_dicts(tmp_path: Path, ray_address: str) -> None:
+    port = free_ports(1)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ray_sampler", "train", "--env", "external", "--external.spaces-from", "ma-cartpole:2",
+         "--policy-mapping", "per-agent", "--external.port", str(port), "--max-iterations", "3", "--plain",
+         "--address", ray_address, "--runs-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    clients = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "external_multi_agent_client.py"), "--address", f"127.0.0.1:{port}"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )  # fmt: skip
+    out, _ = server.communicate(timeout=240)
+    assert server.returncode in (0, 1), out
+    assert "iter 3/3: 1536/" in out and "the server went away" in clients.stdout
+    (run_dir,) = tmp_path.glob("ppo-ma-cartpole_2-*")
+    saved = json.loads((run_dir / "policy" / "policy.json").read_text())
+    assert sorted(saved["modules"]) == ["0", "1"]  # a module per agent, each trained from the clients' steps
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["env_steps"]) for r in rows] == [512, 1024, 1536]
+    assert all(r["loss/policy_loss/0"] and r["loss/policy_loss/1"] for r in rows)
