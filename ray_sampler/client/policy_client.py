@@ -88,6 +88,9 @@ class PolicyClient:
         self._local: dict[str, _LocalEpisode] = {}
         self._unacked: list[tuple[int, list[dict[str, Any]]]] = []
         self._pending_chunks: list[dict[str, Any]] = []
+        self._rewards: dict[str, tuple[Any, dict[str, Any]]] = {}
+        """Per remote episode, the reward (or per-agent rewards) and infos logged since its last observation."""
+        self._weights_stale = False
         self._next_batch = 0
         self.policy: LocalPolicy | None = None
         self.welcome: dict[str, Any] = {}
@@ -121,6 +124,7 @@ class PolicyClient:
         if self.inference == "local":
             return self._act_locally(episode_id, observation)
         message = {"type": "get_action", "episode_id": episode_id, "observation": to_json_value(observation)}
+        self._attach_reward(episode_id, message)
         for name, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
             if flags:
                 message[name] = {str(k): bool(v) for k, v in flags.items()}
@@ -133,10 +137,12 @@ class PolicyClient:
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
         """Records an action the simulator took itself for ``observation`` (remote inference)."""
-        self._call(
-            {"type": "log_action", "episode_id": episode_id, "observation": to_json_value(observation),
-             "action": to_json_value(action)}
-        )  # fmt: skip
+        message = {
+            "type": "log_action", "episode_id": episode_id, "observation": to_json_value(observation),
+            "action": to_json_value(action),
+        }  # fmt: skip
+        self._attach_reward(episode_id, message)
+        self._call(message)
         self._restarted.discard(episode_id)
 
     def log_returns(
@@ -149,11 +155,25 @@ class PolicyClient:
             return
         if episode_id in self._restarted:
             return  # the server lost this step with the connection: it has no action to reward
-        value = {str(k): float(v) for k, v in reward.items()} if isinstance(reward, dict) else float(reward)
-        message: dict[str, Any] = {"type": "log_returns", "episode_id": episode_id, "reward": value}
+        # Sent with the next observation (get_action, log_action or end_episode), which closes the
+        # step: one message a step. The protocol's log_returns message does the same on its own.
+        held = self._rewards.setdefault(episode_id, ({} if isinstance(reward, dict) else 0.0, {}))
+        if isinstance(reward, dict):
+            for k, v in reward.items():
+                held[0][str(k)] = held[0].get(str(k), 0.0) + float(v)
+            self._rewards[episode_id] = held
+        else:
+            self._rewards[episode_id] = (float(held[0]) + float(reward), held[1])
         if info:
-            message["info"] = to_json_value(info)
-        self._call(message, wait=False)
+            self._rewards[episode_id][1].update(to_json_value(info))
+
+    def _attach_reward(self, episode_id: str, message: dict[str, Any]) -> None:
+        """The rewards (and infos) logged since the episode's last observation go with this one."""
+        held = self._rewards.pop(episode_id, None)
+        if held is not None and episode_id not in self._restarted:
+            message["reward"] = held[0]
+            if held[1]:
+                message["info"] = held[1]
 
     def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
         """Ends the episode with its last observation (``truncated``: cut short, not terminated)."""
@@ -166,16 +186,22 @@ class PolicyClient:
                 self._queue(episode_id, ep)
             self._send_ready(force=False)
             return
-        self._call(
-            {"type": "end_episode", "episode_id": episode_id, "observation": to_json_value(observation),
-             "truncated": truncated}
-        )  # fmt: skip
+        message = {
+            "type": "end_episode", "episode_id": episode_id, "observation": to_json_value(observation),
+            "truncated": truncated,
+        }  # fmt: skip
+        self._attach_reward(episode_id, message)
+        self._call(message)
         self._open.discard(episode_id)
         self._restarted.discard(episode_id)
 
     def flush(self) -> None:
-        """Local inference: sends every finished step now and waits for the acknowledgement."""
+        """Local inference: sends every finished step now and waits until the server acknowledged
+        every batch."""
         self._send_ready(force=True)
+        self._call_answers()
+        if self._weights_stale:
+            self._pull_weights()
 
     def close(self) -> None:
         """Sends what is left (local inference) and closes the connection."""
@@ -241,22 +267,30 @@ class PolicyClient:
         if not pending or (steps < self.batch_steps and not force):
             return
         self._pending_chunks = []
-        self._unacked.append((self._next_batch, pending))
+        batch = self._next_batch
+        self._unacked.append((batch, pending))
         self._next_batch += 1
-        self._send_unacked()
+        # Not waited for: its acknowledgement is read before the next request (by then it has
+        # usually come), so the simulator never waits on the server while it has steps to make.
+        self._call({"type": "chunks", "batch": batch, "chunks": pending}, wait=False)
+        if force:
+            self._call_answers()
+        if self._weights_stale:
+            self._pull_weights()
 
-    def _send_unacked(self) -> None:
-        while self._unacked:
-            batch, chunks = self._unacked[0]
-            answer = self._call({"type": "chunks", "batch": batch, "chunks": chunks})
-            self._unacked.pop(0)
-            if self.policy is None or answer["weights_version"] > self.policy.version:
-                self._pull_weights()
+    def _call_answers(self) -> None:
+        """Reads every answer still to come (reconnecting if the connection broke meanwhile)."""
+        try:
+            self._read_unanswered()
+        except (OSError, ConnectionError):
+            self._reconnect()
+            self._read_unanswered()
 
     def _pull_weights(self, *, connecting: bool = False) -> None:
         message = {"type": "get_weights"}
         answer = self._exchange(message) if connecting else self._call(message)
         self.policy = LocalPolicy(answer, self.welcome["action_space"], seed=self._seed)
+        self._weights_stale = False
 
     # ---------------------------------------------------------------- the connection
     def _connect(self) -> None:
@@ -303,6 +337,8 @@ class PolicyClient:
         self.num_reconnects += 1
         # The server dropped this connection's episodes: they go on as new ones from their next observation.
         self._restarted |= self._open
+        for episode_id in self._open:
+            self._rewards.pop(episode_id, None)
         for episode_id in sorted(self._open):
             self._exchange({"type": "start_episode", "episode_id": episode_id})
         # Local inference: the server no longer holds this client's running episodes. What is sent
@@ -321,6 +357,10 @@ class PolicyClient:
         for episode_id, ep in self._local.items():
             if episode_id not in started:
                 ep.start = True
+        for batch, chunks in self._unacked:  # sent again, in order; their answers come as usual
+            assert self._sock is not None, "connected"
+            self._sock.sendall(frame({"type": "chunks", "batch": batch, "chunks": chunks}))
+            self._unanswered += 1
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
         sock = self._sock
@@ -337,8 +377,13 @@ class PolicyClient:
         sock = self._sock
         assert sock is not None, "connected"
         while self._unanswered:
-            self._unanswered -= 1
-            self._answer(read_message(sock))
+            message = read_message(sock)
+            self._unanswered -= 1  # before an error answer raises: the count stays in step
+            answer = self._answer(message)
+            if answer["type"] == "ack":  # a local-mode batch is stored: it is never sent again
+                self._unacked = [(b, c) for b, c in self._unacked if b != answer["batch"]]
+                if self.policy is None or answer["weights_version"] > self.policy.version:
+                    self._weights_stale = True
 
     def _call(self, message: dict[str, Any], *, wait: bool = True) -> dict[str, Any]:
         for attempt in range(2):
@@ -355,6 +400,11 @@ class PolicyClient:
                 if attempt or isinstance(e, ssl.SSLCertVerificationError):
                     raise
                 self._reconnect()
+                if message.get("episode_id") in self._restarted:  # its step went with the connection
+                    message.pop("reward", None)
+                    message.pop("info", None)
                 if message["type"] == "log_returns":
                     return {}  # its step went with the connection
+                if message["type"] == "chunks":
+                    return {}  # the reconnect sent every unacknowledged batch again, this one too
         raise AssertionError("unreachable")

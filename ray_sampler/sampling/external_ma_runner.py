@@ -91,6 +91,8 @@ class _MultiAgentService(ExternalService):
         if not isinstance(explore, bool):
             raise ProtocolError(f"'explore' must be true or false (got {explore!r})")
         terminateds, truncateds = self._flags(message, "terminateds"), self._flags(message, "truncateds")
+        if self.ma_episodes.is_running(self._key(session, handle)):
+            self._fold_reward(session, handle, message)
         await self._wait_for_room()
         key = self._key(session, handle)
         try:
@@ -108,16 +110,14 @@ class _MultiAgentService(ExternalService):
         self.ma_episodes.act(key, actions, extras)
         return {"type": "action", "action": {str(a): to_wire(v) for a, v in for_env.items()}}
 
-    async def _log_returns(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
-        handle = self._handle(session, message)
-        rewards = self._agent_dict(message.get("reward"), "reward", None)
+    def _take_reward(self, session: Session, handle: str, message: dict[str, Any]) -> None:
+        rewards = self._agent_dict(message.get("reward", {}), "reward", None)
         if not all(not isinstance(r, bool) and isinstance(r, int | float) and np.isfinite(r) for r in rewards.values()):
             raise ProtocolError("'reward' must map agent ids to finite numbers")
         key = self._key(session, handle)
         if not self.ma_episodes.is_running(key):
             raise ProtocolError(f"episode {handle!r} has no observation yet to reward (call get_action first)")
         self.ma_episodes.log_reward(key, {a: float(r) for a, r in rewards.items()})
-        return {"type": "ok"}
 
     async def _end_episode(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = self._handle(session, message)
@@ -126,6 +126,8 @@ class _MultiAgentService(ExternalService):
         if not isinstance(truncated, bool):
             raise ProtocolError(f"'truncated' must be true or false (got {truncated!r})")
         key = self._key(session, handle)
+        if self.ma_episodes.is_running(key):
+            self._fold_reward(session, handle, message)
         session.open.discard(handle)
         if self.ma_episodes.is_running(key):
             flags: dict[Hashable, bool] = {"__all__": True}

@@ -182,6 +182,7 @@ class ExternalService:
         if handle in session.untrained:
             _, for_env, _ = self.policy.act([_probe(obs)], explore=explore)  # acts on the last observation
             return {"type": "action", "action": to_wire(for_env[0])}
+        self._fold_reward(session, handle, message)
         await self._wait_for_room()
         key = self._key(session, handle)
         self._observe(key, obs)
@@ -229,6 +230,7 @@ class ExternalService:
         action = from_wire(self.action_space, message.get("action"), "action", check_contains=True)
         if handle in session.untrained:
             return {"type": "ok"}
+        self._fold_reward(session, handle, message)
         await self._wait_for_room()
         key = self._key(session, handle)
         self._observe(key, obs)
@@ -237,22 +239,29 @@ class ExternalService:
         return {"type": "ok"}
 
     async def _log_returns(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
-        handle = self._handle(session, message)
-        reward = message.get("reward")
+        self._take_reward(session, self._handle(session, message), message)
+        return {"type": "ok"}
+
+    def _fold_reward(self, session: Session, handle: str, message: dict[str, Any]) -> None:
+        """The rewards a message brings beside its observation (as a ``log_returns`` before it)."""
+        if "reward" in message or "info" in message:
+            self._take_reward(session, handle, message)
+
+    def _take_reward(self, session: Session, handle: str, message: dict[str, Any]) -> None:
+        reward = message.get("reward", 0.0)
         if isinstance(reward, bool) or not isinstance(reward, int | float) or not math.isfinite(reward):
             raise ProtocolError(f"'reward' must be a finite number (got {reward!r})")
         info = message.get("info") or {}
         if not isinstance(info, dict):
             raise ProtocolError("'info' must be an object or absent")
         if handle in session.untrained:
-            return {"type": "ok"}
+            return
         key = self._key(session, handle)
         if not self.episodes.is_running(key) or self.episodes.open_step(key).action is None:
             raise ProtocolError(f"episode {handle!r} took no action yet to reward (call get_action first)")
         if not math.isfinite(self.episodes.open_step(key).reward + float(reward)):
             raise ProtocolError(f"'reward': the step's rewards add up to more than a float holds (got {reward!r} more)")
         self.episodes.log_reward(key, float(reward), info)
-        return {"type": "ok"}
 
     async def _end_episode(self, session: Session, message: dict[str, Any]) -> dict[str, Any]:
         handle = self._handle(session, message)
@@ -262,6 +271,7 @@ class ExternalService:
             raise ProtocolError(f"'truncated' must be true or false (got {truncated!r})")
         if session.untrained.pop(handle, None) is not None:
             return {"type": "ok"}
+        self._fold_reward(session, handle, message)
         key = self._key(session, handle)
         session.open.discard(handle)
         if self.episodes.is_running(key):
@@ -411,10 +421,10 @@ def _probe(obs: Any) -> SingleAgentEpisode:
 
 _FIELDS = {
     "start_episode": {"episode_id", "training_enabled"},
-    "get_action": {"episode_id", "observation", "explore", "terminateds", "truncateds"},
-    "log_action": {"episode_id", "observation", "action"},
+    "get_action": {"episode_id", "observation", "explore", "terminateds", "truncateds", "reward", "info"},
+    "log_action": {"episode_id", "observation", "action", "reward", "info"},
     "log_returns": {"episode_id", "reward", "info"},
-    "end_episode": {"episode_id", "observation", "truncated"},
+    "end_episode": {"episode_id", "observation", "truncated", "reward", "info"},
     "get_weights": set(),
     "chunks": {"batch", "chunks"},
 }

@@ -224,13 +224,25 @@ class TestBadInput:
         assert runner.episodes.num_held_steps() == 0  # the first observation: no step yet
 
     def test_rewards_that_add_up_past_a_float_are_refused(self, runner: ExternalEnvRunner) -> None:
-        client = PolicyClient(runner.address())
-        episode = client.start_episode()
-        client.get_action(episode, [0.0, 0.0, 0.0, 0.0])
-        client.log_returns(episode, 1e308)
-        client.log_returns(episode, 1e308)
-        with pytest.raises(ServerError, match="add up to more than a float holds"):
-            client.end_episode(episode, [0.0, 0.0, 0.0, 0.0])  # the log_returns answer is read here
+        raw = _Raw(runner.address())
+        raw.hello()
+        raw.ask({"type": "start_episode", "episode_id": "e"})
+        raw.ask({"type": "get_action", "episode_id": "e", "observation": [0, 0, 0, 0]})
+        assert raw.ask({"type": "log_returns", "episode_id": "e", "reward": 1e308}) == {"type": "ok"}
+        answer = raw.ask({"type": "get_action", "episode_id": "e", "observation": [0, 0, 0, 0], "reward": 1e308})
+        assert "add up to more than a float holds" in answer["error"]
+        assert runner.episodes.num_held_steps() == 0  # the refused message recorded nothing
+
+    def test_a_reward_beside_the_next_observation_is_a_log_returns_before_it(self, runner: ExternalEnvRunner) -> None:
+        raw = _Raw(runner.address())
+        raw.hello()
+        raw.ask({"type": "start_episode", "episode_id": "e"})
+        raw.ask({"type": "get_action", "episode_id": "e", "observation": [0, 0, 0, 0]})
+        raw.ask({"type": "log_returns", "episode_id": "e", "reward": 0.5})
+        raw.ask({"type": "get_action", "episode_id": "e", "observation": [0, 0, 0, 0], "reward": 0.25})
+        raw.ask({"type": "end_episode", "episode_id": "e", "observation": [0, 0, 0, 0], "reward": 2, "info": {"x": 1}})
+        (chunk,) = runner.sample(num_timesteps=2, timeout_s=30)
+        assert list(chunk.get_rewards()) == [0.75, 2.0] and chunk.get_infos(-1) == {"x": 1}
 
     def test_a_space_mismatch_at_hello_is_refused(self, runner: ExternalEnvRunner) -> None:
         raw = _Raw(runner.address())
@@ -404,6 +416,7 @@ class TestServer:
         for _ in range(3):
             client.get_action(episode, [0.0, 0.0, 0.0, 0.0])
             client.log_returns(episode, 1.0)
+        client.flush()  # the batches' acknowledgements are read (they say version 3): the weights follow
         assert client.policy.version == 3
         np.testing.assert_allclose(client.policy.params["pi.0.b"], state["pi.0.b"] + 0.5, atol=1e-6)
 
