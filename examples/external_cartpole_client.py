@@ -49,7 +49,8 @@ def play(args: Args, index: int, finished: list[float], lock: threading.Lock, fa
     try:
         client = PolicyClient(
             address, inference=args.inference, token=args.token, connect_timeout_s=args.connect_timeout_s,
-            reconnect_timeout_s=5.0, seed=index,
+            reconnect_timeout_s=5.0, seed=index, observation_space=env.observation_space,
+            action_space=env.action_space,  # checked by the server, or its spaces if it was given none
         )  # fmt: skip
     except OSError as e:
         print(f"client {index}: cannot connect to {address} ({e})", flush=True)

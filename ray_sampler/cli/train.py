@@ -71,6 +71,7 @@ from ray_sampler.sampling.config import BatchMode, EnvRunnerGroupConfig
 from ray_sampler.sampling.env_check import check_env
 from ray_sampler.sampling.env_runner import build_module
 from ray_sampler.sampling.evaluation import check_evaluation_opponent
+from ray_sampler.sampling.external_spaces import EXTERNAL_SPACES_ENV, register_external_spaces
 from ray_sampler.sampling.horizon import env_time_limit
 from ray_sampler.sampling.multi_agent_config import AgentTable, MultiAgentConfig, policy_mapping
 from ray_sampler.sampling.multi_agent_env_runner import build_multi_rl_module, probe_multi_agent
@@ -315,7 +316,9 @@ def command_from_args(cls: type[Command], args: list[str], *, prog: str) -> Comm
     if any(a in ("-h", "--help", "--help-all") for a in args):
         env = env if env in gym.registry else DEFAULT_ENV
     else:
-        args, env = rewrite_external_args(args, env, _last_value(file_flags + args, "--external.spaces-from"))
+        args, env = rewrite_external_args(args, env, lambda flag: _last_value(file_flags + args, flag))
+        if env == EXTERNAL_SPACES_ENV:  # a run of the first client's spaces (resumed, or just received)
+            register_external_spaces()
         check_env_name(env)
     default = cls(env=env, training=_base_config(cls, env))
     # The file's env config and the flags' merge, key by key (the flags' last).
@@ -509,8 +512,9 @@ def _train_in(
         mark("ray_init")
         num_runners = cfg.env_runner_group.num_env_runners
         runners = f"{num_runners} env runner{'' if num_runners == 1 else 's'}"
+        spaces = "the first client's spaces" if command.env == EXTERNAL_SPACES_ENV else f"{command.env}'s spaces"
         on = (
-            f"external clients with {command.env}'s spaces, {runners}"
+            f"external clients with {spaces}, {runners}"
             if command.external.serve
             else f"{command.env}, {runners} x {cfg.env_runner.num_envs_per_env_runner} sub-envs"
         )

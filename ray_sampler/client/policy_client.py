@@ -8,6 +8,9 @@ sends its finished steps in batches of ``batch_steps``; each batch is kept until
 acknowledges it (the acknowledgement says when newer weights exist: the client pulls them then).
 
 The first connection is tried for up to ``connect_timeout_s`` (the server may still be starting).
+A client may bring its spaces (``observation_space``, ``action_space``: gymnasium Box or Discrete
+spaces, or their protocol form): the server checks them, or, started without any, takes the first
+client's (it answers ``retry``, and the client connects again once the runners listen).
 When the connection breaks, the client reconnects with exponential backoff for up to
 ``reconnect_timeout_s`` and goes on: unacknowledged batches are sent again (the server stores
 each once), and an episode the server lost with the connection goes on there as a new episode
@@ -28,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .local_policy import LocalPolicy
-from .protocol import PROTOCOL_VERSION, ServerError, frame, read_message, to_json_value
+from .protocol import PROTOCOL_VERSION, ServerError, frame, read_message, space_to_wire, to_json_value
 
 __all__ = ["PolicyClient"]
 
@@ -63,6 +66,8 @@ class PolicyClient:
         reconnect_timeout_s: float = 60.0,
         batch_steps: int = 200,
         seed: int | None = None,
+        observation_space: Any = None,
+        action_space: Any = None,
     ) -> None:
         if inference not in ("remote", "local"):
             raise ValueError(f"'inference' must be 'remote' or 'local' (got {inference!r})")
@@ -80,6 +85,11 @@ class PolicyClient:
         self.num_reconnects = 0
         """Times the connection broke and was made again."""
         self._seed = seed
+        self._spaces = {
+            name: space_to_wire(space, name)
+            for name, space in (("observation_space", observation_space), ("action_space", action_space))
+            if space is not None
+        }
         self._sock: socket.socket | None = None
         self._unanswered = 0
         self._open: set[str] = set()
@@ -302,9 +312,13 @@ class PolicyClient:
         self._unanswered = 0
         hello: dict[str, Any] = {
             "type": "hello", "protocol": PROTOCOL_VERSION, "token": self.token, "inference": self.inference,
-            "client_id": self.client_id,
+            "client_id": self.client_id, **self._spaces,
         }  # fmt: skip
         self.welcome = self._exchange(hello)
+        if self.welcome["type"] == "retry":  # the server took our spaces and starts its runners
+            sock.close()
+            self._sock = None
+            raise ConnectionError(f"the server is starting ({self.welcome.get('reason', '')})")
         if self.inference == "local":
             last = int(self.welcome.get("last_batch", -1))
             self._unacked = [(b, c) for b, c in self._unacked if b > last]

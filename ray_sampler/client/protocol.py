@@ -37,6 +37,7 @@ __all__ = [
     "frame",
     "parse",
     "read_message",
+    "space_to_wire",
     "to_json_value",
 ]
 
@@ -152,3 +153,27 @@ def to_json_value(value: Any) -> Any:
 
 def _kind(value: Any) -> str:
     return type(value).__name__
+
+
+def space_to_wire(space: Any, name: str) -> dict[str, Any]:
+    """A space in the protocol's form (``{"spec", "arrays"}``, as a server's ``welcome`` sends it):
+    the form itself, or a Box or Discrete space (anything with their attributes: no gymnasium
+    import). ``name`` (``observation_space`` / ``action_space``) prefixes the bounds' paths."""
+    if isinstance(space, dict):
+        return space
+    if all(hasattr(space, a) for a in ("low", "high", "shape", "dtype")):
+        low, high = f"{name}/low", f"{name}/high"
+        spec = {"type": "Box", "low": low, "high": high, "dtype": str(np.dtype(space.dtype))}
+        return {
+            "spec": spec,
+            "arrays": {low: encode_array(np.asarray(space.low)), high: encode_array(np.asarray(space.high))},
+        }
+    if hasattr(space, "n") and hasattr(space, "dtype"):
+        start = int(getattr(space, "start", 0))
+        return {
+            "spec": {"type": "Discrete", "n": int(space.n), "start": start, "dtype": str(np.dtype(space.dtype))},
+            "arrays": {},
+        }
+    raise ProtocolError(
+        f"{name}: a Box or Discrete space or the protocol's form is allowed (got {type(space).__name__})"
+    )

@@ -9,6 +9,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,43 @@ def test_a_multi_agent_run_trains_from_clients_that_send_per_agent_dicts(tmp_pat
         rows = list(csv.DictReader(f))
     assert [int(r["env_steps"]) for r in rows] == [512, 1024, 1536]
     assert all(r["loss/policy_loss/0"] and r["loss/policy_loss/1"] for r in rows)
+
+
+def test_without_spaces_from_the_first_clients_hello_gives_the_spaces(tmp_path: Path, ray_address: str) -> None:
+    from ray_sampler.client.protocol import frame, read_message
+
+    port = free_ports(1)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ray_sampler", "train", "--env", "external", "--external.port", str(port),
+         "--max-iterations", "2", "--plain", "--address", ray_address, "--runs-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        # A client without spaces is told what is missing (and the server keeps waiting).
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server never listened"
+                time.sleep(0.2)
+        with sock:
+            sock.sendall(frame({"type": "hello", "protocol": 1}))
+            answer = read_message(sock)
+        assert answer["fatal"] and "send observation_space and action_space" in answer["error"]
+        clients = subprocess.run(
+            [sys.executable, str(CLIENT), "--address", f"127.0.0.1:{port}", "--clients", "2"],
+            capture_output=True, text=True, timeout=240, cwd=ROOT,
+        )  # fmt: skip
+        out, _ = server.communicate(timeout=240)
+    finally:
+        server.kill()
+    assert server.returncode == 0, out
+    assert "PPO on external clients with the first client's spaces, 1 env runner" in out, out
+    assert clients.returncode == 0, clients.stdout + clients.stderr
+    (run_dir,) = tmp_path.glob("ppo-external-spaces-*")
+    saved = tomllib.loads((run_dir / "config.toml").read_text())
+    assert saved["env"] == "external-spaces"  # the spaces travel in the env config: --resume has them
+    assert json.loads(saved["env_config"])["observation_space"]["spec"]["type"] == "Box"

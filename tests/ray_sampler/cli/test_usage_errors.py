@@ -55,7 +55,10 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--env-config.size"], "--env-config.size: a value is needed (got none)"),
     (["train", "--env", f"{USER_ENVS}:fails"], "failed for worker_index=0, vector_index=0: ValueError: size must be"),
     (["sample", "--env", f"{USER_ENVS}:not_an_env"], "must return a gymnasium.Env (got builtins.dict for worker_index"),
-    (["train", "--env", "external"], "--env external: --external.spaces-from ENV is needed (a gymnasium id or env"),
+    (
+        ["train", "--env", "external", "--external.port", "9899", "--external.wait-s", "0.3"],
+        "--env external: no client sent its spaces within 0.3 s (--external.wait-s)",
+    ),
     (
         ["train", "--env", "external", "--external.spaces-from", "CartPole-v1", "--external.host", "0.0.0.0"],
         "--external.token must be set to listen on '0.0.0.0' (only a loopback host needs none)",

@@ -84,3 +84,18 @@ def test_nan_is_never_written() -> None:
 def test_numpy_values_become_plain_json() -> None:
     value = {"a": np.float32(0.5), "b": np.arange(2), "c": [np.int64(3)], 4: (1, 2)}
     assert to_json_value(value) == {"a": 0.5, "b": [0, 1], "c": [3], "4": [1, 2]}
+
+
+@pytest.mark.parametrize("space", ["box", "discrete"])
+def test_a_clients_space_is_the_servers_form(space: str) -> None:
+    import gymnasium as gym
+
+    from ray_sampler.client.protocol import space_to_wire
+    from ray_sampler.sampling.external_values import same_space, space_message
+
+    s = gym.spaces.Box(-1.0, 2.0, (3,), np.float32) if space == "box" else gym.spaces.Discrete(4, start=2)
+    assert same_space(space_message(s, "observation_space"), space_to_wire(s, "observation_space"))
+    other = gym.spaces.Box(-1.0, 3.0, (3,), np.float32) if space == "box" else gym.spaces.Discrete(5, start=2)
+    assert not same_space(space_message(s, "observation_space"), space_to_wire(other, "observation_space"))
+    with pytest.raises(ProtocolError, match="a Box or Discrete space"):
+        space_to_wire(gym.spaces.Text(5), "observation_space")
