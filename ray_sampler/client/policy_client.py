@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .local_policy import LocalPolicy
-from .protocol import PROTOCOL_VERSION, ServerError, frame, read_message, space_to_wire, to_json_value
+from .protocol import PROTOCOL_VERSION, ServerError, encode_array, frame, read_message, space_to_wire, to_json_value
 
 __all__ = ["PolicyClient"]
 
@@ -98,6 +98,7 @@ class PolicyClient:
         self._local: dict[str, _LocalEpisode] = {}
         self._unacked: list[tuple[int, list[dict[str, Any]]]] = []
         self._pending_chunks: list[dict[str, Any]] = []
+        self._pending_steps = 0
         self._rewards: dict[str, tuple[Any, dict[str, Any]]] = {}
         """Per remote episode, the reward (or per-agent rewards) and infos logged since its last observation."""
         self._weights_stale = False
@@ -257,14 +258,15 @@ class PolicyClient:
         chunk = {
             "episode_id": episode_id,
             "start": ep.start,
-            "observations": [to_json_value(o) for o in ep.observations[: k + 1]],
-            "actions": [to_json_value(a) for a in ep.actions[:k]],
+            "observations": _rows(ep.observations[: k + 1]),
+            "actions": [a if type(a) is int else to_json_value(a) for a in ep.actions[:k]],
             "rewards": ep.rewards[:k],
             "action_logp": ep.logp[:k],
         }
         if ep.ended is not None:
             chunk["terminated"], chunk["truncated"] = ep.ended
         self._pending_chunks.append(chunk)
+        self._pending_steps += k
         ep.start = False
         ep.observations, ep.actions, ep.rewards, ep.logp = ep.observations[k:], ep.actions[k:], [], ep.logp[k:]
 
@@ -273,10 +275,9 @@ class PolicyClient:
             for episode_id, ep in self._local.items():
                 self._queue(episode_id, ep)
         pending = self._pending_chunks
-        steps = sum(len(c["actions"]) for c in pending)
-        if not pending or (steps < self.batch_steps and not force):
+        if not pending or (self._pending_steps < self.batch_steps and not force):
             return
-        self._pending_chunks = []
+        self._pending_chunks, self._pending_steps = [], 0
         batch = self._next_batch
         self._unacked.append((batch, pending))
         self._next_batch += 1
@@ -422,3 +423,12 @@ class PolicyClient:
                 if message["type"] == "chunks":
                     return {}  # the reconnect sent every unacknowledged batch again, this one too
         raise AssertionError("unreachable")
+
+
+def _rows(observations: list[Any]) -> Any:
+    """A chunk's observations: one array object when they are float arrays of one shape (decoded
+    at once by the server), else a list of plain values."""
+    first = observations[0]
+    if isinstance(first, np.ndarray) and first.dtype.kind == "f" and all(o.shape == first.shape for o in observations):
+        return encode_array(np.stack(observations))
+    return [to_json_value(o) for o in observations]

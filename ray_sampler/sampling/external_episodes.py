@@ -67,6 +67,8 @@ class ExternalEpisodes:
         self._dropped_ids: list[str] = []
         self._shipped: set[str] = set()
         """Ids of running episodes a call took chunks of."""
+        self._wake_at = 0
+        """Held steps at which an added step wakes a waiting ``take`` (0: every step)."""
         self.num_env_steps_total = 0
         """Steps added since the start."""
 
@@ -142,7 +144,8 @@ class ExternalEpisodes:
                 self._lock.notify_all()
                 return ep
             self._num_running_steps += 1
-            self._lock.notify_all()
+            if self._num_running_steps + self._num_finished_steps >= self._wake_at:
+                self._lock.notify_all()  # only once a waiting call can have its steps: no wake-up per step
             return None
 
     def discard(self, key: str) -> None:
@@ -193,6 +196,7 @@ class ExternalEpisodes:
         everything still held."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
+            self._wake_at = num_steps if self.truncate and num_steps is not None else 0
             while not self._enough(num_steps, num_episodes):
                 if stop is not None and stop.is_set():
                     return []

@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ray_sampler.client.protocol import PROTOCOL_VERSION, ProtocolError, encode_array
+from ray_sampler.client.protocol import PROTOCOL_VERSION, ProtocolError, decode_array, encode_array
 from ray_sampler.data.columns import Columns
 from ray_sampler.data.episode import SingleAgentEpisode
 from ray_sampler.sampling.external_episodes import ExternalEpisodes
@@ -335,6 +335,12 @@ class ExternalService:
                 f"{what!r}: 'episode_id' must be a string and 'start', 'terminated', 'truncated' booleans"
             )
         obs, actions, rewards, logp = (chunk.get(k) for k in ("observations", "actions", "rewards", "action_logp"))
+        if isinstance(obs, dict) and isinstance(self.observation_space, gym.spaces.Box):
+            # One array object of n + 1 rows: decoded once (the Python client sends Box observations so).
+            stacked = decode_array(obs, self.observation_space.dtype)
+            if stacked.shape[1:] != self.observation_space.shape:
+                raise ProtocolError(f"{what}.observations must have rows of shape {self.observation_space.shape}")
+            obs = list(stacked)
         if not (
             isinstance(obs, list) and isinstance(actions, list) and isinstance(rewards, list) and isinstance(logp, list)
         ):
@@ -345,7 +351,12 @@ class ExternalService:
                 f"{what!r} must hold n >= 1 actions, rewards and action_logp and n + 1 observations "
                 f"(got {n}, {len(rewards)}, {len(logp)} and {len(obs)})"
             )
-        observations = [from_wire(self.observation_space, o, f"{what}.observations[{t}]") for t, o in enumerate(obs)]
+        observations = [
+            o if isinstance(o, np.ndarray) else from_wire(self.observation_space, o, f"{what}.observations[{t}]")
+            for t, o in enumerate(obs)
+        ]
+        if isinstance(self.observation_space, gym.spaces.Box) and not all(np.isfinite(o).all() for o in observations):
+            raise ProtocolError(f"{what}.observations must hold finite numbers (got NaN or infinity)")
         acts = [
             from_wire(self.action_space, a, f"{what}.actions[{t}]", check_contains=True) for t, a in enumerate(actions)
         ]
