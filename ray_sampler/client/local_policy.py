@@ -35,10 +35,22 @@ class LocalPolicy:
         self.is_gaussian = bool(form.get("gaussian"))
         spec = action_space["spec"]
         self._start = int(spec.get("start", 0)) if spec["type"] == "Discrete" else 0
+        self._bounds = None
+        if spec["type"] == "Box":
+            arrays = action_space["arrays"]
+            self._bounds = (decode_array(arrays[spec["low"]]), decode_array(arrays[spec["high"]]))
         self._rng = np.random.default_rng(seed)
 
+    def for_env(self, action: Any) -> Any:
+        """What the simulator gets for a drawn action: a Box action clipped to the space's bounds
+        (the drawn one is what is recorded, as a runner records it)."""
+        if self._bounds is None:
+            return action
+        return np.clip(action, *self._bounds).astype(np.float32)
+
     def compute(self, observation: Any, *, explore: bool = True) -> tuple[Any, float]:
-        """(the action for ``observation``, its log-probability)."""
+        """(the action drawn for ``observation``, its log-probability); ``for_env`` gives what the
+        simulator gets."""
         x = np.asarray(observation, np.float64).reshape(-1)
         for layer in range(self.depth):
             x = x @ self.params[f"pi.{layer}.w"] + self.params[f"pi.{layer}.b"]

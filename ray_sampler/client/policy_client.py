@@ -99,6 +99,10 @@ class PolicyClient:
         self._unacked: list[tuple[int, list[dict[str, Any]]]] = []
         self._pending_chunks: list[dict[str, Any]] = []
         self._pending_steps = 0
+        self._pending_batches: list[int] = []
+        """The batch numbers of the local-mode answers still to come, in order (remote mode: none)."""
+        self.num_batches_refused = 0
+        """Local-mode batches the server answered with an error (never sent again)."""
         self._rewards: dict[str, tuple[Any, dict[str, Any]]] = {}
         """Per remote episode, the reward (or per-agent rewards) and infos logged since its last observation."""
         self._weights_stale = False
@@ -248,7 +252,7 @@ class PolicyClient:
         if len(ep.rewards) >= self.batch_steps:
             self._queue(episode_id, ep)
         self._send_ready(force=False)
-        return action
+        return self.policy.for_env(action)
 
     def _queue(self, episode_id: str, ep: _LocalEpisode) -> None:
         """Moves the episode's finished steps into a chunk waiting to be sent."""
@@ -282,12 +286,26 @@ class PolicyClient:
         self._unacked.append((batch, pending))
         self._next_batch += 1
         # Not waited for: its acknowledgement is read before the next request (by then it has
-        # usually come), so the simulator never waits on the server while it has steps to make.
-        self._call({"type": "chunks", "batch": batch, "chunks": pending}, wait=False)
+        # usually come), so the simulator never waits on the server while it has steps to make. It
+        # goes before the older answers are read, so an error answer to an older batch cannot keep
+        # it from going.
+        self._send_batch(batch, pending)
         if force:
             self._call_answers()
         if self._weights_stale:
             self._pull_weights()
+
+    def _send_batch(self, batch: int, chunks: list[dict[str, Any]]) -> None:
+        message = {"type": "chunks", "batch": batch, "chunks": chunks}
+        try:
+            assert self._sock is not None, "connected"
+            self._sock.sendall(frame(message))
+            self._unanswered += 1
+            self._pending_batches.append(batch)
+        except (OSError, ConnectionError):
+            self._reconnect()  # sends every unacknowledged batch again, this one included
+            return
+        self._read_unanswered(leave=1)
 
     def _call_answers(self) -> None:
         """Reads every answer still to come (reconnecting if the connection broke meanwhile)."""
@@ -310,7 +328,7 @@ class PolicyClient:
         if self.ssl_context is not None:
             sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
         self._sock = sock
-        self._unanswered = 0
+        self._unanswered, self._pending_batches = 0, []
         hello: dict[str, Any] = {
             "type": "hello", "protocol": PROTOCOL_VERSION, "token": self.token, "inference": self.inference,
             "client_id": self.client_id, **self._spaces,
@@ -372,10 +390,12 @@ class PolicyClient:
         for episode_id, ep in self._local.items():
             if episode_id not in started:
                 ep.start = True
+        self._pending_batches = []
         for batch, chunks in self._unacked:  # sent again, in order; their answers come as usual
             assert self._sock is not None, "connected"
             self._sock.sendall(frame({"type": "chunks", "batch": batch, "chunks": chunks}))
             self._unanswered += 1
+            self._pending_batches.append(batch)
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
         sock = self._sock
@@ -388,12 +408,18 @@ class PolicyClient:
             raise ServerError(answer["error"])
         return answer
 
-    def _read_unanswered(self) -> None:
+    def _read_unanswered(self, *, leave: int = 0) -> None:
+        """Reads the answers still to come but the last ``leave``. An error answer to a batch takes
+        that batch out of the ones to send again, counted in ``num_batches_refused``, then raises."""
         sock = self._sock
         assert sock is not None, "connected"
-        while self._unanswered:
+        while self._unanswered > leave:
             message = read_message(sock)
             self._unanswered -= 1  # before an error answer raises: the count stays in step
+            batch = self._pending_batches.pop(0) if self._pending_batches else None
+            if message["type"] == "error" and batch is not None:
+                self._unacked = [(b, c) for b, c in self._unacked if b != batch]
+                self.num_batches_refused += 1
             answer = self._answer(message)
             if answer["type"] == "ack":  # a local-mode batch is stored: it is never sent again
                 self._unacked = [(b, c) for b, c in self._unacked if b != answer["batch"]]

@@ -149,12 +149,14 @@ class ExternalEpisodes:
             return None
 
     def discard(self, key: str) -> None:
-        """Forgets an episode that took no step since it began (a client ended it before acting)."""
+        """Forgets an episode that took no step since it began (a client ended it before acting);
+        one with steps is dropped and counted instead."""
         with self._lock:
-            ep = self._running.pop(key)
-            self._open.pop(key)
+            ep = self._running[key]
             if len(ep) or ep.id_ in self._shipped:
-                raise EpisodeError("discard: the episode has steps")
+                self.drop([key])  # the Condition's lock is re-entrant
+                return
+            del self._running[key], self._open[key]
 
     def drop(self, keys: list[str]) -> None:
         """The episodes under ``keys`` end unfinished (their client went away): their steps since
@@ -182,6 +184,11 @@ class ExternalEpisodes:
     def num_held_steps(self) -> int:
         with self._lock:
             return self._num_running_steps + self._num_finished_steps
+
+    def num_backlog_steps(self) -> int:
+        """Held steps a call can take now: all in truncate mode, finished episodes' in complete mode."""
+        with self._lock:
+            return self._num_finished_steps + (self._num_running_steps if self.truncate else 0)
 
     def take(
         self,

@@ -173,6 +173,14 @@ class ExternalMultiAgentEpisodes:
             sealed = sum(len(ep) for batch in self._ready for ep in batch)
             return sealed + sum(len(ep) for ep in self._finished) + sum(len(ep) for ep in self._running.values())
 
+    def num_backlog_steps(self) -> int:
+        """Held steps a call can take now: sealed batches and finished episodes (complete mode: the
+        finished ones only; running episodes must go on to finish)."""
+        with self._lock:
+            sealed = sum(len(ep) for batch in self._ready for ep in batch)
+            running = sum(len(ep) for ep in self._running.values()) if self.truncate else 0
+            return sealed + sum(len(ep) for ep in self._finished) + running
+
     def take(
         self, *, num_episodes: int | None = None, stop: threading.Event | None = None, timeout_s: float | None = None
     ) -> list[MultiAgentEpisode]:

@@ -93,7 +93,7 @@ class _MultiAgentService(ExternalService):
         terminateds, truncateds = self._flags(message, "terminateds"), self._flags(message, "truncateds")
         if self.ma_episodes.is_running(self._key(session, handle)):
             self._fold_reward(session, handle, message)
-        await self._wait_for_room()
+        await self._wait_for_room(session)
         key = self._key(session, handle)
         try:
             if self.ma_episodes.is_running(key):

@@ -97,6 +97,7 @@ class ExternalServer:
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
         self._ids = itertools.count(1)
+        self._num_handshakes = 0
         self._writers: set[asyncio.StreamWriter] = set()
 
     # ---------------------------------------------------------------- lifecycle
@@ -111,7 +112,12 @@ class ExternalServer:
             try:
                 self._server = loop.run_until_complete(
                     asyncio.start_server(
-                        self._serve, self.config.host, self._requested_port, ssl=self._ssl_context(), limit=2**16
+                        self._serve,
+                        self.config.host,
+                        self._requested_port,
+                        ssl=self._ssl_context(),
+                        limit=2**16,
+                        ssl_handshake_timeout=self.config.handshake_timeout_s if self.config.ssl_certfile else None,
                     )
                 )
                 self.port = int(self._server.sockets[0].getsockname()[1])
@@ -175,11 +181,16 @@ class ExternalServer:
         peer = writer.get_extra_info("peername")
         authenticated = False
         self._writers.add(writer)
+        self._num_handshakes += 1
+        in_handshake = True
         try:
-            if self.stats.num_clients_connected >= self.config.max_clients:
+            # Connections not yet authenticated count too: a flood of them cannot hold every socket.
+            if self.stats.num_clients_connected + self._num_handshakes > self.config.max_clients:
                 raise _Drop("full", f"the server serves {self.config.max_clients} clients at most; try later")
             hello = await self._read(reader, MAX_HANDSHAKE_BYTES, self.config.handshake_timeout_s)
             answer = self._authenticate(connection, hello)
+            self._num_handshakes -= 1
+            in_handshake = False
             authenticated = True
             self.stats.num_clients_connected += 1
             self.stats.num_clients_total += 1
@@ -198,7 +209,12 @@ class ExternalServer:
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, OSError) as e:
             if authenticated:
                 logger.info("%s: %s (%s) went away: %s", self.name, connection, peer, type(e).__name__)
+        except Exception as e:  # a client's message the checks above did not foresee: its connection only
+            self.stats.num_clients_dropped["malformed"] += 1
+            logger.warning("%s: closed %s (%s): %s: %s", self.name, connection, peer, type(e).__name__, e)
         finally:
+            if in_handshake:
+                self._num_handshakes -= 1
             self._writers.discard(writer)
             if authenticated:
                 self.stats.num_clients_connected -= 1
@@ -215,7 +231,9 @@ class ExternalServer:
             )
         token = self.config.token
         given = hello.get("token")
-        if token is not None and not (isinstance(given, str) and hmac.compare_digest(given.encode(), token.encode())):
+        if token is not None and not (
+            isinstance(given, str) and hmac.compare_digest(given.encode(errors="replace"), token.encode())
+        ):
             raise _Drop("auth", "wrong or missing token")
         try:
             return self.service.welcome(connection, hello)

@@ -60,6 +60,8 @@ class Session:
     """Handles of the episodes this connection started and did not end."""
     untrained: dict[str, SingleAgentEpisode] = dataclasses.field(default_factory=dict)
     """Episodes started with ``training_enabled`` false: acted in, never shipped."""
+    is_live: bool = True
+    """False once a newer connection of the same client id took over (its episodes were dropped)."""
 
 
 class ExternalService:
@@ -112,6 +114,9 @@ class ExternalService:
             client_id = f"anonymous-{connection}-{self._counter}"
         if not isinstance(client_id, str) or not 1 <= len(client_id) <= 128:
             raise ProtocolError("'client_id' must be a string of 1 to 128 characters or absent")
+        for old_connection, old in list(self._sessions.items()):
+            if old.client_id == client_id:  # a client back before its old connection was seen closed
+                self.closed(old_connection)
         self._sessions[connection] = Session(inference, client_id)
         return {
             "type": "welcome",
@@ -125,6 +130,7 @@ class ExternalService:
     def closed(self, connection: str) -> None:
         session = self._sessions.pop(connection, None)
         if session is not None:
+            session.is_live = False
             self.episodes.drop([self._key(session, h) for h in session.open])
 
     def _key(self, session: Session, handle: str) -> str:
@@ -183,7 +189,7 @@ class ExternalService:
             _, for_env, _ = self.policy.act([_probe(obs)], explore=explore)  # acts on the last observation
             return {"type": "action", "action": to_wire(for_env[0])}
         self._fold_reward(session, handle, message)
-        await self._wait_for_room()
+        await self._wait_for_room(session)
         key = self._key(session, handle)
         self._observe(key, obs)
         loop = asyncio.get_running_loop()
@@ -231,7 +237,7 @@ class ExternalService:
         if handle in session.untrained:
             return {"type": "ok"}
         self._fold_reward(session, handle, message)
-        await self._wait_for_room()
+        await self._wait_for_room(session)
         key = self._key(session, handle)
         self._observe(key, obs)
         recorded, _, extras = self.policy.act([self.episodes.current(key)], explore=True, actions=[action])
@@ -300,9 +306,19 @@ class ExternalService:
         last = self._last_batch.get(session.client_id, -1)
         if batch <= last:
             return {"type": "ack", "batch": batch, "weights_version": self.weights_version, "duplicate": True}
-        parsed = [self._parse_chunk(c, i) for i, c in enumerate(chunks)]  # all checked before any is stored
-        self._check_starts(session, parsed)
-        await self._wait_for_room()
+        try:
+            parsed = [self._parse_chunk(c, i) for i, c in enumerate(chunks)]  # all checked before any is stored
+            self._check_starts(session, parsed)
+        except ProtocolError:
+            # Its episodes would lack these steps: they end here (counted), and later chunks of them
+            # are dropped and counted rather than joined on across the gap.
+            handles = {c.get("episode_id") for c in chunks if isinstance(c, dict)}
+            self.episodes.drop([self._key(session, h) for h in handles if isinstance(h, str)])
+            session.open -= handles
+            raise
+        await self._wait_for_room(session)
+        if batch <= self._last_batch.get(session.client_id, -1):  # stored by another connection meanwhile
+            return {"type": "ack", "batch": batch, "weights_version": self.weights_version, "duplicate": True}
         dropped = sum(self._store_chunk(session, *chunk) for chunk in parsed)
         self._last_batch[session.client_id] = batch
         self._last_batch.move_to_end(session.client_id)
@@ -417,10 +433,14 @@ class ExternalService:
             session.open.discard(handle)
         return 0
 
-    async def _wait_for_room(self) -> None:
-        """Back-pressure: the answer waits while the runner holds ``max_held_env_steps``."""
-        while self.episodes.num_held_steps() >= self.max_held_env_steps:
+    async def _wait_for_room(self, session: Session) -> None:
+        """Back-pressure: the answer waits while the runner holds ``max_held_env_steps`` that a call
+        can take (in complete mode, finished episodes' steps only: a running one must go on to
+        finish). ProtocolError when a newer connection of the client took over meanwhile."""
+        while self.episodes.num_backlog_steps() >= self.max_held_env_steps:
             await asyncio.sleep(_ROOM_WAIT_S)
+        if not session.is_live:
+            raise ProtocolError("a newer connection of this client id took over")
 
 
 def _probe(obs: Any) -> SingleAgentEpisode:
