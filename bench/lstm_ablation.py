@@ -45,9 +45,21 @@ TARGET = 350.0
 
 # name -> extra flags of `ray-sampler train` (after the preset). "--x-module-config JSON" is this
 # script's own: module config keys for TorchLSTMModule (no CLI flag sets them).
+RLLIB_ARCH = '{"encoder_hidden_sizes": [256, 256], "lstm_cell_size": 256, "head_hidden_sizes": []}'
+# RLlib's tuned example's PPO settings where the preset of commit 7f1e9af had others.
+RLLIB_PPO = ["--ppo.lr", "3e-4", "--ppo.lambda_", "1.0", "--ppo.clip-param", "0.3", "--ppo.vf-clip-param", "10.0"]
+
+
+def _without(flags: list[str], flag: str) -> list[str]:
+    """``flags`` without ``flag`` and its value."""
+    i = flags.index(flag)
+    return flags[:i] + flags[i + 2 :]
+
+
 VARIANTS: dict[str, list[str]] = {
     "preset": [],
-    # RLlib: 4,000 env steps per iteration; ours 2 runners x 4 x 128 = 1,024.
+    # Run on the preset of the ninth session (2 runners x 4 x 128 = 1,024 env steps an iteration,
+    # the lr, lambda, clips and module below them); RLlib: 4,000 env steps per iteration.
     "batch4k": ["--rollout-fragment-length", "512"],
     "batch4k_mb256": ["--rollout-fragment-length", "512", "--ppo.minibatch-size", "256"],
     "batch2k": ["--rollout-fragment-length", "256"],
@@ -89,6 +101,29 @@ VARIANTS: dict[str, list[str]] = {
         '{"lstm_cell_size": 256, "encoder_hidden_sizes": []}',
     ],
     "clip0.5": ["--ppo.grad-clip", "0.5"],
+    # The variants below were run on the preset of commit 7f1e9af (lr 1e-3, lambda 0.95, clip 0.2,
+    # no value clip, 4,096 env steps an iteration); bench/RESULTS.md has their runs. The preset
+    # since is rllib_ppo_batch2k.
+    # RLlib 2.60's default LSTM model: a tanh MLP of 256 x 256 before a 256-cell LSTM, linear heads.
+    "rllib_arch": ["--x-module-config", RLLIB_ARCH],
+    "rllib_arch_lr3e-4": ["--x-module-config", RLLIB_ARCH, "--ppo.lr", "3e-4"],
+    # ... and RLlib's PPO settings that differ from the old preset's (its KL loss aside).
+    "rllib_exact": ["--x-module-config", RLLIB_ARCH, *RLLIB_PPO],
+    # RLlib's PPO settings on the preset's module (64-unit encoder, 64 cells, 64-unit heads).
+    "rllib_ppo": RLLIB_PPO,
+    # rllib_ppo with one of its settings left at the old preset's value, or one more change.
+    "rllib_ppo_lr1e-3": _without(RLLIB_PPO, "--ppo.lr"),
+    "rllib_ppo_lambda0.95": _without(RLLIB_PPO, "--ppo.lambda_"),
+    "rllib_ppo_clip0.2": _without(RLLIB_PPO, "--ppo.clip-param"),
+    "rllib_ppo_novfclip": _without(RLLIB_PPO, "--ppo.vf-clip-param"),
+    "rllib_ppo_batch2k": [*RLLIB_PPO, "--rollout-fragment-length", "256"],
+    "rllib_ppo_batch1k": [*RLLIB_PPO, "--rollout-fragment-length", "128"],
+    # On the current preset (rllib_ppo_batch2k): one of its settings back at the old value.
+    "old_lr": ["--ppo.lr", "1e-3"],
+    "old_lambda": ["--ppo.lambda_", "0.95"],
+    "old_clip": ["--ppo.clip-param", "0.2"],
+    "old_vfclip": ["--ppo.vf-clip-param", "none"],
+    "old_batch": ["--rollout-fragment-length", "512"],
 }
 
 

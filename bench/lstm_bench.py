@@ -23,11 +23,13 @@ The sides take turns per seed, so slow phases of the machine hit both; each run 
 
 ``--preset-cli`` instead runs ours exactly as a user does, ``ray-sampler train --env
 StatelessCartPole-v1 --seed S --plain --runs-dir DIR --max-env-steps 300000`` (the preset: 2 runners x 4
-sub-envs x 512 = 4,096 env steps an iteration; through bench/lstm_ablation.py's wrapper, which records
+sub-envs x 256 = 2,048 env steps an iteration; through bench/lstm_ablation.py's wrapper, which records
 each iteration's finished episodes), and RLlib with ``--until-100 --max-env-steps 300000``, and
 reports both stop rules on both sides (env steps at the end of the iteration where each is met):
 
-  ours  100-episode rule (its stop) | one iteration's finished episodes pooled >= 350
+  ours  100-episode rule (its stop) | one iteration's finished episodes pooled >= 350 | the same on
+        disjoint blocks of iterations of >= 4,000 env steps (RLlib's iteration size; the preset's
+        iterations are 2,048)
   RLlib episode_return_mean (its stop: one iteration's episodes, the plain mean of the 3 runners'
         means, each over at most its last 34) | the same iteration's episodes pooled | 100-episode rule
 """
@@ -94,7 +96,14 @@ def _median(values: list[int | None], budget: int) -> float | None:
     return None if m > budget else m
 
 
-def same_run(seeds: list[int], rllib_python: str, max_env_steps: int, max_seconds: float, runs_dir: Path) -> None:
+def same_run(
+    seeds: list[int],
+    rllib_python: str,
+    max_env_steps: int,
+    max_seconds: float,
+    runs_dir: Path,
+    rllib_max_episode_steps: int | None = None,
+) -> None:
     """Ours (the preset, as the CLI runs it) and RLlib, seed by seed, both stop rules on both sides."""
     import lstm_ablation
 
@@ -107,6 +116,8 @@ def same_run(seeds: list[int], rllib_python: str, max_env_steps: int, max_second
         rows.append({"side": "ours", "seed": seed, **ours})
         cmd = [rllib_python, "bench/rllib_lstm.py", "--seed", str(seed), "--until-100"]
         cmd += ["--max-env-steps", str(max_env_steps), "--max-seconds", str(max_seconds)]
+        if rllib_max_episode_steps is not None:
+            cmd += ["--max-episode-steps", str(rllib_max_episode_steps)]
         _log("$ " + " ".join(cmd))
         t0 = time.perf_counter()
         other = run_json(cmd, timeout_s=max_seconds + 600) or {"error": True}
@@ -120,18 +131,21 @@ def same_run(seeds: list[int], rllib_python: str, max_env_steps: int, max_second
     ours_rows = [r for r in rows if r["side"] == "ours"]
     rllib_rows = [r for r in rows if r["side"] == "rllib"]
     print(
-        "| seed | ours: 100-episode rule | ours: RLlib rule (iteration pooled) | RLlib: its rule (episode_return_mean) "
+        "| seed | ours: 100-episode rule | ours: RLlib rule (iteration pooled) "
+        "| ours: RLlib rule on >= 4,000-step blocks | RLlib: its rule (episode_return_mean) "
         "| RLlib: iteration pooled | RLlib: 100-episode rule | ours s | RLlib s |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for o, r in zip(ours_rows, rllib_rows, strict=True):
         print(
-            f"| {o['seed']} | {o.get('ours_steps')} | {o.get('rllib_steps')} | {r.get('env_steps')} "
+            f"| {o['seed']} | {o.get('ours_steps')} | {o.get('rllib_steps')} | {o.get('rllib4k_steps')} "
+            f"| {r.get('env_steps')} "
             f"| {r.get('env_steps_pooled_rule')} | {r.get('env_steps_100')} | {o['wall_s']} | {r['wall_s']} |"
         )
     medians = {
         "ours_100": _median([r.get("ours_steps") for r in ours_rows], max_env_steps),
         "ours_iteration_pooled": _median([r.get("rllib_steps") for r in ours_rows], max_env_steps),
+        "ours_4k_blocks_pooled": _median([r.get("rllib4k_steps") for r in ours_rows], max_env_steps),
         "rllib_episode_return_mean": _median([r.get("env_steps") for r in rllib_rows], max_env_steps),
         "rllib_iteration_pooled": _median([r.get("env_steps_pooled_rule") for r in rllib_rows], max_env_steps),
         "rllib_100": _median([r.get("env_steps_100") for r in rllib_rows], max_env_steps),
@@ -149,6 +163,12 @@ def main() -> None:
     parser.add_argument("--preset-cli", action="store_true", help="ours as `ray-sampler train` runs it; both rules")
     parser.add_argument("--max-env-steps", type=int, default=300_000, help="with --preset-cli: both sides' budget")
     parser.add_argument("--runs-dir", default="/tmp/lstm_same_run", help="with --preset-cli: our runs' directories")
+    parser.add_argument(
+        "--rllib-max-episode-steps",
+        type=int,
+        default=None,
+        help="with --preset-cli: RLlib's env in a TimeLimit (500: the horizon ours keeps; default: none, as RLlib's)",
+    )
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -159,6 +179,7 @@ def main() -> None:
             args.max_env_steps,
             args.rllib_max_seconds,
             Path(args.runs_dir),
+            args.rllib_max_episode_steps,
         )
         return
     if args.child:

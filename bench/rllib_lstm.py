@@ -9,7 +9,8 @@ own ``StatelessCartPole`` env class, 3 env runners, a MeanStdFilter env-to-modul
 ``use_lstm=True``, ``max_seq_len=20``, ``vf_share_layers=True``; it stops at an
 ``episode_return_mean`` of 350 or 2M env steps. With ``--until-100`` it keeps training past that
 until the mean of the last 100 finished episodes also reaches 350 (the rule our runs stop by), or
-``--max-env-steps``.
+``--max-env-steps``. Its env class has no time limit (episodes run past 500 steps);
+``--max-episode-steps 500`` wraps it in gymnasium's ``TimeLimit`` as CartPole-v1 and ours are.
 
 What ``episode_return_mean`` averages (RLlib 2.60 source): each EnvRunner logs every finished
 episode's return into a mean with a window of ceil(metrics_num_episodes_for_smoothing (100) /
@@ -84,6 +85,12 @@ def main() -> None:
     parser.add_argument("--max-env-steps", type=int, default=2_000_000)
     parser.add_argument("--target", type=float, default=350.0)
     parser.add_argument("--until-100", action="store_true", help="go on until the 100-episode mean reaches the target")
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=None,
+        help="wrap RLlib's env in gymnasium's TimeLimit (500: CartPole-v1's horizon, which ours keeps)",
+    )
     args = parser.parse_args()
 
     t_start = time.perf_counter()
@@ -97,9 +104,17 @@ def main() -> None:
     ray.init(
         num_cpus=max(4, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False, configure_logging=False
     )
+    env: Any = StatelessCartPole
+    if args.max_episode_steps is not None:
+        from gymnasium.wrappers import TimeLimit
+        from ray.tune.registry import register_env
+
+        limit = args.max_episode_steps
+        register_env("StatelessCartPoleTimeLimit", lambda cfg: TimeLimit(StatelessCartPole(cfg), limit))
+        env = "StatelessCartPoleTimeLimit"
     config = (
         PPOConfig()
-        .environment(StatelessCartPole)
+        .environment(env)
         .env_runners(num_env_runners=3, env_to_module_connector=lambda env, spaces=None, device=None: MeanStdFilter())
         .training(lr=0.0003, num_epochs=6, vf_loss_coeff=0.05)
         .rl_module(model_config=DefaultModelConfig(vf_share_layers=True, use_lstm=True, max_seq_len=20))
@@ -107,7 +122,11 @@ def main() -> None:
         .debugging(seed=args.seed)
     )
     algo = config.build_algo()
-    out: dict[str, Any] = {"seed": args.seed, "ray_version": ray.__version__}
+    out: dict[str, Any] = {
+        "seed": args.seed,
+        "ray_version": ray.__version__,
+        "max_episode_steps": args.max_episode_steps,
+    }
     last_100: deque[float] = deque(maxlen=100)
     try:
         t0 = time.perf_counter()

@@ -27,8 +27,8 @@ __all__ = ["TorchLSTMModule"]
 
 
 class TorchLSTMModule(TorchRLModule):
-    """LSTM (``lstm_cell_size``) -> tanh MLP heads (``head_hidden_sizes``) for the policy (logits,
-    or a Gaussian mean with a state-free learned log-std) and the value."""
+    """LSTM (``lstm_cell_size``) -> tanh MLP heads (``head_hidden_sizes``; ``()``: linear ones) for
+    the policy (logits, or a Gaussian mean with a state-free learned log-std) and the value."""
 
     def __init__(
         self,
@@ -47,7 +47,7 @@ class TorchLSTMModule(TorchRLModule):
             raise SpaceError(f"TorchLSTMModule needs a Discrete or Box action space (got {action_space})")
         super().__init__(observation_space, action_space)
         self.lstm_cell_size = lstm_cell_size
-        hidden = check_hidden_sizes(head_hidden_sizes)
+        hidden = tuple(head_hidden_sizes) and check_hidden_sizes(head_hidden_sizes)
         encoder_sizes = tuple(encoder_hidden_sizes) and check_hidden_sizes(encoder_hidden_sizes)
         n_in = gym.spaces.flatdim(observation_space)
         n_dist = dist_input_size(action_space)

@@ -103,10 +103,19 @@ def test_the_stateless_cartpole_preset_trains_a_torch_lstm_with_normalized_obser
     assert cfg.framework == "torch" and cfg.env_runner.module_class is TorchLSTMModule
     assert cfg.env_runner.module_config == {"seed": 4}
     assert cfg.ppo == dataclasses.replace(
-        base.ppo, lr=1e-3, num_epochs=6, vf_coeff=0.05, grad_clip=None, observation_filter="mean_std", max_seq_len=20
+        base.ppo,
+        lr=3e-4,
+        lambda_=1.0,
+        clip_param=0.3,
+        vf_clip_param=10.0,
+        num_epochs=6,
+        vf_coeff=0.05,
+        grad_clip=None,
+        observation_filter="mean_std",
+        max_seq_len=20,
     )
     assert (cfg.max_iterations, cfg.max_env_steps, cfg.target_return, cfg.num_learners) == (None, 300_000, 350.0, 1)
-    assert cfg.env_runner.rollout_fragment_length == 512  # 4,096 env steps an iteration, near RLlib's 4,000
+    assert cfg.env_runner.rollout_fragment_length == 256  # 2,048 env steps an iteration
     # A user's own torch module class is kept; the flags applied after the preset override it.
     runner = dataclasses.replace(base.env_runner, module_class=RecordingTorchLSTM)
     own = dataclasses.replace(base, framework="torch", env_runner=runner)
