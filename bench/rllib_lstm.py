@@ -78,6 +78,41 @@ def _mean_of_runner_means(items: list[tuple[int, float]], window: int) -> float:
     return sum(means) / len(means) if means else float("nan")
 
 
+def start_ray() -> None:
+    """``ray.init`` for the example: 3 runners of one CPU each and the learner need at least 4
+    logical CPUs, however many cores."""
+    import ray
+
+    ray.init(
+        num_cpus=max(4, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
+
+
+def tuned_config(seed: int, max_episode_steps: int | None = None) -> Any:
+    """RLlib's tuned StatelessCartPole LSTM PPO example's config (its env in a ``TimeLimit`` of
+    ``max_episode_steps`` if given; RLlib's own has none)."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.env_to_module import MeanStdFilter
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.rllib.examples.envs.classes.stateless_cartpole import StatelessCartPole
+
+    env: Any = StatelessCartPole
+    if max_episode_steps is not None:
+        from gymnasium.wrappers import TimeLimit
+        from ray.tune.registry import register_env
+
+        register_env("StatelessCartPoleTimeLimit", lambda cfg: TimeLimit(StatelessCartPole(cfg), max_episode_steps))
+        env = "StatelessCartPoleTimeLimit"
+    return (
+        PPOConfig()
+        .environment(env)
+        .env_runners(num_env_runners=3, env_to_module_connector=lambda env, spaces=None, device=None: MeanStdFilter())
+        .training(lr=0.0003, num_epochs=6, vf_loss_coeff=0.05)
+        .rl_module(model_config=DefaultModelConfig(vf_share_layers=True, use_lstm=True, max_seq_len=20))
+        .debugging(seed=seed)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=0)
@@ -95,32 +130,9 @@ def main() -> None:
 
     t_start = time.perf_counter()
     import ray
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.connectors.env_to_module import MeanStdFilter
-    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-    from ray.rllib.examples.envs.classes.stateless_cartpole import StatelessCartPole
 
-    # 3 runners of one CPU each and the learner: at least 4 logical CPUs, however many cores.
-    ray.init(
-        num_cpus=max(4, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False, configure_logging=False
-    )
-    env: Any = StatelessCartPole
-    if args.max_episode_steps is not None:
-        from gymnasium.wrappers import TimeLimit
-        from ray.tune.registry import register_env
-
-        limit = args.max_episode_steps
-        register_env("StatelessCartPoleTimeLimit", lambda cfg: TimeLimit(StatelessCartPole(cfg), limit))
-        env = "StatelessCartPoleTimeLimit"
-    config = (
-        PPOConfig()
-        .environment(env)
-        .env_runners(num_env_runners=3, env_to_module_connector=lambda env, spaces=None, device=None: MeanStdFilter())
-        .training(lr=0.0003, num_epochs=6, vf_loss_coeff=0.05)
-        .rl_module(model_config=DefaultModelConfig(vf_share_layers=True, use_lstm=True, max_seq_len=20))
-        .callbacks(on_episode_end=on_episode_end)
-        .debugging(seed=args.seed)
-    )
+    start_ray()
+    config = tuned_config(args.seed, args.max_episode_steps).callbacks(on_episode_end=on_episode_end)
     algo = config.build_algo()
     out: dict[str, Any] = {
         "seed": args.seed,
