@@ -14,7 +14,7 @@ OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)  # StatelessCartPole's two obs
 ACT = gym.spaces.Discrete(2)
 
 
-def test_empty_head_sizes_make_linear_heads_that_act_and_train() -> None:
+def test_empty_head_sizes_make_linear_heads_that_act_and_give_values_over_sequences() -> None:
     module = TorchLSTMModule(OBS, ACT, lstm_cell_size=8, encoder_hidden_sizes=(), head_hidden_sizes=())
     assert [tuple(layer.weight.shape) for layer in module.pi] == [(2, 8)]
     assert [tuple(layer.weight.shape) for layer in module.vf] == [(1, 8)]
